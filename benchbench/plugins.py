@@ -1,0 +1,166 @@
+"""Plugin discovery: built-ins, installed entry points and local files, all through one path.
+
+A plugin that fails to import (or whose register hook raises) is reported and skipped unless
+`strict` is set; the others keep working.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Callable, Iterable
+
+import pluggy
+
+from benchbench import hookspecs
+from benchbench.errors import BenchError
+from benchbench.registry import Registry
+from benchbench.specs import DatasetSpec, ModelSpec, ProtocolSpec
+
+GROUP = "benchbench"
+BUILTIN_PLUGINS: tuple[str, ...] = (
+    "benchbench_plugins.vit",
+    "benchbench_plugins.resnetv2",
+    "benchbench_plugins.fashion_mnist",
+    "benchbench_plugins.scratch",
+)
+# Set to "0" to skip third-party entry points (tests do, so installed plugins cannot leak in).
+ENTRY_POINTS_ENV = "BENCHBENCH_LOAD_ENTRY_POINTS"
+
+
+class PluginError(BenchError):
+    pass
+
+
+@dataclass(frozen=True)
+class PluginFailure:
+    plugin: str
+    error: str
+    detail: str  # traceback, for --verbose and records
+
+    def __str__(self) -> str:
+        return f"plugin {self.plugin!r} failed and was skipped: {self.error}"
+
+
+@dataclass
+class Catalog:
+    """What the loaded plugins registered, plus the plugins that failed."""
+
+    pm: pluggy.PluginManager
+    models: Registry[ModelSpec] = field(default_factory=lambda: Registry("model"))
+    datasets: Registry[DatasetSpec] = field(default_factory=lambda: Registry("dataset"))
+    protocols: Registry[ProtocolSpec] = field(default_factory=lambda: Registry("protocol"))
+    failures: list[PluginFailure] = field(default_factory=list)
+
+    def registry(self, kind: str) -> Registry:
+        return {"models": self.models, "datasets": self.datasets, "protocols": self.protocols}[kind]
+
+
+def make_manager() -> pluggy.PluginManager:
+    pm = pluggy.PluginManager(GROUP)
+    pm.add_hookspecs(hookspecs)
+    return pm
+
+
+def _import_file(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise PluginError(f"--plugin {path}: no such file")
+    name = f"benchbench_local_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise PluginError(f"--plugin {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _register_plugin(
+    pm: pluggy.PluginManager, name: str, load: Callable[[], object], failures: list[PluginFailure], strict: bool
+) -> None:
+    """Import one plugin and register it under `name`; the one path for every plugin source."""
+    try:
+        plugin = load()
+        if pm.is_registered(plugin) or pm.get_plugin(name) is not None:
+            return
+        pm.register(plugin, name=name)
+    except Exception as exc:  # noqa: BLE001 - any import error must be isolated
+        if strict:
+            raise PluginError(f"plugin {name!r} failed to load: {_error_text(exc)}") from exc
+        failures.append(PluginFailure(name, _error_text(exc), traceback.format_exc()))
+
+
+def entry_points_enabled() -> bool:
+    return os.environ.get(ENTRY_POINTS_ENV, "1") != "0"
+
+
+def load_plugins(
+    pm: pluggy.PluginManager,
+    *,
+    builtins: Iterable[str] = BUILTIN_PLUGINS,
+    files: Iterable[str | Path] = (),
+    entry_points: bool | None = None,
+    strict: bool = False,
+) -> list[PluginFailure]:
+    """Register built-in modules, installed entry points (group "benchbench") and local files."""
+    failures: list[PluginFailure] = []
+    for module_name in builtins:
+        _register_plugin(pm, module_name, lambda m=module_name: importlib.import_module(m), failures, strict)
+    if entry_points_enabled() if entry_points is None else entry_points:
+        for ep in importlib.metadata.entry_points(group=GROUP):
+            _register_plugin(pm, ep.name, ep.load, failures, strict)
+    for path in files:
+        path = Path(path)
+        _register_plugin(pm, f"file:{path}", lambda p=path: _import_file(p), failures, strict)
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(f"{exc} (hooks are: register_models, register_datasets, register_protocols)") from exc
+    return failures
+
+
+def collect(pm: pluggy.PluginManager, failures: list[PluginFailure] | None = None, strict: bool = False) -> Catalog:
+    """Call every register_* hook, filling fresh registries; each spec remembers its plugin."""
+    catalog = Catalog(pm=pm, failures=list(failures or ()))
+    hooks = (
+        (pm.hook.register_models, catalog.models),
+        (pm.hook.register_datasets, catalog.datasets),
+        (pm.hook.register_protocols, catalog.protocols),
+    )
+    for hook, registry in hooks:
+        # One implementation at a time, so each spec knows its plugin and a plugin raising here
+        # is isolated like one failing to import.
+        for impl in hook.get_hookimpls():  # registration order
+            specs: list = []
+            try:
+                impl.function(register=specs.append)
+            except Exception as exc:  # noqa: BLE001
+                if strict:
+                    raise PluginError(
+                        f"plugin {impl.plugin_name!r} raised in {hook.name}: {_error_text(exc)}"
+                    ) from exc
+                catalog.failures.append(PluginFailure(impl.plugin_name, _error_text(exc), traceback.format_exc()))
+                continue  # nothing of a failing plugin is half-registered
+            for spec in specs:
+                registry.add(spec, impl.plugin_name)
+    return catalog
+
+
+def load_catalog(
+    files: Iterable[str | Path] = (), *, strict: bool = False, entry_points: bool | None = None
+) -> Catalog:
+    """A fresh plugin manager with every plugin loaded and every registry filled."""
+    pm = make_manager()
+    failures = load_plugins(pm, files=files, strict=strict, entry_points=entry_points)
+    return collect(pm, failures, strict=strict)

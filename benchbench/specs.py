@@ -1,0 +1,90 @@
+"""Typed, frozen records that plugins register: models, datasets, protocols."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+if TYPE_CHECKING:  # keep `import benchbench` free of torch
+    import torch
+    from torch.utils.data import Dataset
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One buildable model.
+
+    `build(num_classes=, image_size=, in_chans=)` returns an `nn.Module` whose `forward` gives
+    logits and whose `features(x)` gives the pre-logits representation.
+    """
+
+    id: str
+    name: str
+    family: str
+    build: Callable[..., "torch.nn.Module"]
+    default_resolution: int
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class DataOptions:
+    """Where dataset plugins look for files, and whether they may download them."""
+
+    root: Path | None = None
+    download: bool = False
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """One dataset. `load(split, options)` returns a map-style dataset of (image CHW float, label)."""
+
+    id: str
+    name: str
+    num_classes: int
+    image_size: int
+    in_chans: int
+    splits: tuple[str, ...]
+    load: Callable[[str, DataOptions], "Dataset"]
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One protocol setting: default value, accepted type(s), and an optional range check.
+
+    `check(value)` returns an error message (for example "must be > 0") or None.
+    """
+
+    default: Any
+    type: type | tuple[type, ...]
+    help: str
+    check: Callable[[Any], str | None] | None = None
+
+
+@dataclass(frozen=True)
+class ProtocolContext:
+    """Everything a protocol needs to run one cell."""
+
+    model: "torch.nn.Module"
+    model_spec: ModelSpec
+    dataset_spec: DatasetSpec
+    data: DataOptions
+    settings: Mapping[str, Any]
+    device: "torch.device"
+    seed: int
+    show_progress: bool = True
+
+
+@dataclass(frozen=True)
+class ProtocolSpec:
+    """One evaluation protocol. `run(ctx)` returns metrics whose names carry units."""
+
+    id: str
+    name: str
+    run: Callable[[ProtocolContext], Mapping[str, float]]
+    settings: Mapping[str, Setting] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+    description: str = ""
