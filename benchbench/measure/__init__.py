@@ -1,0 +1,1 @@
+"""Measurements taken on every cell: parameters, forward MACs, device time."""

@@ -1,0 +1,177 @@
+"""Vision Transformer as in Dosovitskiy et al. 2020, "An Image is Worth 16x16 Words".
+
+Patches -> linear projection (a conv with kernel = stride = patch), a learnable [class] token,
+learnable 1-D position embeddings, pre-LN encoder blocks (multi-head self-attention, then a GELU
+MLP, a residual after each), a final LayerNorm, and a linear head on the class token, initialised
+to zero. Initialisers follow the paper's Flax code (Xavier-uniform dense kernels, tiny biases,
+position embeddings ~ N(0, 0.02), zero class token).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from benchbench import hookimpl
+from benchbench.specs import ModelSpec
+
+
+@dataclass(frozen=True)
+class Width:
+    """A ViT size: the paper's Table 1 for B/L/H, DeiT for Ti/S, and small sizes of our own."""
+
+    name: str
+    hidden: int
+    depth: int
+    mlp: int
+    heads: int
+
+
+WIDTHS = {
+    w.name: w
+    for w in (
+        # Small sizes for 28-64 px images (Fashion-MNIST, CIFAR); our own, same architecture.
+        Width("Mu", hidden=64, depth=6, mlp=128, heads=4),
+        Width("Ti", hidden=192, depth=12, mlp=768, heads=3),  # DeiT
+        Width("S", hidden=384, depth=12, mlp=1536, heads=6),  # DeiT
+        Width("B", hidden=768, depth=12, mlp=3072, heads=12),  # Table 1
+        Width("L", hidden=1024, depth=24, mlp=4096, heads=16),  # Table 1
+        Width("H", hidden=1280, depth=32, mlp=5120, heads=16),  # Table 1
+    )
+}
+PAPER_PATCHES = (14, 16, 32)
+SMALL_PATCHES = (4, 7)  # at 28 px: 7x7 and 4x4 patch grids
+SMALL_RESOLUTION = 28
+
+
+class Attention(nn.Module):
+    def __init__(self, hidden: int, heads: int):
+        super().__init__()
+        if hidden % heads:
+            raise ValueError(f"hidden size {hidden} is not divisible by {heads} heads")
+        self.heads = heads
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        # Flash / memory-efficient kernels on GPU; FLOP counters get a handle for this op.
+        x = F.scaled_dot_product_attention(q, k, v)
+        return self.proj(x.transpose(1, 2).reshape(b, n, d))
+
+
+class Mlp(nn.Module):
+    def __init__(self, hidden: int, mlp: int, dropout: float):
+        super().__init__()
+        self.fc1 = nn.Linear(hidden, mlp)
+        self.fc2 = nn.Linear(mlp, hidden)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.fc2(self.drop(F.gelu(self.fc1(x)))))
+
+
+class Block(nn.Module):
+    """Pre-LN encoder block: x + MSA(LN(x)), then x + MLP(LN(x))."""
+
+    def __init__(self, hidden: int, heads: int, mlp: int, dropout: float):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(hidden, eps=1e-6)
+        self.attn = Attention(hidden, heads)
+        self.ln2 = nn.LayerNorm(hidden, eps=1e-6)
+        self.mlp = Mlp(hidden, mlp, dropout)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.ln1(x)))
+        return x + self.mlp(self.ln2(x))
+
+
+class VisionTransformer(nn.Module):
+    def __init__(
+        self,
+        width: Width,
+        patch_size: int,
+        *,
+        num_classes: int = 1000,
+        image_size: int = 224,
+        in_chans: int = 3,
+        dropout: float = 0.0,
+    ):
+        super().__init__()
+        if image_size % patch_size:
+            raise ValueError(
+                f"image size {image_size} is not divisible by patch size {patch_size}; "
+                f"use a resolution that is a multiple of {patch_size}"
+            )
+        self.width, self.patch_size, self.image_size = width, patch_size, image_size
+        self.grid = image_size // patch_size
+        d = width.hidden
+        self.patch_embed = nn.Conv2d(in_chans, d, kernel_size=patch_size, stride=patch_size)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, d))
+        self.pos_embed = nn.Parameter(torch.empty(1, self.grid * self.grid + 1, d))
+        self.pos_drop = nn.Dropout(dropout)
+        self.blocks = nn.Sequential(*(Block(d, width.heads, width.mlp, dropout) for _ in range(width.depth)))
+        self.norm = nn.LayerNorm(d, eps=1e-6)
+        self.head = nn.Linear(d, num_classes)
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        fan_in = self.patch_embed.in_channels * self.patch_size**2
+        nn.init.trunc_normal_(self.patch_embed.weight, std=math.sqrt(1.0 / fan_in))  # LeCun normal
+        nn.init.zeros_(self.patch_embed.bias)
+        nn.init.normal_(self.pos_embed, std=0.02)
+        for m in self.blocks.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.xavier_uniform_(m.weight)
+                nn.init.normal_(m.bias, std=1e-6)
+        self.reset_head(self.head.out_features)
+
+    def reset_head(self, num_classes: int) -> None:
+        """A fresh zero-initialised head, as the paper does for fine-tuning."""
+        self.head = nn.Linear(self.width.hidden, num_classes, device=self.cls_token.device)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """Pre-logits representation: the final-LN class token."""
+        x = self.patch_embed(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
+        x = self.blocks(self.pos_drop(x + self.pos_embed))
+        return self.norm(x)[:, 0]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+def create(width: str, patch_size: int, **kwargs) -> VisionTransformer:
+    return VisionTransformer(WIDTHS[width], patch_size, **kwargs)
+
+
+def _spec(width: str, patch: int, resolution: int) -> ModelSpec:
+    w = WIDTHS[width]
+    name = f"ViT-{width}/{patch}"
+    return ModelSpec(
+        id=f"vit-{width.lower()}{patch}",
+        name=name,
+        family="vit",
+        build=partial(create, width, patch),
+        default_resolution=resolution,
+        aliases=(name,),
+        description=f"{w.depth} layers, hidden {w.hidden}, MLP {w.mlp}, {w.heads} heads, patch {patch}",
+    )
+
+
+@hookimpl
+def register_models(register) -> None:
+    for width in ("Ti", "S", "B", "L", "H"):
+        for patch in PAPER_PATCHES:
+            register(_spec(width, patch, 224))
+    for patch in SMALL_PATCHES:
+        register(_spec("Mu", patch, SMALL_RESOLUTION))
