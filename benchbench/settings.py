@@ -1,0 +1,61 @@
+"""Validation of protocol settings against the protocol's declared `Setting`s."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from benchbench.errors import BenchError, unknown_message
+from benchbench.specs import ProtocolSpec, Setting
+
+
+def _type_name(t: type | tuple[type, ...]) -> str:
+    types = t if isinstance(t, tuple) else (t,)
+    return " or ".join(x.__name__ for x in types)
+
+
+def check_value(key: str, value: Any, setting: Setting, where: str) -> Any:
+    """The value, converted where lossless (int -> float); BenchError naming `where.key` otherwise."""
+    types = setting.type if isinstance(setting.type, tuple) else (setting.type,)
+    if isinstance(value, bool) and bool not in types:
+        ok = False  # True is an int in Python, but never a valid count or rate
+    elif float in types and isinstance(value, int) and not isinstance(value, bool):
+        value, ok = float(value), True
+    else:
+        ok = isinstance(value, types)
+    if not ok:
+        raise BenchError(f"{where}.{key}: expected {_type_name(setting.type)}, got {type(value).__name__} "
+                         f"{value!r} ({setting.help})")
+    if setting.check is not None:
+        problem = setting.check(value)
+        if problem:
+            raise BenchError(f"{where}.{key} = {value!r}: {problem} ({setting.help})")
+    return value
+
+
+def resolve(protocol: ProtocolSpec, given: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Defaults overlaid with `given`; unknown keys, wrong types and bad ranges are BenchErrors."""
+    resolved = {k: s.default for k, s in protocol.settings.items()}
+    for key, value in given.items():
+        if key not in protocol.settings:
+            raise BenchError(f"{where}: {unknown_message(f'{protocol.id} setting', key, protocol.settings)}")
+        resolved[key] = check_value(key, value, protocol.settings[key], where)
+    return resolved
+
+
+def positive(value) -> str | None:
+    return None if value > 0 else "must be > 0"
+
+
+def non_negative(value) -> str | None:
+    return None if value >= 0 else "must be >= 0"
+
+
+def unit_interval(value) -> str | None:
+    return None if 0 <= value < 1 else "must be in [0, 1)"
+
+
+def one_of(*allowed: str) -> Callable[[Any], str | None]:
+    def check(value) -> str | None:
+        return None if value in allowed else f"allowed: {', '.join(allowed)}"
+
+    return check
