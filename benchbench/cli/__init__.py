@@ -1,0 +1,37 @@
+"""Command line: `benchbench list | run | table`. One module per command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from benchbench import __version__
+from benchbench.cli import list_cmd, run_cmd, table_cmd
+from benchbench.cli.common import plugin_options
+from benchbench.errors import BenchError
+
+COMMANDS = (list_cmd, run_cmd, table_cmd)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="benchbench", description="Benchmark Vision Transformers against CNNs.")
+    p.add_argument("--version", action="version", version=f"benchbench {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parent = plugin_options()
+    for command in COMMANDS:
+        command.add_parser(sub, parent)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser().parse_args(argv)
+    args.command_line = ["benchbench", *argv]
+    try:
+        return args.func(args) or 0
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,5 @@
+import sys
+
+from benchbench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,63 @@
+"""`benchbench list models|datasets|protocols|suites [--json]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from tabulate import tabulate
+
+from benchbench.cli.common import catalog
+from benchbench.suite import find_suite, parse, suite_dirs
+
+KINDS = ("models", "datasets", "protocols", "suites")
+
+
+def add_parser(sub, parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("list", parents=[parent], help="list registered models, datasets, protocols or suites")
+    p.add_argument("kind", choices=KINDS)
+    p.add_argument("--json", action="store_true", help="a JSON array of objects")
+    p.set_defaults(func=run)
+
+
+def _rows(kind: str, args) -> list[dict]:
+    if kind == "suites":
+        rows, seen = [], set()
+        for d in suite_dirs():
+            for path in sorted(d.glob("*.toml")):
+                if path.stem in seen:
+                    continue
+                seen.add(path.stem)
+                head = parse(find_suite(str(path))).get("suite", {})
+                rows.append({"id": path.stem, "name": head.get("name", path.stem),
+                             "description": head.get("description", ""), "path": str(path)})
+        return rows
+    cat = catalog(args)
+    registry = cat.registry(kind)
+    rows = []
+    for spec in registry:
+        row = {"id": spec.id, "name": spec.name, "plugin": registry.plugin_of[spec.id],
+               "aliases": list(spec.aliases)}
+        if kind == "models":
+            row.update(family=spec.family, default_resolution=spec.default_resolution)
+        elif kind == "datasets":
+            row.update(num_classes=spec.num_classes, image_size=spec.image_size, in_chans=spec.in_chans,
+                       splits=list(spec.splits))
+        else:
+            row["settings"] = {k: {"default": s.default, "help": s.help} for k, s in spec.settings.items()}
+        row["description"] = spec.description
+        rows.append(row)
+    return rows
+
+
+def run(args) -> int:
+    rows = _rows(args.kind, args)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    columns = {"models": ("id", "name", "family", "default_resolution", "plugin"),
+               "datasets": ("id", "name", "num_classes", "image_size", "plugin"),
+               "protocols": ("id", "name", "plugin", "description"),
+               "suites": ("id", "description", "path")}[args.kind]
+    print(tabulate([[r.get(c, "") for c in columns] for r in rows], headers=columns, tablefmt="simple"))
+    return 0

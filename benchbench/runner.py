@@ -1,0 +1,130 @@
+"""Runs a suite's cells in-process, one record per cell, whatever happens inside a cell."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from benchbench.errors import BenchError
+from benchbench.measure.flops import count_macs
+from benchbench.measure.params import count_params
+from benchbench.plugins import Catalog
+from benchbench.specs import DataOptions, ProtocolContext
+from benchbench.store import append_record
+from benchbench.suite import Cell, Suite
+
+SCHEMA = 1
+SECONDS_PER_DAY = 86_400
+
+
+def pick_device(name: str) -> torch.device:
+    """auto: CUDA when available, else CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise BenchError("--device cuda: no CUDA device is available here; use --device cpu or auto")
+    if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
+        raise BenchError(f"--device {name!r}: allowed: auto, cpu, cuda, cuda:N")
+    return torch.device(name)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def derived_compute(metrics: dict[str, Any], devices: int) -> dict[str, float]:
+    """Device-days and training FLOPs (forward + backward = 3x forward) from measured figures."""
+    out: dict[str, float] = {}
+    if "train_device_seconds" in metrics:
+        out["train_device_days"] = devices * metrics["train_device_seconds"] / SECONDS_PER_DAY
+    if "macs" in metrics and "train_images_seen" in metrics:
+        out["train_exaflops"] = 3 * 2 * metrics["macs"] * metrics["train_images_seen"] / 1e18
+    return out
+
+
+def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptions, show_progress: bool) -> dict:
+    """Build, measure and run one cell. Returns the record; never raises for errors inside the cell."""
+    model_spec = catalog.models.get(cell.model)
+    dataset_spec = catalog.datasets.get(cell.dataset)
+    protocol = catalog.protocols.get(cell.protocol)
+    record: dict[str, Any] = {
+        "schema": SCHEMA,
+        "key": cell.key,
+        "model": model_spec.id, "model_name": model_spec.name, "model_family": model_spec.family,
+        "model_plugin": catalog.models.plugin_of[model_spec.id],
+        "dataset": dataset_spec.id, "dataset_name": dataset_spec.name,
+        "dataset_plugin": catalog.datasets.plugin_of[dataset_spec.id],
+        "protocol": protocol.id, "protocol_plugin": catalog.protocols.plugin_of[protocol.id],
+        "seed": cell.seed,
+        "settings": dict(cell.settings),
+        "resolution": dataset_spec.image_size,
+        "device": str(device),
+        "devices": 1,
+        "started_at": _now(),
+        "status": "failed", "error": None, "traceback": None, "flops_status": None,
+    }
+    metrics: dict[str, Any] = {}
+    record["metrics"] = metrics  # filled in place, so what was measured survives a later failure
+    start = time.perf_counter()
+    try:
+        torch.manual_seed(cell.seed)
+        model = model_spec.build(
+            num_classes=dataset_spec.num_classes, image_size=dataset_spec.image_size, in_chans=dataset_spec.in_chans
+        )
+        metrics["params"] = count_params(model)
+        macs = count_macs(model, dataset_spec.image_size, dataset_spec.in_chans)
+        metrics.update(macs=macs.macs, gmacs=macs.gmacs, gflops=macs.gflops)
+        record["flops_status"] = macs.status
+        ctx = ProtocolContext(
+            model=model, model_spec=model_spec, dataset_spec=dataset_spec, data=data,
+            settings=dict(cell.settings), device=device, seed=cell.seed, show_progress=show_progress,
+        )
+        metrics.update(protocol.run(ctx))
+        metrics.update(derived_compute(metrics, record["devices"]))
+        record["status"] = "ok"
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a failing cell must not stop the suite
+        record["error"] = f"{type(exc).__name__}: {exc}"
+        record["traceback"] = "" if isinstance(exc, BenchError) else traceback.format_exc()
+    record["wall_seconds"] = time.perf_counter() - start
+    record["finished_at"] = _now()
+    return record
+
+
+def summary_line(record: dict) -> str:
+    m = record["metrics"]
+    head = f"{record['model']} x {record['dataset']} x {record['protocol']} (seed {record['seed']})"
+    if record["status"] != "ok":
+        return f"{head}: FAILED: {record['error']}"
+    parts = [f"top-1 {m['top1']:.4f}" if "top1" in m else None,
+             f"{m['params'] / 1e6:.3f}M params", f"{m['gmacs']:.4g} GMACs",
+             f"train {m['train_device_seconds']:.1f} s" if "train_device_seconds" in m else None,
+             f"{m['train_img_per_s']:.0f} img/s" if "train_img_per_s" in m else None]
+    return f"{head}: " + ", ".join(p for p in parts if p)
+
+
+def run_suite(
+    suite: Suite,
+    catalog: Catalog,
+    run_dir: Path,
+    device: torch.device,
+    data: DataOptions,
+    *,
+    show_progress: bool = True,
+    echo: Callable[[str], None] = print,
+) -> list[dict]:
+    records = []
+    for i, cell in enumerate(suite.cells, start=1):
+        echo(f"[{i}/{len(suite.cells)}] {cell.label} ...")
+        record = run_cell(cell, catalog, device, data, show_progress)
+        record.update(suite=suite.name, run_id=Path(run_dir).name, quick=suite.quick)
+        append_record(run_dir, record)
+        records.append(record)
+        echo(f"[{i}/{len(suite.cells)}] {summary_line(record)}")
+    return records

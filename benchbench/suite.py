@@ -1,0 +1,193 @@
+"""Suite files (TOML): validated, then expanded into Cells (model x dataset x protocol x seed).
+
+    [suite]
+    name = "quickstart"              # optional; the file's stem otherwise
+    description = "..."
+    models = ["bit-r20x1-small", "vit-mu7"]
+    datasets = ["fashion-mnist"]
+    protocols = ["scratch"]
+    seeds = [0]                      # optional; [0] otherwise
+
+    [settings.scratch]               # per-protocol settings; see `benchbench list protocols --json`
+    epochs = 1
+
+    [quick]                          # --quick: overrides any [suite] list and any setting
+    [quick.settings.scratch]
+    steps = 20
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from benchbench.errors import BenchError, UnknownIdError, did_you_mean, unknown_message
+from benchbench.plugins import Catalog
+from benchbench.settings import resolve
+
+SUITE_KEYS = ("name", "description", "models", "datasets", "protocols", "seeds")
+LIST_KEYS = ("models", "datasets", "protocols", "seeds")
+TOP_KEYS = ("suite", "settings", "quick")
+QUICK_KEYS = ("models", "datasets", "seeds", "settings")
+REPO_SUITES = Path(__file__).resolve().parent.parent / "suites"
+
+
+class SuiteError(BenchError):
+    pass
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One unit of work. Its key is a hash of everything that determines its result."""
+
+    model: str
+    dataset: str
+    protocol: str
+    seed: int
+    settings: tuple[tuple[str, Any], ...]
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps(
+            {"model": self.model, "dataset": self.dataset, "protocol": self.protocol, "seed": self.seed,
+             "settings": dict(self.settings)},
+            sort_keys=True,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} x {self.dataset} x {self.protocol} (seed {self.seed})"
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    description: str
+    path: Path
+    quick: bool
+    cells: tuple[Cell, ...] = field(default=())
+
+
+def suite_dirs() -> list[Path]:
+    return list(dict.fromkeys([(Path.cwd() / "suites").resolve(), REPO_SUITES]))
+
+
+def find_suite(name_or_path: str) -> Path:
+    """A suite file from a path, or from a name of a file in suites/ (cwd first, then the repo's)."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    stem = path.name[:-5] if path.name.endswith(".toml") else path.name
+    known = {}
+    for d in suite_dirs():
+        if (d / f"{stem}.toml").is_file():
+            return d / f"{stem}.toml"
+        known.update({p.stem: p for p in sorted(d.glob("*.toml"))})
+    raise SuiteError(unknown_message("suite", name_or_path, known) + "\n  (a suite is a path to a .toml file "
+                     f"or the name of one in {' or '.join(str(d) for d in suite_dirs())})")
+
+
+def _check_keys(table: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    for key in table:
+        if key not in allowed:
+            hint = did_you_mean(key, allowed)
+            raise SuiteError(f"{where}: unknown key {key!r}" + (f"; did you mean {hint!r}?" if hint else "")
+                             + f"\n  allowed: {', '.join(allowed)}")
+
+
+def _table(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise SuiteError(f"{where}: expected a table ([...] section), got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, where: str, item: type) -> list:
+    if not isinstance(value, list) or not value:
+        raise SuiteError(f"{where}: expected a non-empty list, got {value!r}")
+    for i, v in enumerate(value):
+        if not isinstance(v, item) or isinstance(v, bool):
+            raise SuiteError(f"{where}[{i}]: expected {item.__name__}, got {type(v).__name__} {v!r}")
+    return value
+
+
+def parse(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise SuiteError(f"{path}: not valid TOML: {exc}") from exc
+    except OSError as exc:
+        raise SuiteError(f"{path}: cannot read: {exc}") from exc
+
+
+def load_suite(name_or_path: str, catalog: Catalog, *, quick: bool = False, seeds: list[int] | None = None) -> Suite:
+    """Validate a suite file against the loaded plugins and expand its cells."""
+    path = find_suite(name_or_path)
+    doc = parse(path)
+    where = str(path)
+    _check_keys(doc, TOP_KEYS, where)
+    head = _table(doc.get("suite", {}), f"{where}: [suite]")
+    _check_keys(head, SUITE_KEYS, f"{where}: [suite]")
+    for key in ("models", "datasets", "protocols"):
+        if key not in head:
+            raise SuiteError(f"{where}: [suite] is missing {key!r} (a list of ids; see `benchbench list {key}`)")
+    settings = _table(doc.get("settings", {}), f"{where}: [settings]")
+    quick_doc = _table(doc.get("quick", {}), f"{where}: [quick]")
+    _check_keys(quick_doc, QUICK_KEYS, f"{where}: [quick]")
+
+    lists = {k: head[k] for k in LIST_KEYS if k in head}
+    lists.setdefault("seeds", [0])
+    per_protocol = {k: dict(_table(v, f"{where}: [settings.{k}]")) for k, v in settings.items()}
+    if quick:
+        lists.update({k: v for k, v in quick_doc.items() if k != "settings"})
+        for proto, over in _table(quick_doc.get("settings", {}), f"{where}: [quick.settings]").items():
+            per_protocol.setdefault(proto, {}).update(_table(over, f"{where}: [quick.settings.{proto}]"))
+    if seeds is not None:
+        lists["seeds"] = seeds
+
+    resolved: dict[str, list] = {}
+    for key in LIST_KEYS:
+        section = "[quick]" if quick and key in quick_doc else "[suite]"
+        values = _list(lists[key], f"{where}: {section}.{key}", int if key == "seeds" else str)
+        if key == "seeds":
+            resolved[key] = values
+            continue
+        registry = catalog.registry(key)
+        ids = []
+        for i, v in enumerate(values):
+            try:
+                ids.append(registry.resolve(v))
+            except UnknownIdError as exc:
+                raise SuiteError(f"{where}: {section}.{key}[{i}]: {exc}") from None
+        resolved[key] = ids
+
+    for proto in per_protocol:
+        if proto not in catalog.protocols:
+            raise SuiteError(f"{where}: [settings.{proto}]: {unknown_message('protocol id', proto, catalog.protocols.specs)}")
+    protocol_settings = {}
+    for proto_id in resolved["protocols"]:
+        spec = catalog.protocols.get(proto_id)
+        given = {}
+        for name, over in per_protocol.items():
+            if catalog.protocols.resolve(name) == proto_id:
+                given.update(over)
+        try:
+            protocol_settings[proto_id] = resolve(spec, given, f"{where}: [settings.{proto_id}]")
+        except BenchError as exc:
+            raise SuiteError(str(exc)) from None
+
+    cells = tuple(
+        Cell(model=m, dataset=d, protocol=p, seed=s, settings=tuple(sorted(protocol_settings[p].items())))
+        for m in resolved["models"]
+        for d in resolved["datasets"]
+        for p in resolved["protocols"]
+        for s in resolved["seeds"]
+    )
+    name = head.get("name", path.stem)
+    if not isinstance(name, str) or not name.strip() or "/" in name:
+        raise SuiteError(f"{where}: [suite].name must be a non-empty string without '/', got {name!r}")
+    return Suite(name=name, description=str(head.get("description", "")), path=path, quick=quick, cells=cells)

@@ -1,0 +1,171 @@
+"""The CLI end to end, on a few hundred images in Fashion-MNIST's on-disk format."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import REPO, real_fashion_mnist
+
+from benchbench import results
+from benchbench.cli import main
+
+TINY_SUITE = """
+    # benchbench run tiny
+    [suite]
+    name = "tiny"
+    models = ["bit-r20x1-small", "vit-mu7"]
+    datasets = ["fashion-mnist"]
+    protocols = ["scratch"]
+
+    [settings.scratch]
+    epochs = 6
+    batch_size = 32
+    lr = 3e-3
+    eval_batch_size = 64
+
+    [quick]
+    [quick.settings.scratch]
+    steps = 2
+"""
+
+
+@pytest.fixture
+def tiny_suite(tmp_path) -> Path:
+    path = tmp_path / "tiny.toml"
+    path.write_text(textwrap.dedent(TINY_SUITE))
+    return path
+
+
+def test_run_writes_records_env_and_prints_the_table(tmp_path, tiny_suite, tiny_data, capsys):
+    out_dir = tmp_path / "results"
+    rc = main(["run", str(tiny_suite), "--results", str(out_dir), "--data-root", str(tiny_data),
+               "--device", "cpu", "--no-progress"])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    (run_dir,) = (out_dir / "tiny").iterdir()
+    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+    assert [r["model"] for r in records] == ["bit-r20x1-small", "vit-mu7"]
+    for r in records:
+        assert r["status"] == "ok" and r["error"] is None and r["flops_status"] == "ok"
+        m = r["metrics"]
+        assert m["train_images_seen"] == 6 * 300 and m["train_steps"] == 6 * 10
+        assert m["eval_images"] == 100
+        assert m["train_device_days"] == pytest.approx(m["train_device_seconds"] / 86400)
+        assert m["train_exaflops"] == pytest.approx(6 * m["macs"] * 1800 / 1e18)
+        assert m["gflops"] == pytest.approx(2 * m["gmacs"])
+        assert r["settings"]["epochs"] == 6 and r["dataset_plugin"] == "benchbench_plugins.fashion_mnist"
+    # The data is learnable (class = position of a bright band): the CNN must have learnt it.
+    assert records[0]["metrics"]["top1"] > 0.9
+    env = json.loads((run_dir / "env.json").read_text())
+    assert env["versions"]["torch"] and env["device"] == "cpu" and env["suite"] == "tiny"
+    assert "--data-root" in env["command"]
+    assert "| BiT-R20x1 (28px) |" in captured.out and "Fashion-MNIST top-1 (%)" in captured.out
+    assert (run_dir / "table.md").read_text() == captured.out
+    df = results.load(run_dir)
+    assert list(df["status"]) == ["ok", "ok"]
+
+    for fmt, marker in (("markdown", "| Model"), ("latex", "\\toprule"), ("csv", "model,model_name"),
+                        ("html", "<table>"), ("json", '"params_m"')):
+        assert main(["table", str(run_dir), "--format", fmt]) == 0
+        assert marker in capsys.readouterr().out
+
+
+def test_failing_cell_is_recorded_and_the_suite_goes_on(tmp_path, tiny_data, capsys):
+    suite = tmp_path / "mixed.toml"
+    suite.write_text(textwrap.dedent("""
+        [suite]
+        models = ["vit-b16", "vit-mu7"]
+        datasets = ["fashion-mnist"]
+        protocols = ["scratch"]
+        [settings.scratch]
+        steps = 1
+    """))
+    rc = main(["run", str(suite), "--results", str(tmp_path / "r"), "--data-root", str(tiny_data),
+               "--no-progress", "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "1 of 2 cells failed" in err
+    (run_dir,) = (tmp_path / "r" / "mixed").iterdir()
+    failed, ok = results.load(run_dir).to_dict("records")
+    assert failed["status"] == "failed" and "not divisible by patch size 16" in failed["error"]
+    assert ok["status"] == "ok"
+
+
+def test_list_json_has_the_promised_fields(capsys):
+    assert main(["list", "models", "--json"]) == 0
+    models = json.loads(capsys.readouterr().out)
+    vit_b16 = next(m for m in models if m["id"] == "vit-b16")
+    assert vit_b16["name"] == "ViT-B/16" and vit_b16["plugin"] == "benchbench_plugins.vit"
+    assert vit_b16["family"] == "vit" and vit_b16["default_resolution"] == 224
+    for kind in ("datasets", "protocols", "suites"):
+        assert main(["list", kind, "--json"]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        assert rows and all({"id", "name"} <= set(r) for r in rows)
+    assert main(["list", "protocols"]) == 0 and "scratch" in capsys.readouterr().out
+
+
+def test_plugin_flag_adds_a_model(tmp_path, capsys):
+    plugin = tmp_path / "my_plugin.py"
+    plugin.write_text(textwrap.dedent("""
+        from benchbench import hookimpl
+        from benchbench.specs import ModelSpec
+        from benchbench_plugins.vit import create
+
+        @hookimpl
+        def register_models(register):
+            register(ModelSpec(id="my-vit", name="MyViT", family="vit", default_resolution=28,
+                               build=lambda **kw: create("Mu", 4, **kw)))
+    """))
+    assert main(["list", "models", "--json", "--plugin", str(plugin)]) == 0
+    mine = [m for m in json.loads(capsys.readouterr().out) if m["id"] == "my-vit"]
+    assert mine and mine[0]["plugin"] == f"file:{plugin}"
+
+
+def test_broken_plugin_warns_and_strict_fails(tmp_path, capsys):
+    plugin = tmp_path / "bad.py"
+    plugin.write_text("raise ImportError('needs a GPU library')\n")
+    assert main(["list", "models", "--plugin", str(plugin)]) == 0
+    assert "needs a GPU library" in capsys.readouterr().err
+    assert main(["list", "models", "--plugin", str(plugin), "--strict-plugins"]) == 2
+    assert "error: plugin" in capsys.readouterr().err
+
+
+def _cli(*args, env=None):
+    exe = Path(sys.executable).with_name("benchbench")
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "BENCHBENCH_LOAD_ENTRY_POINTS": "0", **(env or {})}, timeout=300)
+
+
+def test_console_script_errors_are_clear_without_traceback(tmp_path):
+    proc = _cli("run", "quickstrat", "--results", str(tmp_path))
+    assert proc.returncode == 2
+    assert "did you mean 'quickstart'?" in proc.stderr and "Traceback" not in proc.stderr
+    proc = _cli("table", str(tmp_path))
+    assert proc.returncode == 2 and "no records.jsonl" in proc.stderr
+
+
+def test_missing_data_fails_the_cell_with_how_to(tmp_path, tiny_suite, monkeypatch, capsys):
+    from benchbench_plugins import fashion_mnist
+
+    monkeypatch.setattr(fashion_mnist, "DEBIAN_DIR", tmp_path / "not-installed")
+    rc = main(["run", str(tiny_suite), "--quick", "--results", str(tmp_path), "--data-root", str(tmp_path / "no"),
+               "--no-progress"])
+    assert rc == 1
+    (run_dir,) = (tmp_path / "tiny").iterdir()
+    for record in results.load(run_dir).to_dict("records"):
+        assert "apt-get install dataset-fashion-mnist" in record["error"]
+        assert record["params"] > 0  # measured before the failure, and kept
+
+
+@pytest.mark.skipif(not real_fashion_mnist(), reason="dataset-fashion-mnist is not installed")
+def test_quickstart_quick_on_real_data(tmp_path):
+    proc = _cli("run", "quickstart", "--quick", "--results", str(tmp_path), "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert "| ViT-Mu/7" in proc.stdout and "| BiT-R20x1 (28px)" in proc.stdout
+    (run_dir,) = (tmp_path / "quickstart").iterdir()
+    df = results.load(run_dir)
+    assert list(df["train_images_seen"]) == [20 * 128] * 2 and list(df["eval_images"]) == [256] * 2
+    assert df["top1"].between(0.0, 1.0).all()

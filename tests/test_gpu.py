@@ -1,0 +1,47 @@
+"""CUDA paths: a cell trains on the GPU, with device time synchronised; skipped without a GPU."""
+
+import textwrap
+
+import pytest
+import torch
+
+from benchbench import results
+from benchbench.cli import main
+from benchbench.measure.flops import count_macs
+from benchbench_plugins import vit
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]
+
+
+def test_cell_runs_on_cuda(tmp_path, tiny_data):
+    suite = tmp_path / "g.toml"
+    suite.write_text(textwrap.dedent("""
+        [suite]
+        models = ["vit-mu4", "bit-r20x1-small"]
+        datasets = ["fashion-mnist"]
+        protocols = ["scratch"]
+        [settings.scratch]
+        epochs = 6
+        batch_size = 32
+        lr = 3e-3
+    """))
+    rc = main(["run", str(suite), "--results", str(tmp_path / "r"), "--data-root", str(tiny_data),
+               "--device", "cuda", "--no-progress"])
+    assert rc == 0
+    (run_dir,) = (tmp_path / "r" / "g").iterdir()
+    df = results.load(run_dir)
+    assert list(df["device"]) == ["cuda", "cuda"] and (df["train_device_seconds"] > 0).all()
+    assert df["top1"].iloc[1] > 0.9
+
+
+def test_flash_attention_matches_math_path():
+    torch.manual_seed(0)
+    model = vit.create("Ti", 16).cuda().eval()
+    x = torch.randn(4, 3, 224, 224, device="cuda")
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        fused = model.features(x).float()  # (the head is zero at init: compare the features)
+        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+            math_path = model.features(x).float()
+    assert fused.abs().mean() > 0.1
+    torch.testing.assert_close(fused, math_path, rtol=0.05, atol=0.05)
+    assert count_macs(model.cpu().float(), 224).status == "ok"

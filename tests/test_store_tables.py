@@ -1,0 +1,77 @@
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from benchbench import results
+from benchbench.runner import derived_compute
+from benchbench.store import append_record, read_records
+from benchbench.tables import model_table, render
+
+
+def rec(model, seed, top1, status="ok", dataset="fashion-mnist", seconds=864.0):
+    metrics = {"params": 2_500_000, "macs": 7_000_000, "gmacs": 0.007}
+    if status == "ok":
+        metrics.update(top1=top1, train_device_seconds=seconds, train_device_days=seconds / 86400)
+    return {"model": model, "model_name": model.upper(), "dataset": dataset, "dataset_name": "Fashion-MNIST",
+            "protocol": "scratch", "seed": seed, "status": status, "error": None if status == "ok" else "boom",
+            "metrics": metrics}
+
+
+def test_append_and_read_back(tmp_path):
+    append_record(tmp_path, {"a": 1})
+    append_record(tmp_path, {"a": 2})
+    assert read_records(tmp_path).records == [{"a": 1}, {"a": 2}]
+
+
+def test_torn_last_line_is_reported_and_ignored(tmp_path):
+    append_record(tmp_path, {"a": 1})
+    with open(tmp_path / "records.jsonl", "a") as f:
+        f.write('{"a": 2, "metr')
+    read = read_records(tmp_path)
+    assert read.records == [{"a": 1}]
+    assert len(read.problems) == 1 and "torn last line" in read.problems[0] and ":2:" in read.problems[0]
+
+
+def test_missing_records_file_is_a_clear_error(tmp_path):
+    with pytest.raises(Exception, match="no records.jsonl here"):
+        results.load(tmp_path)
+
+
+def test_model_table_aggregates_seeds_as_mean_and_std():
+    df = results.frame([rec("a", 0, 0.90), rec("a", 1, 0.92), rec("b", 0, 0.80), rec("b", 1, 0, "failed")])
+    table = model_table(df)
+    a, b = table.iloc[0], table.iloc[1]
+    assert a["fashion-mnist:top1_pct"] == pytest.approx(91.0)
+    assert a["fashion-mnist:top1_pct_std"] == pytest.approx(math.sqrt(2) , rel=1e-9)  # sample std of 90, 92
+    assert a["train_device_days"] == pytest.approx(2 * 864 / 86400)
+    assert b["fashion-mnist:n"] == 1 and b["fashion-mnist:failed"] == 1
+    assert a["params_m"] == 2.5
+    md = render(table, "markdown")
+    assert "| A       |" in md.replace("  ", " ") or "| A " in md
+    assert "91.00 ± 1.41" in md and "80.00" in md
+    assert "Fashion-MNIST top-1 (%)" in md and "Train device-days" in md
+
+
+def test_all_failed_cell_shows_failed():
+    table = model_table(results.frame([rec("a", 0, 0, "failed")]))
+    assert "failed" in render(table, "markdown")
+
+
+def test_every_format_renders_the_same_numbers(tmp_path):
+    table = model_table(results.frame([rec("a", 0, 0.9012), rec("b", 0, 0.8)]))
+    assert "90.12" in render(table, "markdown")
+    latex = render(table, "latex")
+    assert latex.startswith("\\begin{tabular}{lrrrr}") and "top-1 (\\%)" in latex and "90.12" in latex
+    assert "<table>" in render(table, "html") and "90.12" in render(table, "html")
+    csv = pd.read_csv(__import__("io").StringIO(render(table, "csv")))
+    assert csv.loc[0, "fashion-mnist:top1_pct"] == pytest.approx(90.12)
+    rows = json.loads(render(table, "json"))
+    assert rows[1]["model"] == "b" and rows[1]["fashion-mnist:top1_pct"] == pytest.approx(80.0)
+
+
+def test_derived_compute_is_the_design_formula():
+    out = derived_compute({"train_device_seconds": 43_200.0, "macs": 1_000_000, "train_images_seen": 60_000}, 2)
+    assert out["train_device_days"] == 1.0  # 2 devices x half a day
+    assert out["train_exaflops"] == pytest.approx(3 * 2 * 1e6 * 6e4 / 1e18)
