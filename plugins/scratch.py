@@ -7,6 +7,7 @@ clipping at global norm 1.
 from __future__ import annotations
 
 import math
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -67,7 +68,8 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
     gen = torch.Generator().manual_seed(ctx.seed)
     step, images, last_loss = 0, 0, float("nan")
     bar = tqdm(total=total, desc=f"{ctx.model_spec.id} on {spec.id}", unit="step", leave=False,
-               disable=not ctx.show_progress, dynamic_ncols=True)
+               disable=not ctx.show_progress, dynamic_ncols=True,
+               mininterval=0.2 if sys.stderr.isatty() else 15.0)  # sparse lines in a log file
     model.train()
     with DeviceClock(device) as clock:
         while step < total:

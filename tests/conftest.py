@@ -1,4 +1,5 @@
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,30 @@ def catalog():
 
 def real_fashion_mnist() -> bool:
     return (FASHION_MNIST_DIR / "t10k-labels-idx1-ubyte.gz").is_file()
+
+
+TINY_SUITE = """
+    # benchbench run tiny
+    [suite]
+    name = "tiny"
+    models = ["bit-r20x1-small", "vit-mu7"]
+    datasets = ["fashion-mnist"]
+    protocols = ["scratch"]
+
+    [settings.scratch]
+    epochs = 6
+    batch_size = 32
+    lr = 3e-3
+    eval_batch_size = 64
+
+    [quick]
+    [quick.settings.scratch]
+    steps = 2
+"""
+
+
+@pytest.fixture
+def tiny_suite(tmp_path) -> Path:
+    path = tmp_path / "tiny.toml"
+    path.write_text(textwrap.dedent(TINY_SUITE))
+    return path

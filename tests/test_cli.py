@@ -13,32 +13,6 @@ from conftest import REPO, real_fashion_mnist
 from benchbench import results
 from benchbench.cli import main
 
-TINY_SUITE = """
-    # benchbench run tiny
-    [suite]
-    name = "tiny"
-    models = ["bit-r20x1-small", "vit-mu7"]
-    datasets = ["fashion-mnist"]
-    protocols = ["scratch"]
-
-    [settings.scratch]
-    epochs = 6
-    batch_size = 32
-    lr = 3e-3
-    eval_batch_size = 64
-
-    [quick]
-    [quick.settings.scratch]
-    steps = 2
-"""
-
-
-@pytest.fixture
-def tiny_suite(tmp_path) -> Path:
-    path = tmp_path / "tiny.toml"
-    path.write_text(textwrap.dedent(TINY_SUITE))
-    return path
-
 
 def test_run_writes_records_env_and_prints_the_table(tmp_path, tiny_suite, tiny_data, capsys):
     out_dir = tmp_path / "results"
@@ -122,6 +96,15 @@ def test_plugin_flag_adds_a_model(tmp_path, capsys):
     assert main(["list", "models", "--json", "--plugin", str(plugin)]) == 0
     mine = [m for m in json.loads(capsys.readouterr().out) if m["id"] == "my-vit"]
     assert mine and mine[0]["plugin"] == f"file:{plugin}"
+
+
+def test_readme_plugin_example_works(tmp_path, capsys):
+    readme = (REPO / "README.md").read_text()
+    code = readme.split("```python\n# my_models.py\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "my_models.py").write_text(code)
+    assert main(["list", "models", "--json", "--plugin", str(tmp_path / "my_models.py")]) == 0
+    (row,) = [m for m in json.loads(capsys.readouterr().out) if m["id"] == "vit-mu4-wide"]
+    assert row["default_resolution"] == 28
 
 
 def test_broken_plugin_warns_and_strict_fails(tmp_path, capsys):

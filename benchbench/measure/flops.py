@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 with warnings.catch_warnings():  # fvcore's imports call the deprecated torch.jit.script
-    warnings.simplefilter("ignore", FutureWarning)
+    warnings.filterwarnings("ignore", message=".*torch.jit.*")
     from fvcore.nn import FlopCountAnalysis
     from fvcore.nn.jit_handles import get_shape
 
@@ -81,7 +81,7 @@ def count_macs(model: nn.Module, image_size: int, in_chans: int = 3) -> MacCount
         analysis.set_op_handle(*(arg for op in _NOT_MATMUL for arg in (op, _zero)))
         analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False).tracer_warnings("none")
         with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # torch.jit deprecation, from the tracer
+            warnings.filterwarnings("ignore", message=".*torch.jit.*")  # deprecation, from the tracer
             total = int(analysis.total())
             by_op = {op: int(n) for op, n in analysis.by_operator().items() if n}
             unsupported = analysis.unsupported_ops()
