@@ -98,7 +98,7 @@ class ResNetV2(nn.Module):
     ):
         super().__init__()
         base = base_width * width_factor
-        self.image_size = image_size
+        self.units, self.base_width, self.stem_type, self.image_size = tuple(units), base, stem, image_size
         if stem == "bit":
             self.stem = nn.Sequential(
                 StdConv2d(in_chans, base, kernel_size=7, stride=2, padding=3, bias=False),

@@ -139,6 +139,13 @@ class VisionTransformer(nn.Module):
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 
+    def adapt_state_dict(self, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """A state dict trained at another resolution, its position embeddings resized to this grid."""
+        pos = state_dict.get("pos_embed")
+        if pos is not None and pos.shape != self.pos_embed.shape and pos.shape[-1] == self.pos_embed.shape[-1]:
+            state_dict = {**state_dict, "pos_embed": resize_pos_embed(pos, self.grid)}
+        return state_dict
+
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """Pre-logits representation: the final-LN class token."""
         x = self.patch_embed(x).flatten(2).transpose(1, 2)
@@ -148,6 +155,25 @@ class VisionTransformer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))
+
+
+def resize_pos_embed(pos_embed: torch.Tensor, grid: int) -> torch.Tensor:
+    """Position embeddings (1, 1 + g*g, D) resized to (1, 1 + grid*grid, D), class token kept.
+
+    2-D linear interpolation over the patch grid with corners aligned, as the paper's code does for
+    fine-tuning at a higher resolution (scipy.ndimage.zoom, order 1).
+    """
+    cls, patches = pos_embed[:, :1], pos_embed[:, 1:]
+    old = math.isqrt(patches.shape[1])
+    if old * old != patches.shape[1]:
+        raise ValueError(f"position embeddings of {patches.shape[1]} patches do not form a square grid")
+    if old == grid:
+        return pos_embed
+    d = patches.shape[-1]
+    patches = patches.reshape(1, old, old, d).permute(0, 3, 1, 2).float()
+    patches = F.interpolate(patches, size=(grid, grid), mode="bilinear", align_corners=True)
+    patches = patches.permute(0, 2, 3, 1).reshape(1, grid * grid, d).to(pos_embed.dtype)
+    return torch.cat([cls, patches], dim=1)
 
 
 def create(width: str, patch_size: int, **kwargs) -> VisionTransformer:

@@ -120,3 +120,35 @@ def test_small_variants_forward_shapes(catalog, model_id):
     with torch.no_grad():
         out = model(x)
     assert out.shape == (3, 7) and torch.count_nonzero(out) == 0  # zero-initialised head
+
+
+def test_pos_embed_resize_same_grid_is_identity():
+    pos = torch.randn(1, 1 + 14 * 14, 8)
+    assert torch.equal(vit.resize_pos_embed(pos, 14), pos)
+
+
+def test_pos_embed_resize_is_linear_interpolation_with_class_token_kept():
+    # Embeddings that are a linear function of the patch position are reproduced exactly by 2-D
+    # linear interpolation with aligned corners (the paper's code: scipy.ndimage.zoom, order 1).
+    old, new = 14, 24
+    ii, jj = torch.meshgrid(torch.arange(old, dtype=torch.float64), torch.arange(old, dtype=torch.float64),
+                            indexing="ij")
+    grid = torch.stack([ii, jj, 3 * ii - 2 * jj + 1], dim=-1).reshape(1, old * old, 3)
+    cls = torch.tensor([[[7.0, -7.0, 0.5]]], dtype=torch.float64)
+    out = vit.resize_pos_embed(torch.cat([cls, grid], dim=1), new)
+    assert out.shape == (1, 1 + new * new, 3) and torch.equal(out[:, :1], cls)
+    scale = (old - 1) / (new - 1)
+    ni, nj = torch.meshgrid(torch.arange(new, dtype=torch.float64) * scale,
+                            torch.arange(new, dtype=torch.float64) * scale, indexing="ij")
+    expect = torch.stack([ni, nj, 3 * ni - 2 * nj + 1], dim=-1).reshape(1, new * new, 3)
+    torch.testing.assert_close(out[:, 1:], expect, rtol=0, atol=1e-5)
+
+
+def test_vit_224_state_loads_into_384_model():
+    small = vit.create("Ti", 16)
+    big = vit.create("Ti", 16, image_size=384)
+    big.load_state_dict(big.adapt_state_dict(small.state_dict()))
+    assert big.pos_embed.shape == (1, 577, 192)
+    assert torch.equal(big.pos_embed[:, 0], small.pos_embed[:, 0])
+    with torch.no_grad():
+        assert big(torch.randn(1, 3, 384, 384)).shape == (1, 1000)

@@ -1,0 +1,106 @@
+"""R50 + ViT hybrids: structure, parameters and MACs against written-out formulas."""
+
+import pytest
+import torch
+from test_flops import vit_macs
+from test_models import vit_params
+
+from benchbench.measure.flops import count_macs
+from benchbench.measure.params import count_params
+from benchbench_plugins import hybrid, vit
+
+
+def backbone_params(units, width, in_chans=3, root_k=7):
+    """The code release's ResNet (post-activation units, GN affine, bias-free convs)."""
+    total = in_chans * width * root_k * root_k + 2 * width
+    cin = width
+    for i, n in enumerate(units):
+        f = width * 2 ** i
+        for j in range(n):
+            c = cin if j == 0 else 4 * f
+            total += c * f + 2 * f + 9 * f * f + 2 * f + f * 4 * f + 2 * 4 * f
+            if j == 0:
+                total += c * 4 * f + 2 * 4 * f  # projection conv + its GroupNorm
+        cin = 4 * f
+    return total, cin
+
+
+def backbone_macs(units, width, image, in_chans=3, small_root=False):
+    if small_root:
+        r = (image + 1) // 2
+        total = r * r * width * in_chans * 9
+    else:
+        r = (image + 1) // 2
+        total = r * r * width * in_chans * 49
+        r = (r + 1) // 2  # SAME max-pool, stride 2
+    cin = width
+    for i, n in enumerate(units):
+        f = width * 2 ** i
+        for j in range(n):
+            stride = 2 if (i and not j) else 1
+            c = cin if j == 0 else 4 * f
+            r_out = (r + stride - 1) // stride
+            total += r * r * f * c + r_out * r_out * f * f * 9 + r_out * r_out * 4 * f * f
+            if j == 0:
+                total += r_out * r_out * 4 * f * c
+            r = r_out
+        cin = 4 * f
+    return total, cin
+
+
+@pytest.mark.parametrize("units,width,stride", [(hybrid.R50_S16, "B", 16), (hybrid.R50_S32, "B", 32),
+                                                (hybrid.R50_S16, "L", 16), (hybrid.R50_S32, "L", 32)])
+def test_hybrid_params_match_formula(units, width, stride):
+    w = vit.WIDTHS[width]
+    with torch.device("meta"):
+        model = hybrid.create(units, width)
+    bb, channels = backbone_params(units, 64)
+    # A ViT on a (224 / stride)^2 grid whose patch projection is a 1x1 conv on the backbone's channels.
+    expected = vit_params(w.hidden, w.depth, w.mlp, stride, 224, in_chans=3) \
+        - (3 * stride * stride * w.hidden) + channels * w.hidden + bb
+    assert count_params(model) == expected
+    assert model.pos_embed.shape == (1, (224 // stride) ** 2 + 1, w.hidden)
+
+
+def test_s16_moves_stage4_units_into_stage3():
+    assert sum(hybrid.R50_S16) == sum(hybrid.R50_S32)
+    assert hybrid.ResNetBackbone(hybrid.R50_S16, 64, 3).stride == 16
+    assert hybrid.ResNetBackbone(hybrid.R50_S32, 64, 3).stride == 32
+
+
+@pytest.mark.parametrize("units,stride", [(hybrid.R50_S16, 16), (hybrid.R50_S32, 32)])
+def test_hybrid_macs_match_formula(units, stride):
+    model = hybrid.create(units, "B")
+    bb, channels = backbone_macs(units, 64, 224)
+    w = vit.WIDTHS["B"]
+    grid = 224 // stride
+    expected = bb + vit_macs(w.hidden, w.depth, w.mlp, stride, 224) \
+        - grid * grid * w.hidden * 3 * stride * stride + grid * grid * w.hidden * channels
+    count = count_macs(model, 224)
+    assert count.macs == expected and count.status == "ok"
+
+
+def test_small_hybrid_forward_and_macs():
+    model = hybrid.create(hybrid.SMALL_UNITS, "Mu", resnet_width=16, small_root=True, groups=8, num_classes=10,
+                          image_size=28, in_chans=1)
+    assert model.grid == 7 and model.patch_embed.backbone.stride == 4
+    with torch.no_grad():
+        assert model.eval()(torch.randn(2, 1, 28, 28)).shape == (2, 10)
+    bb, channels = backbone_macs(hybrid.SMALL_UNITS, 16, 28, in_chans=1, small_root=True)
+    expected = bb + vit_macs(64, 6, 128, 4, 28, in_chans=1, classes=10) - 49 * 64 * 16 + 49 * 64 * channels
+    assert count_macs(model, 28, in_chans=1).macs == expected
+
+
+def test_same_padding_matches_tensorflow_rule():
+    x = torch.arange(16.0).reshape(1, 1, 4, 4)
+    # k=3, s=2 on 4: output 2, total padding 1, all of it after (TF "SAME").
+    assert hybrid.pad_same(x, 3, 2).shape == (1, 1, 5, 5)
+    assert torch.equal(hybrid.pad_same(x, 3, 2)[..., :4, :4], x)
+    assert hybrid.pad_same(x, 3, 1).shape == (1, 1, 6, 6)  # stride 1: symmetric
+
+
+def test_last_norm_of_each_unit_starts_at_zero():
+    unit = hybrid.ResidualUnit(64, 16, 1, groups=8)
+    assert torch.count_nonzero(unit.gn3.weight) == 0
+    x = torch.randn(1, 64, 5, 5).abs()
+    torch.testing.assert_close(unit(x), torch.relu(x))  # identity shortcut, zero residual branch
