@@ -1,0 +1,150 @@
+"""Every torchvision classification builder as a model `tv/<builder>` (e.g. `tv/resnet50`).
+
+Randomly initialised: weights are never downloaded. The torchvision model is kept whole under
+`model.` (so a torchvision state dict loads with that prefix added) and its forward is untouched;
+the wrapper adds `features` (the input of the final classifier layer) and `reset_head`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from functools import partial
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+from torchvision import models
+
+from benchbench import hookimpl
+from benchbench.specs import ModelSpec
+
+# Built without their auxiliary heads, so forward returns one logits tensor in train mode too
+# and the parameter count is the inference network's; init_weights=True silences the warning
+# about the default initialisation changing.
+BUILD_KWARGS = {
+    "googlenet": {"aux_logits": False, "init_weights": True},
+    "inception_v3": {"aux_logits": False, "init_weights": True},
+}
+
+
+def builders() -> list[str]:
+    """torchvision's classification builders (not detection, segmentation, video, quantized)."""
+    return models.list_models(module=models)
+
+
+def default_resolution(name: str) -> int:
+    """The smallest evaluation crop among torchvision's ImageNet weights for this builder.
+
+    224 for most; 299 for inception_v3, 256 for swin_v2_*, 240-600 for the EfficientNets. Read
+    from the weights' metadata, which downloads nothing.
+    """
+    crops = [w.transforms.keywords.get("crop_size", 224) for w in models.get_model_weights(name)]
+    return min(crops, default=224)
+
+
+class CpuArithmetic(TorchFunctionMode):
+    """torch.arange / torch.tensor without a device go to the CPU.
+
+    RegNet's builders compute block widths with torch ops and read them back with .tolist(),
+    which fails under `with torch.device("meta")` (as used to count parameters); this keeps that
+    arithmetic on the CPU while the parameters (torch.empty) still go to the default device.
+    """
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func in (torch.arange, torch.tensor) and kwargs.get("device") is None:
+            kwargs["device"] = "cpu"
+        return func(*args, **kwargs)
+
+
+def _final_layer(model: nn.Module, num_classes: int) -> str:
+    """Path of the final classifier layer: the last Linear with `num_classes` outputs or, for
+    SqueezeNet (a 1x1 conv head), the last such Conv2d. Every torchvision classifier registers
+    its head after the trunk, so "last in module order" is the head."""
+    linears = [p for p, m in model.named_modules() if isinstance(m, nn.Linear) and m.out_features == num_classes]
+    convs = [p for p, m in model.named_modules() if isinstance(m, nn.Conv2d) and m.out_channels == num_classes]
+    if not linears and not convs:
+        raise RuntimeError(f"{type(model).__name__}: no Linear or Conv2d layer with {num_classes} outputs")
+    return (linears or convs)[-1]
+
+
+class TorchvisionClassifier(nn.Module):
+    """A torchvision classifier with `features(x)` and `reset_head(num_classes)`."""
+
+    def __init__(self, model: nn.Module, num_classes: int, builder_name: str):
+        super().__init__()
+        self.model = model
+        self.builder_name = builder_name  # torchvision.models.get_model(builder_name) builds the same
+        self.head_path = _final_layer(model, num_classes)
+
+    @property
+    def head(self) -> nn.Module:
+        return self.model.get_submodule(self.head_path)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """Pre-logits (B, F): the input of the final classifier layer, caught by a hook so the
+        torchvision forward runs unchanged. SqueezeNet's 1x1-conv head sees a feature map; it is
+        globally average-pooled."""
+        seen: list[torch.Tensor] = []
+        handle = self.head.register_forward_pre_hook(lambda _module, args: seen.append(args[0]))
+        try:
+            self.model(x)
+        finally:
+            handle.remove()
+        (f,) = seen
+        return f.mean(dim=(2, 3)) if f.ndim == 4 else f
+
+    def reset_head(self, num_classes: int) -> None:
+        """A fresh zero-initialised final layer for `num_classes`, on the old one's device and
+        with its bias or none (maxvit_t's head has none)."""
+        old = self.head
+        like = {"device": old.weight.device, "dtype": old.weight.dtype}
+        if isinstance(old, nn.Linear):
+            new = nn.Linear(old.in_features, num_classes, bias=old.bias is not None, **like)
+        else:
+            new = nn.Conv2d(old.in_channels, num_classes, old.kernel_size, bias=old.bias is not None, **like)
+        nn.init.zeros_(new.weight)
+        if new.bias is not None:
+            nn.init.zeros_(new.bias)
+        parent, _, child = self.head_path.rpartition(".")
+        setattr(self.model.get_submodule(parent), child, new)
+
+
+def create(name: str, *, num_classes: int = 1000, image_size: int = 224, in_chans: int = 3) -> TorchvisionClassifier:
+    if in_chans != 3:
+        raise ValueError(
+            f"tv/{name}: torchvision models take 3-channel input, got in_chans={in_chans}; replicate "
+            "grey-scale images to 3 channels in the data transform "
+            "(e.g. torchvision.transforms.Grayscale(num_output_channels=3))"
+        )
+    kwargs = dict(BUILD_KWARGS.get(name, {}))
+    if name.startswith("vit_"):  # position embeddings are sized for the image
+        patch = int(name.rsplit("_", 1)[1])
+        if image_size % patch:
+            raise ValueError(
+                f"tv/{name}: image size {image_size} is not divisible by patch size {patch}; "
+                f"use a resolution that is a multiple of {patch}"
+            )
+        kwargs["image_size"] = image_size
+    elif name.startswith("maxvit_"):  # relative position tables are sized for the image
+        kwargs["input_size"] = (image_size, image_size)
+    # RegNet's only arange / tensor calls are the block-width arithmetic.
+    with CpuArithmetic() if name.startswith("regnet_") else contextlib.nullcontext():
+        model = models.get_model(name, weights=None, num_classes=num_classes, **kwargs)
+    return TorchvisionClassifier(model, num_classes, name)
+
+
+@hookimpl
+def register_models(register) -> None:
+    for name in builders():
+        register(ModelSpec(
+            id=f"tv/{name}",
+            name=f"torchvision {name}",
+            family="torchvision",
+            build=partial(create, name),
+            default_resolution=default_resolution(name),
+            description=f"torchvision.models.{name}(weights=None), randomly initialised",
+        ))

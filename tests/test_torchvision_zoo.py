@@ -1,0 +1,147 @@
+"""The torchvision zoo plugin: every classification builder registered, built and wrapped."""
+
+import importlib
+
+import pytest
+import torch
+from torchvision import models
+
+from benchbench.measure.params import count_params
+from benchbench.plugins import collect, make_manager
+from benchbench_plugins import torchvision_zoo
+
+BUILDERS = models.list_models(module=models)
+# One builder per torchvision module (resnet, vgg, swin_transformer, ...): the smallest, by the
+# parameter count in its weights' metadata. Head layouts differ between modules, not within.
+BY_MODULE: dict[str, str] = {}
+for _name in sorted(BUILDERS, key=lambda n: models.get_model_weights(n).DEFAULT.meta["num_params"]):
+    BY_MODULE.setdefault(models.get_model_builder(_name).__module__, _name)
+
+
+@pytest.fixture(scope="module")
+def tv():
+    pm = make_manager()
+    name = "benchbench_plugins.torchvision_zoo"
+    pm.register(importlib.import_module(name), name=name)
+    return collect(pm, strict=True)
+
+
+def test_registers_every_classification_builder(tv):
+    ids = [spec.id for spec in tv.models]
+    assert len(ids) == len(BUILDERS)  # no builder is skipped
+    assert ids == [f"tv/{name}" for name in BUILDERS]
+    assert {"tv/resnet50", "tv/vit_b_16", "tv/convnext_tiny", "tv/squeezenet1_0", "tv/inception_v3"} <= set(ids)
+    assert not any("rcnn" in i or "deeplab" in i or "r3d" in i or "quantized" in i for i in ids)
+    spec = tv.models.get("tv/resnet50")
+    assert (spec.name, spec.family) == ("torchvision resnet50", "torchvision")
+    assert "torchvision.models.resnet50" in spec.description
+    assert tv.models.plugin_of["tv/resnet50"] == "benchbench_plugins.torchvision_zoo"
+
+
+def test_default_resolutions_are_torchvisions(tv):
+    # torchvision's documented evaluation crops (smallest over each builder's weights)
+    expect = {"resnet50": 224, "vit_b_16": 224, "vit_h_14": 224, "inception_v3": 299, "swin_v2_t": 256,
+              "efficientnet_b0": 224, "efficientnet_b3": 300, "efficientnet_b7": 600, "efficientnet_v2_s": 384}
+    assert {n: tv.models.get(f"tv/{n}").default_resolution for n in expect} == expect
+    others = {s.default_resolution for s in tv.models if s.id[3:].split("_")[0] not in
+              ("inception", "swin", "efficientnet")}
+    assert others == {224}
+
+
+def _reference(name: str) -> torch.nn.Module:
+    with torchvision_zoo.CpuArithmetic():  # RegNet's builders cannot run under the meta device alone
+        return models.get_model(name, weights=None, **torchvision_zoo.BUILD_KWARGS.get(name, {}))
+
+
+# InceptionAux(768, 1000): 1x1 conv 768->128 + BN, 5x5 conv 128->768 + BN, Linear 768->1000.
+INCEPTION_AUX = (768 * 128 + 2 * 128) + (128 * 768 * 25 + 2 * 768) + (768 * 1000 + 1000)
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_builds_on_meta_with_torchvisions_parameter_count(tv, name):
+    spec = tv.models.get(f"tv/{name}")
+    with torch.device("meta"):
+        model = spec.build(num_classes=1000, image_size=spec.default_resolution, in_chans=3)
+        reference = _reference(name)
+    assert model.builder_name == name
+    n = count_params(model)
+    assert n == count_params(reference)
+    # and torchvision's documentation (weights metadata), built without the auxiliary heads
+    documented = {w.meta["num_params"] for w in models.get_model_weights(name)}
+    assert n in documented or (name == "inception_v3" and n + INCEPTION_AUX in documented)
+    # reset_head swaps exactly the final layer: same input width, new output width, zeros
+    head = model.head
+    per_class = head.weight.shape[1] + (head.bias is not None)  # maxvit_t's head has no bias
+    model.reset_head(7)
+    assert model.head.weight.shape[0] == 7 and model.head.weight.device.type == "meta"
+    assert (model.head.bias is None) == (head.bias is None)
+    assert count_params(model) == n - (1000 - 7) * per_class
+
+
+def test_documented_parameter_counts(tv):
+    with torch.device("meta"):
+        resnet50 = tv.models.get("tv/resnet50").build()
+        vit_b_16 = tv.models.get("tv/vit_b_16").build()
+    assert count_params(resnet50) == 25_557_032
+    assert count_params(vit_b_16) == 86_567_656
+
+
+@pytest.mark.parametrize("name", sorted(BY_MODULE.values()))
+def test_meta_forward_features_and_new_head(tv, name):
+    spec = tv.models.get(f"tv/{name}")
+    r = spec.default_resolution
+    with torch.device("meta"):
+        model = spec.build(num_classes=1000, image_size=r).eval()
+    x = torch.empty(2, 3, r, r, device="meta")
+    assert model.features(x).shape == (2, model.head.weight.shape[1])
+    model.reset_head(7)
+    assert model(x).shape == (2, 7)  # the replaced layer is the one that makes the logits
+
+
+@pytest.mark.parametrize("name,size", [
+    ("resnet18", 64), ("mobilenet_v3_small", 64), ("squeezenet1_0", 64), ("vit_b_16", 32), ("googlenet", 64),
+    ("inception_v3", 75),  # its smallest input
+])
+def test_cpu_forward_features_and_zero_head(tv, name, size):
+    torch.manual_seed(0)
+    model = tv.models.get(f"tv/{name}").build(num_classes=10, image_size=size)
+    x = torch.randn(2, 3, size, size)
+    out = model.train()(x)
+    assert isinstance(out, torch.Tensor) and out.shape == (2, 10)  # no auxiliary outputs in training
+    model.eval()
+    with torch.no_grad():
+        logits, feats = model(x), model.features(x)
+    head = model.head
+    assert feats.shape == (2, head.weight.shape[1]) and not head._forward_pre_hooks  # hook removed
+    if isinstance(head, torch.nn.Linear):  # the features are the head's input
+        torch.testing.assert_close(head(feats), logits)
+    model.reset_head(7)
+    assert torch.count_nonzero(model.head.weight) == 0 and torch.count_nonzero(model.head.bias) == 0
+    assert model.head.weight.requires_grad
+    with torch.no_grad():
+        out = model(x)
+    assert out.shape == (2, 7) and torch.count_nonzero(out) == 0
+    assert model.features(x).shape == feats.shape
+
+
+def test_torchvision_state_dict_loads_under_model_prefix(tv):
+    torch.manual_seed(0)
+    reference = models.resnet18(weights=None).eval()
+    model = tv.models.get("tv/resnet18").build().eval()
+    model.load_state_dict({f"model.{k}": v for k, v in reference.state_dict().items()})
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), reference(x))
+
+
+def test_grey_scale_input_is_refused_with_advice(tv):
+    with pytest.raises(ValueError, match=r"3-channel input.*in_chans=1.*replicate grey-scale images to 3 channels"):
+        tv.models.get("tv/resnet18").build(num_classes=10, image_size=28, in_chans=1)
+
+
+def test_vit_resolution_must_be_a_multiple_of_the_patch(tv):
+    with pytest.raises(ValueError, match="not divisible by patch size 16"):
+        tv.models.get("tv/vit_b_16").build(image_size=28)
+    with torch.device("meta"):
+        model = tv.models.get("tv/vit_b_16").build(image_size=64)
+    assert model.model.image_size == 64
