@@ -28,6 +28,8 @@ GROUP = "benchbench"
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "benchbench_plugins.vit",
     "benchbench_plugins.resnetv2",
+    "benchbench_plugins.hybrid",
+    "benchbench_plugins.torchvision_zoo",
     "benchbench_plugins.fashion_mnist",
     "benchbench_plugins.scratch",
 )

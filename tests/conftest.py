@@ -13,9 +13,11 @@ FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 
 
 @pytest.fixture(autouse=True)
-def no_entry_points(monkeypatch):
-    """Installed third-party plugins must not leak into tests; tests that want them opt back in."""
+def no_entry_points(monkeypatch, tmp_path_factory):
+    """Installed third-party plugins must not leak into tests; tests that want them opt back in.
+    Caches go to a temporary folder, not the user's home."""
     monkeypatch.setenv("BENCHBENCH_LOAD_ENTRY_POINTS", "0")
+    monkeypatch.setenv("BENCHBENCH_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
 
 
 @pytest.fixture

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+from pathlib import Path
 
 from tabulate import tabulate
 
 from benchbench.cli.common import catalog
+from benchbench.measure.params import cached_params_at_default
+
+PARAMS_CACHE_ENV = "BENCHBENCH_CACHE"
 from benchbench.suite import find_suite, parse, suite_dirs
 
 KINDS = ("models", "datasets", "protocols", "suites")
@@ -35,11 +40,15 @@ def _rows(kind: str, args) -> list[dict]:
     cat = catalog(args)
     registry = cat.registry(kind)
     rows = []
+    if kind == "models":
+        cache_dir = Path(os.environ.get(PARAMS_CACHE_ENV, Path.home() / ".cache" / "benchbench"))
+        params = cached_params_at_default(registry, cache_dir / "params.json")
     for spec in registry:
         row = {"id": spec.id, "name": spec.name, "plugin": registry.plugin_of[spec.id],
                "aliases": list(spec.aliases)}
         if kind == "models":
-            row.update(family=spec.family, default_resolution=spec.default_resolution)
+            row.update(family=spec.family, default_resolution=spec.default_resolution,
+                       params=params[spec.id])
         elif kind == "datasets":
             row.update(num_classes=spec.num_classes, image_size=spec.image_size, in_chans=spec.in_chans,
                        splits=list(spec.splits))
@@ -55,7 +64,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    columns = {"models": ("id", "name", "family", "default_resolution", "plugin"),
+    columns = {"models": ("id", "name", "family", "params", "default_resolution", "plugin"),
                "datasets": ("id", "name", "num_classes", "image_size", "plugin"),
                "protocols": ("id", "name", "plugin", "description"),
                "suites": ("id", "description", "path")}[args.kind]
