@@ -31,7 +31,9 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "benchbench_plugins.hybrid",
     "benchbench_plugins.torchvision_zoo",
     "benchbench_plugins.fashion_mnist",
+    "benchbench_plugins.jft",
     "benchbench_plugins.scratch",
+    "benchbench_plugins.measure",
 )
 # Set to "0" to skip third-party entry points (tests do, so installed plugins cannot leak in).
 ENTRY_POINTS_ENV = "BENCHBENCH_LOAD_ENTRY_POINTS"

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import torch
 
 from benchbench.errors import BenchError
-from benchbench.measure.flops import count_macs
+from benchbench.measure.flops import MacCount, build_for_counting, count_macs
 from benchbench.measure.params import count_params
 from benchbench.plugins import Catalog
 from benchbench.specs import DataOptions, ProtocolContext
@@ -44,11 +44,19 @@ def derived_compute(metrics: dict[str, Any], devices: int) -> dict[str, float]:
         out["train_device_days"] = devices * metrics["train_device_seconds"] / SECONDS_PER_DAY
     if "macs" in metrics and "train_images_seen" in metrics:
         out["train_exaflops"] = 3 * 2 * metrics["macs"] * metrics["train_images_seen"] / 1e18
+    if "macs" in metrics and "pretrain_images_seen" in metrics:
+        out["pretrain_exaflops"] = 3 * 2 * metrics["macs"] * metrics["pretrain_images_seen"] / 1e18
+    if "projected_device_seconds" in metrics:
+        out["projected_device_days"] = devices * metrics["projected_device_seconds"] / SECONDS_PER_DAY
     return out
 
 
-def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptions, show_progress: bool) -> dict:
-    """Build, measure and run one cell. Returns the record; never raises for errors inside the cell."""
+def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptions, show_progress: bool,
+             mac_counts: dict | None = None) -> dict:
+    """Build, measure and run one cell. Returns the record; never raises for errors inside the cell.
+
+    `mac_counts` remembers counts across cells of a run (same model, resolution, classes, channels).
+    """
     model_spec = catalog.models.get(cell.model)
     dataset_spec = catalog.datasets.get(cell.dataset)
     protocol = catalog.protocols.get(cell.protocol)
@@ -72,12 +80,16 @@ def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptio
     record["metrics"] = metrics  # filled in place, so what was measured survives a later failure
     start = time.perf_counter()
     try:
+        shape = dict(num_classes=dataset_spec.num_classes, image_size=dataset_spec.image_size,
+                     in_chans=dataset_spec.in_chans)
         torch.manual_seed(cell.seed)
-        model = model_spec.build(
-            num_classes=dataset_spec.num_classes, image_size=dataset_spec.image_size, in_chans=dataset_spec.in_chans
-        )
+        if protocol.needs_initialised_model:
+            model = model_spec.build(**shape)
+            meta = None
+        else:
+            model, meta = build_for_counting(model_spec, **shape)
         metrics["params"] = count_params(model)
-        macs = count_macs(model, dataset_spec.image_size, dataset_spec.in_chans)
+        macs = _count(model_spec, model, meta, shape, {} if mac_counts is None else mac_counts)
         metrics.update(macs=macs.macs, gmacs=macs.gmacs, gflops=macs.gflops)
         record["flops_status"] = macs.status
         ctx = ProtocolContext(
@@ -97,6 +109,16 @@ def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptio
     return record
 
 
+def _count(spec, model, meta, shape: dict, cache: dict) -> MacCount:
+    key = (spec.id, *sorted(shape.items()))
+    if key not in cache:
+        if meta is None:
+            with torch.device("meta"):
+                meta = spec.build(**shape)
+        cache[key] = count_macs(model, shape["image_size"], shape["in_chans"], meta_model=meta)
+    return cache[key]
+
+
 def summary_line(record: dict) -> str:
     m = record["metrics"]
     head = f"{record['model']} x {record['dataset']} x {record['protocol']} (seed {record['seed']})"
@@ -105,7 +127,9 @@ def summary_line(record: dict) -> str:
     parts = [f"top-1 {m['top1']:.4f}" if "top1" in m else None,
              f"{m['params'] / 1e6:.3f}M params", f"{m['gmacs']:.4g} GMACs",
              f"train {m['train_device_seconds']:.1f} s" if "train_device_seconds" in m else None,
-             f"{m['train_img_per_s']:.0f} img/s" if "train_img_per_s" in m else None]
+             f"{m['train_img_per_s']:.0f} img/s" if "train_img_per_s" in m else None,
+             f"{m['pretrain_exaflops']:.4g} exaFLOPs" if "pretrain_exaflops" in m else None,
+             f"{m['projected_device_days']:.3g} device-days" if "projected_device_days" in m else None]
     return f"{head}: " + ", ".join(p for p in parts if p)
 
 
@@ -119,10 +143,10 @@ def run_suite(
     show_progress: bool = True,
     echo: Callable[[str], None] = print,
 ) -> list[dict]:
-    records = []
+    records, mac_counts = [], {}
     for i, cell in enumerate(suite.cells, start=1):
         echo(f"[{i}/{len(suite.cells)}] {cell.label} ...")
-        record = run_cell(cell, catalog, device, data, show_progress)
+        record = run_cell(cell, catalog, device, data, show_progress, mac_counts)
         record.update(suite=suite.name, run_id=Path(run_dir).name, quick=suite.quick)
         append_record(run_dir, record)
         records.append(record)

@@ -49,6 +49,7 @@ class DatasetSpec:
     load: Callable[[str, DataOptions], "Dataset"]
     aliases: tuple[str, ...] = ()
     description: str = ""
+    num_examples: Mapping[str, int] = field(default_factory=dict)  # per split, where known
 
 
 @dataclass(frozen=True)
@@ -88,3 +89,6 @@ class ProtocolSpec:
     settings: Mapping[str, Setting] = field(default_factory=dict)
     aliases: tuple[str, ...] = ()
     description: str = ""
+    # False: the protocol only needs the architecture (compute, speed), so the runner may skip
+    # random initialisation (seconds instead of a minute for ViT-H/14 on a CPU).
+    needs_initialised_model: bool = True

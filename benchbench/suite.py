@@ -3,6 +3,7 @@
     [suite]
     name = "quickstart"              # optional; the file's stem otherwise
     description = "..."
+    table = "models"                 # optional: the layout printed at the end (models | compute)
     models = ["bit-r20x1-small", "vit-mu7"]
     datasets = ["fashion-mnist"]
     protocols = ["scratch"]
@@ -11,7 +12,11 @@
     [settings.scratch]               # per-protocol settings; see `benchbench list protocols --json`
     epochs = 1
 
-    [quick]                          # --quick: overrides any [suite] list and any setting
+    [[group]]                        # optional, repeatable: another matrix, inheriting the above
+    models = ["vit-l16"]
+    settings.scratch = { epochs = 2 }
+
+    [quick]                          # --quick: overrides any list and any setting, in every matrix
     [quick.settings.scratch]
     steps = 20
 """
@@ -29,9 +34,10 @@ from benchbench.errors import BenchError, UnknownIdError, did_you_mean, unknown_
 from benchbench.plugins import Catalog
 from benchbench.settings import resolve
 
-SUITE_KEYS = ("name", "description", "models", "datasets", "protocols", "seeds")
+SUITE_KEYS = ("name", "description", "table", "models", "datasets", "protocols", "seeds")
 LIST_KEYS = ("models", "datasets", "protocols", "seeds")
-TOP_KEYS = ("suite", "settings", "quick")
+TOP_KEYS = ("suite", "settings", "group", "quick")
+GROUP_KEYS = ("name", "models", "datasets", "protocols", "seeds", "settings")
 QUICK_KEYS = ("models", "datasets", "seeds", "settings")
 REPO_SUITES = Path(__file__).resolve().parent.parent / "suites"
 
@@ -71,6 +77,7 @@ class Suite:
     path: Path
     quick: bool
     cells: tuple[Cell, ...] = field(default=())
+    table: str = "models"  # the layout printed at the end of a run
 
 
 def suite_dirs() -> list[Path]:
@@ -124,70 +131,110 @@ def parse(path: Path) -> dict[str, Any]:
         raise SuiteError(f"{path}: cannot read: {exc}") from exc
 
 
+def _resolve_ids(values: Any, key: str, where: str, catalog: Catalog) -> list:
+    values = _list(values, where, int if key == "seeds" else str)
+    if key == "seeds":
+        return values
+    registry = catalog.registry(key)
+    ids = []
+    for i, v in enumerate(values):
+        try:
+            ids.append(registry.resolve(v))
+        except UnknownIdError as exc:
+            raise SuiteError(f"{where}[{i}]: {exc}") from None
+    return ids
+
+
+def _settings_tables(settings: Any, where: str, section: str, catalog: Catalog) -> dict[str, dict]:
+    """{protocol id: {setting: value}} from the `section` table (e.g. "settings"); ids resolved."""
+    out: dict[str, dict] = {}
+    for proto, over in _table(settings, f"{where}: [{section}]").items():
+        if proto not in catalog.protocols:
+            raise SuiteError(f"{where}: [{section}.{proto}]: "
+                             + unknown_message("protocol id", proto, catalog.protocols.specs))
+        out.setdefault(catalog.protocols.resolve(proto), {}).update(_table(over, f"{where}: [{section}.{proto}]"))
+    return out
+
+
+def _expand(lists: dict[str, tuple[Any, str]], settings: dict[str, dict], where: str, catalog: Catalog) -> list[Cell]:
+    """Cells of one matrix. `lists` maps each list key to (value, the section it came from)."""
+    resolved = {key: _resolve_ids(value, key, f"{where}: {section}.{key}", catalog)
+                for key, (value, section) in lists.items()}
+    protocol_settings = {}
+    for proto_id in resolved["protocols"]:
+        try:
+            protocol_settings[proto_id] = resolve(catalog.protocols.get(proto_id), settings.get(proto_id, {}),
+                                                  f"{where}: [settings.{proto_id}]")
+        except BenchError as exc:
+            raise SuiteError(str(exc)) from None
+    return [
+        Cell(model=m, dataset=d, protocol=p, seed=s, settings=tuple(sorted(protocol_settings[p].items())))
+        for m in resolved["models"]
+        for d in resolved["datasets"]
+        for p in resolved["protocols"]
+        for s in resolved["seeds"]
+    ]
+
+
+def _merge(base: dict[str, dict], over: dict[str, dict]) -> dict[str, dict]:
+    out = {k: dict(v) for k, v in base.items()}
+    for proto, values in over.items():
+        out.setdefault(proto, {}).update(values)
+    return out
+
+
 def load_suite(name_or_path: str, catalog: Catalog, *, quick: bool = False, seeds: list[int] | None = None) -> Suite:
-    """Validate a suite file against the loaded plugins and expand its cells."""
+    """Validate a suite file against the loaded plugins and expand its cells.
+
+    Cells come from the [suite] matrix (when it names models) and from each [[group]], a matrix of
+    its own that inherits [suite]'s lists and [settings] and overrides what it names. Cells with
+    the same key appear once.
+    """
     path = find_suite(name_or_path)
     doc = parse(path)
     where = str(path)
     _check_keys(doc, TOP_KEYS, where)
     head = _table(doc.get("suite", {}), f"{where}: [suite]")
     _check_keys(head, SUITE_KEYS, f"{where}: [suite]")
-    for key in ("models", "datasets", "protocols"):
-        if key not in head:
-            raise SuiteError(f"{where}: [suite] is missing {key!r} (a list of ids; see `benchbench list {key}`)")
-    settings = _table(doc.get("settings", {}), f"{where}: [settings]")
+    groups = doc.get("group", [])
+    if not isinstance(groups, list) or not all(isinstance(g, Mapping) for g in groups):
+        raise SuiteError(f"{where}: [[group]] must be an array of tables ([[group]] sections)")
     quick_doc = _table(doc.get("quick", {}), f"{where}: [quick]")
     _check_keys(quick_doc, QUICK_KEYS, f"{where}: [quick]")
+    settings = _settings_tables(doc.get("settings", {}), where, "settings", catalog)
+    quick_settings = _settings_tables(quick_doc.get("settings", {}), where, "quick.settings", catalog)
 
-    lists = {k: head[k] for k in LIST_KEYS if k in head}
-    lists.setdefault("seeds", [0])
-    per_protocol = {k: dict(_table(v, f"{where}: [settings.{k}]")) for k, v in settings.items()}
-    if quick:
-        lists.update({k: v for k, v in quick_doc.items() if k != "settings"})
-        for proto, over in _table(quick_doc.get("settings", {}), f"{where}: [quick.settings]").items():
-            per_protocol.setdefault(proto, {}).update(_table(over, f"{where}: [quick.settings.{proto}]"))
-    if seeds is not None:
-        lists["seeds"] = seeds
+    base = {k: (head[k], "[suite]") for k in LIST_KEYS if k in head}
+    base.setdefault("seeds", ([0], "[suite]"))
+    matrices = []
+    if "models" in head or not groups:
+        matrices.append((base, settings))
+    for n, group in enumerate(groups):
+        label = f"[[group]] #{n + 1}"
+        _check_keys(group, GROUP_KEYS, f"{where}: {label}")
+        lists = {**base, **{k: (group[k], label) for k in LIST_KEYS if k in group}}
+        group_settings = _settings_tables(group.get("settings", {}), where, f"group.{n + 1}.settings", catalog)
+        matrices.append((lists, _merge(settings, group_settings)))
+    cells: dict[str, Cell] = {}
+    for lists, matrix_settings in matrices:
+        for key in ("models", "datasets", "protocols"):
+            if key not in lists:
+                raise SuiteError(f"{where}: [suite] is missing {key!r} (a list of ids; see `benchbench list {key}`)")
+        if quick:
+            lists = {**lists, **{k: (v, "[quick]") for k, v in quick_doc.items() if k != "settings"}}
+            matrix_settings = _merge(matrix_settings, quick_settings)
+        if seeds is not None:
+            lists = {**lists, "seeds": (seeds, "--seed")}
+        for cell in _expand(lists, matrix_settings, where, catalog):
+            cells.setdefault(cell.key, cell)
 
-    resolved: dict[str, list] = {}
-    for key in LIST_KEYS:
-        section = "[quick]" if quick and key in quick_doc else "[suite]"
-        values = _list(lists[key], f"{where}: {section}.{key}", int if key == "seeds" else str)
-        if key == "seeds":
-            resolved[key] = values
-            continue
-        registry = catalog.registry(key)
-        ids = []
-        for i, v in enumerate(values):
-            try:
-                ids.append(registry.resolve(v))
-            except UnknownIdError as exc:
-                raise SuiteError(f"{where}: {section}.{key}[{i}]: {exc}") from None
-        resolved[key] = ids
-
-    for proto in per_protocol:
-        if proto not in catalog.protocols:
-            raise SuiteError(f"{where}: [settings.{proto}]: {unknown_message('protocol id', proto, catalog.protocols.specs)}")
-    protocol_settings = {}
-    for proto_id in resolved["protocols"]:
-        spec = catalog.protocols.get(proto_id)
-        given = {}
-        for name, over in per_protocol.items():
-            if catalog.protocols.resolve(name) == proto_id:
-                given.update(over)
-        try:
-            protocol_settings[proto_id] = resolve(spec, given, f"{where}: [settings.{proto_id}]")
-        except BenchError as exc:
-            raise SuiteError(str(exc)) from None
-
-    cells = tuple(
-        Cell(model=m, dataset=d, protocol=p, seed=s, settings=tuple(sorted(protocol_settings[p].items())))
-        for m in resolved["models"]
-        for d in resolved["datasets"]
-        for p in resolved["protocols"]
-        for s in resolved["seeds"]
-    )
     name = head.get("name", path.stem)
     if not isinstance(name, str) or not name.strip() or "/" in name:
         raise SuiteError(f"{where}: [suite].name must be a non-empty string without '/', got {name!r}")
-    return Suite(name=name, description=str(head.get("description", "")), path=path, quick=quick, cells=cells)
+    from benchbench.tables import LAYOUTS
+
+    layout = head.get("table", "models")
+    if layout not in LAYOUTS:
+        raise SuiteError(f"{where}: [suite].table = {layout!r}: allowed: {', '.join(LAYOUTS)}")
+    return Suite(name=name, description=str(head.get("description", "")), path=path, quick=quick,
+                 cells=tuple(cells.values()), table=layout)

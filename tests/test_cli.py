@@ -152,3 +152,26 @@ def test_quickstart_quick_on_real_data(tmp_path):
     df = results.load(run_dir)
     assert list(df["train_images_seen"]) == [20 * 128] * 2 and list(df["eval_images"]) == [256] * 2
     assert df["top1"].between(0.0, 1.0).all()
+
+
+def test_info_prints_params_and_verified_flops(capsys):
+    assert main(["info", "ViT-B/16", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["id"] == "vit-b16" and info["params"] == 86_567_656 and info["resolution"] == 224
+    assert info["gmacs"] == pytest.approx(17.5638, abs=1e-4) and info["gflops"] == pytest.approx(2 * info["gmacs"])
+    assert info["flops_status"] == "ok" and info["macs_second_count"] == info["macs"]
+    assert main(["info", "vit-b16", "--resolution", "100"]) == 2
+    assert "not divisible by patch size 16" in capsys.readouterr().err
+
+
+def test_paper_compute_quick_projects_exaflops(tmp_path, capsys):
+    assert main(["run", "paper-compute", "--quick", "--results", str(tmp_path), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "Pre-training exaFLOPs" in out and "| ViT-B/32 " in out
+    (run_dir,) = (tmp_path / "paper-compute").iterdir()
+    df = results.load(run_dir)
+    assert sorted(set(df["pretrain_epochs"])) == [7, 14]
+    for _, r in df.iterrows():  # 3 x forward FLOPs x JFT-300M's 303M images x epochs
+        assert r["pretrain_exaflops"] == pytest.approx(6 * r["macs"] * 303e6 * r["pretrain_epochs"] / 1e18)
+        assert r["flops_status"] == "ok"
+    assert "train_device_seconds" not in df.columns  # nothing was trained

@@ -113,3 +113,34 @@ def test_unhandled_mac_operator_is_flagged():
     count = count_macs(MatVec(), 2, in_chans=1)
     assert count.uncounted_ops == ("aten::mv",)
     assert count.status == "incomplete: aten::mv"
+
+
+def test_torchvision_vit_fused_attention_is_counted():
+    """The known trap: fvcore alone reads torchvision's vit_b_16 in eval mode as ~11.3 GMACs, because
+    the fused multi-head-attention op is invisible to it; the true figure is our ViT-B/16's 17.56."""
+    import torchvision
+
+    model = torchvision.models.vit_b_16()
+    count = count_macs(model, 224)
+    assert count.by_operator["_native_multi_head_attention"] > 0
+    assert count.macs == count.second_macs == vit_macs(768, 12, 3072, 16, 224)
+    assert count.status == "ok"
+
+
+def test_disagreeing_counts_are_flagged():
+    from benchbench.measure.flops import MacCount
+
+    assert MacCount(1000, {}, (), second_macs=1001).status == "ok"  # within 0.1%
+    assert MacCount(1000, {}, (), second_macs=1100).status.startswith("mismatch: fvcore 1000 vs")
+    assert MacCount(1000, {}, ("aten::mv",), second_macs=1000).status == "incomplete: aten::mv"
+
+
+def test_counting_on_zero_weights_and_meta_reference_matches(catalog):
+    from benchbench.measure.flops import build_for_counting
+
+    spec = catalog.models.get("r50x1+vit-b16")
+    real, meta = build_for_counting(spec, num_classes=1000, image_size=224, in_chans=3)
+    assert next(meta.parameters()).device.type == "meta" and torch.count_nonzero(real.pos_embed) == 0
+    count = count_macs(real, 224, meta_model=meta)
+    assert count.status == "ok" and count.macs == count.second_macs
+    assert count.macs == count_macs(spec.build(), 224, cross_check=False).macs

@@ -7,7 +7,7 @@ import pytest
 from benchbench import results
 from benchbench.runner import derived_compute
 from benchbench.store import append_record, read_records
-from benchbench.tables import model_table, render
+from benchbench.tables import build_table, model_table, render
 
 
 def rec(model, seed, top1, status="ok", dataset="fashion-mnist", seconds=864.0):
@@ -42,7 +42,7 @@ def test_missing_records_file_is_a_clear_error(tmp_path):
 def test_model_table_aggregates_seeds_as_mean_and_std():
     df = results.frame([rec("a", 0, 0.90), rec("a", 1, 0.92), rec("b", 0, 0.80), rec("b", 1, 0, "failed")])
     table = model_table(df)
-    a, b = table.iloc[0], table.iloc[1]
+    a, b = table.data.iloc[0], table.data.iloc[1]
     assert a["fashion-mnist:top1_pct"] == pytest.approx(91.0)
     assert a["fashion-mnist:top1_pct_std"] == pytest.approx(math.sqrt(2) , rel=1e-9)  # sample std of 90, 92
     assert a["train_device_days"] == pytest.approx(2 * 864 / 86400)
@@ -75,3 +75,36 @@ def test_derived_compute_is_the_design_formula():
     out = derived_compute({"train_device_seconds": 43_200.0, "macs": 1_000_000, "train_images_seen": 60_000}, 2)
     assert out["train_device_days"] == 1.0  # 2 devices x half a day
     assert out["train_exaflops"] == pytest.approx(3 * 2 * 1e6 * 6e4 / 1e18)
+
+
+def test_unverified_flops_are_refused_unless_forced():
+    bad = rec("a", 0, 0.9)
+    bad["flops_status"] = "incomplete: aten::mv"
+    df = results.frame([bad, rec("b", 0, 0.8)])
+    with pytest.raises(Exception, match=r"refusing to publish FLOPs that are not verified \(a: incomplete: aten::mv\)"):
+        build_table(df, "models")
+    text = render(build_table(df, "models", force_flops=True), "markdown")
+    assert "0.007 †" in text and "† a: flops_status incomplete: aten::mv" in text
+    assert "$^\\dagger$" in render(build_table(df, "models", force_flops=True), "latex")
+
+
+def test_compute_table_rows_and_projection():
+    cells = []
+    for model, epochs, days in (("vit", 7, None), ("vit", 14, None), ("cnn", 7, 2.5)):
+        r = rec(model, 0, 0.0)
+        r.update(flops_status="ok", device="cuda", dataset_name="JFT-300M")
+        r["metrics"] = {"params": 86_000_000, "gmacs": 17.56, "pretrain_epochs": epochs,
+                        "pretrain_exaflops": 3 * 2 * 17.56e9 * 303e6 * epochs / 1e18}
+        if days:
+            r["metrics"].update(train_img_per_s=3000.0, projected_device_days=days)
+        cells.append(r)
+    table = build_table(results.frame(cells), "compute")
+    assert table.headers[-2:] == ["Train img/s (cuda)", "Projected device-days (cuda)"]
+    assert [row[2] for row in table.rows] == ["7", "14", "7"]
+    assert [row[5] for row in table.rows] == ["223", "447", "223"]
+    assert table.rows[0][-1] == "-" and table.rows[2][-1] == "2.5"
+
+
+def test_unknown_layout():
+    with pytest.raises(Exception, match="allowed: models, compute"):
+        build_table(results.frame([rec("a", 0, 0.9)]), "transfer")

@@ -98,3 +98,34 @@ def test_every_shipped_suite_validates_and_has_quick_mode_and_command(catalog):
         assert f"benchbench run {path.stem}" in path.read_text().splitlines()[0], f"{path}: header command"
         for quick in (False, True):
             assert load_suite(str(path), catalog, quick=quick).cells
+
+
+def test_groups_add_matrices_that_inherit_and_override(tmp_path, catalog):
+    path = write(tmp_path, BASE + """
+    [[group]]
+    models = ["vit-mu4"]
+    seeds = [5]
+    settings.scratch = { epochs = 9 }
+
+    [[group]]
+    models = ["vit-mu7"]
+    [group.settings.scratch]
+    epochs = 2
+    lr = 3e-3
+    """)
+    suite = load_suite(str(path), catalog)
+    got = [(c.model, c.seed, dict(c.settings)["epochs"]) for c in suite.cells]
+    # The second group repeats the top matrix's vit-mu7 cells exactly: they appear once.
+    assert got == [("vit-mu7", 0, 2), ("vit-mu7", 1, 2), ("bit-r50x1", 0, 2), ("bit-r50x1", 1, 2), ("vit-mu4", 5, 9)]
+    assert dict(suite.cells[-1].settings)["lr"] == 3e-3  # inherited from [settings]
+    quick = load_suite(str(path), catalog, quick=True)
+    assert {(c.model, dict(c.settings)["steps"]) for c in quick.cells} == {("vit-mu7", 5)}
+
+
+def test_bad_group_key_names_the_group(tmp_path, catalog):
+    path = write(tmp_path, BASE + """
+    [[group]]
+    model = ["vit-mu4"]
+    """)
+    with pytest.raises(SuiteError, match=r"\[\[group\]\] #1: unknown key 'model'; did you mean 'models'"):
+        load_suite(str(path), catalog)

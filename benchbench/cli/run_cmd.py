@@ -15,7 +15,8 @@ from benchbench.runner import pick_device, run_suite
 from benchbench.specs import DataOptions
 from benchbench.store import ENV, new_run_dir, write_json
 from benchbench.suite import load_suite
-from benchbench.tables import model_table, render
+from benchbench.errors import BenchError
+from benchbench.tables import build_table, render
 
 DATA_ENV = "BENCHBENCH_DATA"
 
@@ -33,6 +34,8 @@ def add_parser(sub, parent) -> None:
                    help=f"where datasets are looked for first (default: ${DATA_ENV})")
     p.add_argument("--download", action="store_true", help="let dataset plugins download missing data")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--force-flops", action="store_true",
+                   help="print the table even when a FLOP count is not verified (marked with a dagger)")
     p.set_defaults(func=run)
 
 
@@ -47,15 +50,21 @@ def run(args) -> int:
     data = DataOptions(root=Path(args.data_root) if args.data_root else None, download=args.download)
     run_dir = new_run_dir(Path(args.results), suite.name)
     env = environment(device, suite.path, args.command_line)
-    env.update(suite=suite.name, suite_path=str(suite.path), quick=suite.quick, threads=torch.get_num_threads())
+    env.update(suite=suite.name, suite_path=str(suite.path), quick=suite.quick, threads=torch.get_num_threads(),
+               table=suite.table)
     write_json(run_dir / ENV, env)
     _echo(f"{suite.name}: {len(suite.cells)} cells on {env['device_name']} -> {run_dir}")
     records = run_suite(suite, cat, run_dir, device, data, show_progress=not args.no_progress, echo=_echo)
-    table = render(model_table(results.load(run_dir)))
+    failed = sum(r["status"] != "ok" for r in records)
+    try:
+        table = render(build_table(results.load(run_dir), suite.table, force_flops=args.force_flops))
+    except BenchError as exc:  # the records are kept; only the table is withheld
+        _echo(f"records: {run_dir / 'records.jsonl'}\nno table: {exc}\n"
+              f"  re-render with: benchbench table {run_dir} --layout {suite.table} [--force-flops]")
+        return 1
     (run_dir / "table.md").write_text(table)
     print(table, end="")
     _echo(f"records: {run_dir / 'records.jsonl'}  table: {run_dir / 'table.md'}")
-    failed = sum(r["status"] != "ok" for r in records)
     if failed:
         _echo(f"{failed} of {len(records)} cells failed; their errors are in the records")
     return 1 if failed else 0

@@ -2,22 +2,38 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 from benchbench import results
-from benchbench.tables import FORMATS, model_table, render
+from benchbench.store import ENV
+from benchbench.tables import FORMATS, LAYOUTS, build_table, render
 
 
 def add_parser(sub, parent) -> None:
     p = sub.add_parser("table", help="print the paper-style table of a run")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory, e.g. results/quickstart/<run-id>")
     p.add_argument("--format", "-f", choices=FORMATS, default="markdown")
+    p.add_argument("--layout", "-l", choices=LAYOUTS, default=None,
+                   help="models: a row per model with accuracy; compute: a row per cell with exaFLOPs "
+                        "(default: the suite's, from env.json, else models)")
+    p.add_argument("--force-flops", action="store_true",
+                   help="publish FLOP counts that are not verified, marked with a dagger")
     p.set_defaults(func=run)
+
+
+def _suite_layout(run_dir: str) -> str:
+    try:
+        return json.loads((Path(run_dir) / ENV).read_text()).get("table", "models")
+    except (OSError, ValueError):
+        return "models"
 
 
 def run(args) -> int:
     df = results.load(args.run_dir)
     for problem in df.attrs["problems"]:
         print(f"warning: {problem}", file=sys.stderr)
-    sys.stdout.write(render(model_table(df), args.format))
+    layout = args.layout or _suite_layout(args.run_dir)
+    sys.stdout.write(render(build_table(df, layout, force_flops=args.force_flops), args.format))
     return 0

@@ -1,0 +1,49 @@
+"""`benchbench info MODEL [--resolution R] [--num-classes K] [--json]`: params and FLOPs of one model."""
+
+from __future__ import annotations
+
+import json
+
+from benchbench.cli.common import catalog
+
+
+def add_parser(sub, parent) -> None:
+    p = sub.add_parser("info", parents=[parent], help="parameters and forward MACs/FLOPs of one model")
+    p.add_argument("model", metavar="MODEL", help="model id, e.g. vit-b16 or 'ViT-B/16'")
+    p.add_argument("--resolution", type=int, help="input resolution (default: the model's default)")
+    p.add_argument("--num-classes", type=int, default=1000, help="classes of the head (default 1000)")
+    p.add_argument("--in-chans", type=int, default=3, help="input channels (default 3)")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from benchbench.measure.flops import build_for_counting, count_macs
+    from benchbench.measure.params import count_params
+
+    spec = catalog(args).models.get(args.model)
+    resolution = args.resolution or spec.default_resolution
+    try:
+        model, meta = build_for_counting(spec, num_classes=args.num_classes, image_size=resolution,
+                                         in_chans=args.in_chans)
+    except ValueError as exc:  # e.g. a resolution the patch size does not divide
+        from benchbench.errors import BenchError
+
+        raise BenchError(f"{spec.id}: {exc}") from None
+    count = count_macs(model, resolution, args.in_chans, meta_model=meta)
+    info = {
+        "id": spec.id, "name": spec.name, "family": spec.family, "resolution": resolution,
+        "num_classes": args.num_classes, "params": count_params(model),
+        "macs": count.macs, "gmacs": count.gmacs, "gflops": count.gflops,
+        "macs_second_count": count.second_macs, "flops_status": count.status,
+        "macs_by_operator": count.by_operator,
+    }
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"{spec.name} ({spec.id}) at {resolution} px, {args.num_classes} classes")
+    print(f"  params       {info['params']:,}  ({info['params'] / 1e6:.2f}M)")
+    print(f"  forward      {count.gmacs:.4g} GMACs = {count.gflops:.4g} GFLOPs per image")
+    print(f"  by operator  " + ", ".join(f"{op} {n / 1e9:.4g}" for op, n in count.by_operator.items()) + " GMACs")
+    print(f"  flops_status {count.status}")
+    return 0

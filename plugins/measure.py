@@ -1,0 +1,55 @@
+"""Protocol `measure`: no training; the compute of a pre-training schedule, as the paper's tables.
+
+For `epochs` over `images` (default: the dataset's training split, e.g. JFT-300M's 303M images)
+the runner derives `pretrain_exaflops = 3 * 2 * macs * images_seen / 1e18`. With `throughput`, the
+model's training speed is measured on the run's device and precision, and the schedule projected
+to `projected_device_days`.
+"""
+
+from __future__ import annotations
+
+from benchbench import hookimpl
+from benchbench.errors import BenchError
+from benchbench.settings import non_negative, one_of, positive
+from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
+
+SETTINGS = {
+    "epochs": Setting(1.0, float, "pre-training epochs over `images`", positive),
+    "images": Setting(0, int, "images per epoch; 0 = the dataset's training split", non_negative),
+    "throughput": Setting(False, bool, "measure training img/s on the device to project device-days"),
+    "precision": Setting("fp32", str, "precision of the throughput measurement: fp32 | bf16 | fp16",
+                         one_of("fp32", "bf16", "fp16")),
+    "batch_size": Setting(0, int, "batch size of the throughput measurement; 0 = largest that fits",
+                          non_negative),
+}
+
+
+def run(ctx: ProtocolContext) -> dict[str, float]:
+    s, spec = ctx.settings, ctx.dataset_spec
+    images = s["images"] or spec.num_examples.get("train", 0)
+    if not images:
+        raise BenchError(f"measure: dataset {spec.id!r} does not declare its training-split size; "
+                         "set `images` in [settings.measure]")
+    metrics: dict[str, float] = {"pretrain_epochs": s["epochs"], "pretrain_images_seen": images * s["epochs"]}
+    if s["throughput"]:
+        from benchbench.measure.throughput import measure_throughput
+
+        result = measure_throughput(
+            ctx.model, image_size=spec.image_size, in_chans=spec.in_chans, num_classes=spec.num_classes,
+            mode="train", device=ctx.device, precision=s["precision"], batch_size=s["batch_size"] or None)
+        metrics.update(train_img_per_s=result.img_per_s, train_batch_size=result.batch_size,
+                       train_peak_mem_mb=result.peak_mem_mb,
+                       projected_device_seconds=metrics["pretrain_images_seen"] / result.img_per_s)
+    return metrics
+
+
+@hookimpl
+def register_protocols(register) -> None:
+    register(ProtocolSpec(
+        id="measure",
+        name="Compute only",
+        run=run,
+        settings=SETTINGS,
+        description="no training: params, GMACs, pre-training exaFLOPs of a schedule, projected device-days",
+        needs_initialised_model=False,
+    ))
