@@ -1,0 +1,372 @@
+"""Images per second, step time, peak memory and batch-1 latency of one model on one device.
+
+The loop follows nanoGPT's bench.py: synthetic inputs made once on the device (we measure the
+model, not a data loader), a few warm-up steps, then timed steps. On CUDA each step is bracketed by
+CUDA events recorded back to back on the stream, read after one synchronisation at the end, so the
+host never waits inside the timed loop; on the CPU the same bracketing uses time.perf_counter.
+
+Units: `img_per_s` = images / timed seconds (all timed steps together); `step_ms` = the median
+step; `peak_mem_mb` in MiB (2**20 bytes). On CUDA it is `torch.cuda.max_memory_allocated` from the
+warm-up to the last timed step (tensors only, not the allocator's cache or the CUDA context); on the
+CPU it is the process's peak resident set size (`ru_maxrss`) over the process's whole lifetime,
+so it includes everything the process did before, and never goes down.
+
+Precisions: `fp32` is IEEE float32 on CUDA (TF32 switched off for matmuls and convolutions while we
+measure, so it compares with the non-tensor FP32 peak), `tf32` switches TF32 on (CUDA only),
+`bf16` and `fp16` run under autocast with float32 weights (fp16 training adds a GradScaler).
+fp16 on the CPU is refused: CPU autocast accepts it, but almost no CPU computes in fp16, so the
+numbers would be those of a conversion loop; use bf16 or fp32 there.
+"""
+
+from __future__ import annotations
+
+import gc
+import resource
+import statistics
+import sys
+import time
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from benchbench.envinfo import device_name as _device_name
+from benchbench.errors import BenchError
+
+MODES = ("infer", "train")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+# The automatic batch-size search doubles from START up to MAX (per device type): there is no
+# out-of-memory signal worth waiting for on a CPU, whose throughput stops growing long before.
+START_BATCH_SIZE = 8
+MAX_BATCH_SIZE = {"cuda": 2048, "cpu": 64}
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Batch-1 inference latency: host wall time of one forward pass, synchronised, in ms."""
+
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    repeats: int
+
+
+@dataclass(frozen=True)
+class Throughput:
+    mode: str  # "infer" | "train"
+    device: str  # "cpu", "cuda", "cuda:1"
+    device_name: str
+    precision: str  # "fp32" | "tf32" | "bf16" | "fp16"
+    batch_size: int  # the batch that was measured
+    batch_size_requested: int | None  # None: searched (the largest that fitted)
+    oom_retries: int  # out-of-memory errors met (search and measurement); each halved the batch
+    img_per_s: float
+    step_ms: float  # median over the timed steps
+    timed_s: float  # all timed steps together
+    steps: int  # timed steps
+    peak_mem_mb: float  # MiB
+    peak_mem_kind: str  # "cuda_max_allocated" | "process_max_rss"
+    channels_last: bool
+    compiled: bool
+    latency_ms_p50: float | None = None  # batch 1, inference; None when not measured
+    latency_ms_p90: float | None = None
+    latency_ms_p99: float | None = None
+
+
+def check_precision(device: torch.device, precision: str) -> None:
+    """A BenchError for a precision this harness does not run on this device."""
+    if precision not in PRECISIONS:
+        raise BenchError(f"precision {precision!r}: allowed: {', '.join(PRECISIONS)}")
+    if device.type == "cpu" and precision == "fp16":
+        raise BenchError("precision 'fp16' on the CPU: CPUs do not compute in fp16 (autocast would only add "
+                         "conversions); use bf16 or fp32")
+    if device.type != "cuda" and precision == "tf32":
+        raise BenchError(f"precision 'tf32' needs a CUDA device (TF32 is a tensor-core format); on {device.type} "
+                         "use fp32")
+
+
+@contextmanager
+def float32_matmul_mode(device: torch.device, precision: str) -> Iterator[None]:
+    """fp32 means IEEE fp32 and tf32 means TF32, for matmuls and convolutions alike, restored after.
+
+    PyTorch's own default mixes them (TF32 convolutions, IEEE matmuls), which would make an fp32
+    CNN look faster than an fp32 ViT for a reason that has nothing to do with the models."""
+    if device.type != "cuda" or precision not in ("fp32", "tf32"):
+        yield
+        return
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def _autocast(device: torch.device, precision: str):
+    dtype = AUTOCAST_DTYPES.get(precision)
+    return torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
+
+
+def is_oom(exc: BaseException) -> bool:
+    """CUDA's OutOfMemoryError, or the RuntimeError a CPU allocator raises when it cannot allocate."""
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return True
+    msg = str(exc).lower()
+    return isinstance(exc, RuntimeError) and ("out of memory" in msg or "can't allocate memory" in msg
+                                              or "not enough memory" in msg)
+
+
+def _free_memory(device: torch.device) -> None:
+    # After an OOM the failed step's tensors are garbage only once its traceback is gone; collect them
+    # and hand the cached blocks back so the next, smaller batch starts from a clean allocator.
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def make_step(model: nn.Module, mode: str, device: torch.device, precision: str,
+              optimizer: torch.optim.Optimizer | None = None,
+              scaler: torch.amp.GradScaler | None = None) -> Callable[[torch.Tensor, torch.Tensor], None]:
+    """One unit of work on a batch (x, labels): a forward pass, or a full optimiser step."""
+    if mode == "infer":
+        def infer(x: torch.Tensor, y: torch.Tensor) -> None:
+            with torch.inference_mode(), _autocast(device, precision):
+                model(x)
+        return infer
+
+    def train(x: torch.Tensor, y: torch.Tensor) -> None:
+        with _autocast(device, precision):
+            loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        if scaler is not None:  # fp16 gradients underflow without loss scaling
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+    return train
+
+
+def _inputs(batch_size: int, image_size: int, in_chans: int, num_classes: int, device: torch.device,
+            channels_last: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    x = torch.randn(batch_size, in_chans, image_size, image_size, device=device)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    return x, torch.randint(num_classes, (batch_size,), device=device)
+
+
+def time_steps(run: Callable[[], None], device: torch.device, *, min_steps: int, min_seconds: float) -> list[float]:
+    """Seconds of each step, steps run back to back until both minimums are met.
+
+    Marks are taken between steps (CUDA events or perf_counter), so the steps' times add up to the
+    whole timed span, loop overhead included. On CUDA the host clock only decides when to stop
+    queueing work: the host can run ahead of the device, never behind it, so the device's timed span
+    is at least about min_seconds."""
+    if min_steps < 1:
+        raise BenchError(f"min_steps {min_steps}: must be at least 1")
+    if device.type == "cuda":
+        stream = torch.cuda.current_stream(device)  # where this device's kernels are queued
+
+        def mark():
+            event = torch.cuda.Event(enable_timing=True)
+            event.record(stream)
+            return event
+    else:
+        mark = time.perf_counter
+    marks = [mark()]
+    start = time.perf_counter()
+    while len(marks) <= min_steps or time.perf_counter() - start < min_seconds:
+        run()
+        marks.append(mark())
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        return [a.elapsed_time(b) / 1e3 for a, b in zip(marks, marks[1:])]
+    return [b - a for a, b in zip(marks, marks[1:])]
+
+
+def largest_batch(fits: Callable[[int], bool], start: int, maximum: int) -> tuple[int, int]:
+    """The largest start * 2**k (<= maximum) for which fits(batch) is True, and the number of misses.
+
+    Doubles from `start` while the batch fits; after a miss above a fit, the fit is the answer; a
+    miss at the start halves down to 1. Raises BenchError when not even batch 1 fits."""
+    best, misses, batch, ceiling = None, 0, max(1, min(start, maximum)), maximum
+    while True:
+        if fits(batch):
+            best = batch
+            if 2 * batch > ceiling:
+                return best, misses
+            batch *= 2
+        else:
+            misses += 1
+            ceiling = batch - 1  # nothing this large fits
+            if best is not None:
+                return best, misses
+            if batch == 1:
+                raise BenchError("out of memory at batch size 1: the model does not fit on this device")
+            batch //= 2
+
+
+def _peak_mem_mb(device: torch.device) -> tuple[float, str]:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20, "cuda_max_allocated"
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return (rss / 2**20 if sys.platform == "darwin" else rss / 2**10), "process_max_rss"
+
+
+def measure_throughput(
+    model: nn.Module,
+    *,
+    image_size: int,
+    in_chans: int = 3,
+    num_classes: int,
+    mode: str = "infer",
+    device: torch.device | str = "cpu",
+    precision: str = "fp32",
+    batch_size: int | None = None,
+    max_batch_size: int | None = None,
+    channels_last: bool = False,
+    compile: bool = False,
+    warmup_steps: int = 10,
+    min_steps: int = 20,
+    min_seconds: float = 2.0,
+    latency: bool = False,
+    latency_repeats: int = 100,
+) -> Throughput:
+    """Throughput of `model` on synthetic batches: forward passes (infer) or optimiser steps (train).
+
+    The model is moved to `device` (and, when `channels_last`, to that memory format); in train
+    mode its weights are updated by AdamW, so pass a model whose weights you don't need.
+    `batch_size=None` searches the largest batch that fits (doubling from 8 up to `max_batch_size`,
+    default 2048 on CUDA and 64 on the CPU); an out-of-memory error while measuring halves the batch
+    and starts again, counted in `oom_retries`. `compile` runs torch.compile's default mode on the
+    measured batch (the search runs eagerly); compilation happens in the warm-up, never timed.
+    `latency` adds batch-1 inference percentiles (`latency_percentiles`)."""
+    device = torch.device(device)
+    if mode not in MODES:
+        raise BenchError(f"mode {mode!r}: allowed: {', '.join(MODES)}")
+    check_precision(device, precision)
+    if batch_size is not None and batch_size < 1:
+        raise BenchError(f"batch size {batch_size}: must be at least 1")
+    was_training = model.training
+    model.to(device)
+    if channels_last:
+        model.to(memory_format=torch.channels_last)
+    model.train(mode == "train")
+    # AdamW as in the scratch protocol (and the paper's pre-training); its two moments per weight are
+    # part of the memory a training step needs. lr is irrelevant to speed and small to stay finite.
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5) if mode == "train" else None
+    scaler = torch.amp.GradScaler(device.type) if mode == "train" and precision == "fp16" else None
+    runner = torch.compile(model) if compile else model
+    eager = make_step(model, mode, device, precision, optimizer, scaler)
+    measured = make_step(runner, mode, device, precision, optimizer, scaler)
+
+    def inputs(batch: int):
+        return _inputs(batch, image_size, in_chans, num_classes, device, channels_last)
+
+    def after_oom() -> None:
+        if optimizer is not None:
+            optimizer.zero_grad(set_to_none=True)
+        _free_memory(device)
+
+    def fits(batch: int) -> bool:
+        """One eager step at this batch: the search's probe."""
+        try:
+            eager(*inputs(batch))
+            _sync(device)
+            return True
+        except Exception as exc:  # noqa: BLE001 (anything that is not an OOM is re-raised)
+            if not is_oom(exc):
+                raise
+        after_oom()  # outside the except block, whose traceback holds the failed step's tensors
+        return False
+
+    def timed(batch: int) -> list[float] | None:
+        """Seconds of each timed step at this batch, or None after an out-of-memory error."""
+        try:
+            x, y = inputs(batch)
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            for _ in range(warmup_steps):  # first-call costs: allocator, autotuning, compilation
+                measured(x, y)
+            _sync(device)
+            return time_steps(lambda: measured(x, y), device, min_steps=min_steps, min_seconds=min_seconds)
+        except Exception as exc:  # noqa: BLE001
+            if not is_oom(exc):
+                raise
+        after_oom()
+        return None
+
+    try:
+        with float32_matmul_mode(device, precision):
+            batch, oom_retries = batch_size, 0
+            if batch is None:
+                cap = max_batch_size or MAX_BATCH_SIZE.get(device.type, 64)
+                batch, oom_retries = largest_batch(fits, START_BATCH_SIZE, cap)
+            while (seconds := timed(batch)) is None:
+                if batch == 1:
+                    raise BenchError("out of memory at batch size 1: the model does not fit on this device")
+                batch, oom_retries = batch // 2, oom_retries + 1
+            peak_mb, peak_kind = _peak_mem_mb(device)
+            lat = None
+            if latency:
+                lat = latency_percentiles(runner, image_size=image_size, in_chans=in_chans, device=device,
+                                          precision=precision, channels_last=channels_last, repeats=latency_repeats)
+    finally:
+        model.train(was_training)
+    timed_s = sum(seconds)
+    return Throughput(
+        mode=mode, device=str(device), device_name=_device_name(device), precision=precision,
+        batch_size=batch, batch_size_requested=batch_size, oom_retries=oom_retries,
+        img_per_s=batch * len(seconds) / timed_s, step_ms=1e3 * statistics.median(seconds), timed_s=timed_s,
+        steps=len(seconds), peak_mem_mb=peak_mb, peak_mem_kind=peak_kind, channels_last=channels_last,
+        compiled=compile,
+        latency_ms_p50=lat.p50_ms if lat else None, latency_ms_p90=lat.p90_ms if lat else None,
+        latency_ms_p99=lat.p99_ms if lat else None,
+    )
+
+
+def latency_percentiles(
+    model: nn.Module,
+    *,
+    image_size: int,
+    in_chans: int = 3,
+    device: torch.device | str = "cpu",
+    precision: str = "fp32",
+    channels_last: bool = False,
+    warmup_steps: int = 10,
+    repeats: int = 100,
+) -> Latency:
+    """p50/p90/p99 of batch-1 inference latency in ms over `repeats` forward passes.
+
+    Latency is what one request waits for, so each pass is timed alone on the host clock with a
+    synchronisation on both sides: kernel-launch overhead, which dominates at batch 1, counts."""
+    device = torch.device(device)
+    check_precision(device, precision)
+    if repeats < 1:
+        raise BenchError(f"latency repeats {repeats}: must be at least 1")
+    was_training = model.training
+    model.to(device).eval()
+    x, _ = _inputs(1, image_size, in_chans, 1, device, channels_last)
+    times = []
+    with float32_matmul_mode(device, precision), torch.inference_mode(), _autocast(device, precision):
+        for i in range(warmup_steps + repeats):
+            _sync(device)
+            start = time.perf_counter()
+            model(x)
+            _sync(device)
+            if i >= warmup_steps:
+                times.append(time.perf_counter() - start)
+    model.train(was_training)
+    p50, p90, p99 = np.percentile(np.array(times) * 1e3, [50, 90, 99])
+    return Latency(p50_ms=float(p50), p90_ms=float(p90), p99_ms=float(p99), repeats=repeats)
