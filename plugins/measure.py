@@ -2,7 +2,7 @@
 
 For `epochs` over `images` (default: the dataset's training split, e.g. JFT-300M's 303M images)
 the runner derives `pretrain_exaflops = 3 * 2 * macs * images_seen / 1e18`. With `throughput`, the
-model's training speed is measured on the run's device and precision, and the schedule projected
+model's training speed is measured on the run's device (by default only on CUDA) and precision, and the schedule projected
 to `projected_device_days`.
 """
 
@@ -16,7 +16,8 @@ from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
 SETTINGS = {
     "epochs": Setting(1.0, float, "pre-training epochs over `images`", positive),
     "images": Setting(0, int, "images per epoch; 0 = the dataset's training split", non_negative),
-    "throughput": Setting(False, bool, "measure training img/s on the device to project device-days"),
+    "throughput": Setting("auto", str, "measure training img/s on the run's device to project device-days: "
+                          "on | off | auto (on for CUDA devices)", one_of("auto", "on", "off")),
     "precision": Setting("fp32", str, "precision of the throughput measurement: fp32 | bf16 | fp16",
                          one_of("fp32", "bf16", "fp16")),
     "batch_size": Setting(0, int, "batch size of the throughput measurement; 0 = largest that fits",
@@ -31,7 +32,7 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
         raise BenchError(f"measure: dataset {spec.id!r} does not declare its training-split size; "
                          "set `images` in [settings.measure]")
     metrics: dict[str, float] = {"pretrain_epochs": s["epochs"], "pretrain_images_seen": images * s["epochs"]}
-    if s["throughput"]:
+    if s["throughput"] == "on" or (s["throughput"] == "auto" and ctx.device.type == "cuda"):
         from benchbench.measure.throughput import measure_throughput
 
         result = measure_throughput(

@@ -1,0 +1,78 @@
+"""`benchbench cost MODEL --images N --epochs E [--resolution R] [--device D --precision P] [--json]`.
+
+The paper's compute columns for one schedule: pre-training exaFLOPs, and with --device the
+device-days projected from the training throughput measured there.
+"""
+
+from __future__ import annotations
+
+import json
+
+from benchbench.cli.common import catalog
+from benchbench.errors import BenchError
+
+SECONDS_PER_DAY = 86_400
+
+
+def add_parser(sub, parent) -> None:
+    p = sub.add_parser("cost", parents=[parent], help="pre-training exaFLOPs (and device-days) of a schedule")
+    p.add_argument("model", metavar="MODEL", help="model id, e.g. vit-b16 or 'ViT-B/16'")
+    p.add_argument("--images", type=int, required=True, metavar="N", help="images per epoch (JFT-300M: 303000000)")
+    p.add_argument("--epochs", type=float, required=True, metavar="E")
+    p.add_argument("--resolution", type=int, metavar="R", help="default: the model's default")
+    p.add_argument("--num-classes", type=int, default=1000, metavar="K", help="classes of the head (default 1000)")
+    p.add_argument("--device", help="measure training throughput here (cpu | cuda | cuda:N) to project device-days")
+    p.add_argument("--precision", default="bf16", help="precision of that measurement (default bf16)")
+    p.add_argument("--batch-size", type=int, metavar="B", help="default: the largest that fits")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.set_defaults(func=run)
+
+
+def cost(args) -> dict:
+    from benchbench.measure.flops import build_for_counting, count_macs
+
+    if args.images <= 0 or args.epochs <= 0:
+        raise BenchError(f"--images and --epochs must be > 0, got {args.images} and {args.epochs}")
+    spec = catalog(args).models.get(args.model)
+    resolution = args.resolution or spec.default_resolution
+    try:
+        model, meta = build_for_counting(spec, num_classes=args.num_classes, image_size=resolution, in_chans=3)
+    except ValueError as exc:
+        raise BenchError(f"{spec.id} at {resolution} px: {exc}") from None
+    macs = count_macs(model, resolution, 3, meta_model=meta)
+    seen = args.images * args.epochs
+    out = {"id": spec.id, "name": spec.name, "resolution": resolution, "num_classes": args.num_classes,
+           "images": args.images, "epochs": args.epochs, "images_seen": seen, "gmacs": macs.gmacs,
+           "gflops": macs.gflops, "train_exaflops": 3 * macs.gflops * 1e9 * seen / 1e18,
+           "flops_status": macs.status}
+    if args.device:
+        from benchbench.measure.peaks import achieved_flops_per_s, mfu, peak_flops_per_s
+        from benchbench.measure.throughput import check_precision, measure_throughput
+        from benchbench.runner import pick_device
+
+        device = pick_device(args.device)
+        check_precision(device, args.precision)
+        result = measure_throughput(model, image_size=resolution, in_chans=3, num_classes=args.num_classes,
+                                    mode="train", device=device, precision=args.precision,
+                                    batch_size=args.batch_size)
+        peak = peak_flops_per_s(result.device_name, args.precision)
+        out.update(device=result.device, device_name=result.device_name, precision=args.precision,
+                   batch_size=result.batch_size, train_img_per_s=result.img_per_s,
+                   projected_device_days=seen / result.img_per_s / SECONDS_PER_DAY,
+                   mfu_table=mfu(achieved_flops_per_s(result.img_per_s, macs.gflops, "train"), peak))
+    return out
+
+
+def run(args) -> int:
+    out = cost(args)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"{out['name']} at {out['resolution']} px: {out['gmacs']:.4g} GMACs forward ({out['flops_status']})")
+    print(f"  {out['images']:,} images x {out['epochs']:g} epochs: {out['train_exaflops']:.4g} exaFLOPs "
+          "(3 x forward FLOPs per image seen)")
+    if "projected_device_days" in out:
+        mfu_text = f", MFU {out['mfu_table']:.1%}" if out["mfu_table"] is not None else ""
+        print(f"  on {out['device_name']} ({out['precision']}, batch {out['batch_size']}): "
+              f"{out['train_img_per_s']:.1f} img/s{mfu_text} -> {out['projected_device_days']:.4g} device-days")
+    return 0
