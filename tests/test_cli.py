@@ -175,3 +175,17 @@ def test_paper_compute_quick_projects_exaflops(tmp_path, capsys):
         assert r["pretrain_exaflops"] == pytest.approx(6 * r["macs"] * 303e6 * r["pretrain_epochs"] / 1e18)
         assert r["flops_status"] == "ok"
     assert "train_device_seconds" not in df.columns  # nothing was trained
+
+
+def test_cost_flops_side_and_projection(capsys):
+    assert main(["cost", "ViT-B/16", "--images", "303000000", "--epochs", "7", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["train_exaflops"] == pytest.approx(3 * out["gflops"] * 1e9 * 303e6 * 7 / 1e18)
+    assert round(out["train_exaflops"]) == 224 and "projected_device_days" not in out  # paper: 224
+    assert main(["cost", "vit-mu4", "--images", "60000", "--epochs", "2", "--device", "cpu", "--precision", "fp32",
+                 "--batch-size", "8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["batch_size"] == 8 and out["train_img_per_s"] > 0
+    assert out["projected_device_days"] == pytest.approx(120_000 / out["train_img_per_s"] / 86400)
+    assert main(["cost", "vit-mu4", "--images", "0", "--epochs", "1"]) == 2
+    assert "must be > 0" in capsys.readouterr().err

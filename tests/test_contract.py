@@ -74,3 +74,16 @@ def test_params_cache_reuses_counts_and_notices_code_changes(tmp_path, monkeypat
     assert params_mod.cached_params_at_default(specs, cache) == first and calls == []
     monkeypatch.setattr(params_mod, "_source_stamp", lambda spec: "edited")
     assert params_mod.cached_params_at_default(specs, cache) == {s.id: -1 for s in specs}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_id", MODELS)
+def test_every_model_flops_are_verified(model_id):
+    """Both counters agree and no MAC-carrying operator goes uncounted, for every registered model
+    (this is how the torchvision ViTs' fused attention was found)."""
+    from benchbench.measure.flops import build_for_counting, count_macs
+
+    spec = CATALOG.models.get(model_id)
+    model, meta = build_for_counting(spec, num_classes=1000, image_size=spec.default_resolution, in_chans=3)
+    count = count_macs(model, spec.default_resolution, meta_model=meta)
+    assert count.status == "ok", count.status
