@@ -37,17 +37,26 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def training_exaflops(macs: float, images_seen: float) -> float:
+    """Training compute: forward + backward = 3 x the forward FLOPs (2 x MACs) per image seen."""
+    return 3 * 2 * macs * images_seen / 1e18
+
+
+def device_days(seconds: float, devices: int = 1) -> float:
+    return devices * seconds / SECONDS_PER_DAY
+
+
 def derived_compute(metrics: dict[str, Any], devices: int) -> dict[str, float]:
-    """Device-days and training FLOPs (forward + backward = 3x forward) from measured figures."""
+    """Device-days and training FLOPs from measured figures."""
     out: dict[str, float] = {}
     if "train_device_seconds" in metrics:
-        out["train_device_days"] = devices * metrics["train_device_seconds"] / SECONDS_PER_DAY
+        out["train_device_days"] = device_days(metrics["train_device_seconds"], devices)
     if "macs" in metrics and "train_images_seen" in metrics:
-        out["train_exaflops"] = 3 * 2 * metrics["macs"] * metrics["train_images_seen"] / 1e18
+        out["train_exaflops"] = training_exaflops(metrics["macs"], metrics["train_images_seen"])
     if "macs" in metrics and "pretrain_images_seen" in metrics:
-        out["pretrain_exaflops"] = 3 * 2 * metrics["macs"] * metrics["pretrain_images_seen"] / 1e18
+        out["pretrain_exaflops"] = training_exaflops(metrics["macs"], metrics["pretrain_images_seen"])
     if "projected_device_seconds" in metrics:
-        out["projected_device_days"] = devices * metrics["projected_device_seconds"] / SECONDS_PER_DAY
+        out["projected_device_days"] = device_days(metrics["projected_device_seconds"], devices)
     return out
 
 

@@ -11,8 +11,6 @@ import json
 from benchbench.cli.common import catalog
 from benchbench.errors import BenchError
 
-SECONDS_PER_DAY = 86_400
-
 
 def add_parser(sub, parent) -> None:
     p = sub.add_parser("cost", parents=[parent], help="pre-training exaFLOPs (and device-days) of a schedule")
@@ -30,6 +28,7 @@ def add_parser(sub, parent) -> None:
 
 def cost(args) -> dict:
     from benchbench.measure.flops import build_for_counting, count_macs
+    from benchbench.runner import device_days, training_exaflops
 
     if args.images <= 0 or args.epochs <= 0:
         raise BenchError(f"--images and --epochs must be > 0, got {args.images} and {args.epochs}")
@@ -43,7 +42,7 @@ def cost(args) -> dict:
     seen = args.images * args.epochs
     out = {"id": spec.id, "name": spec.name, "resolution": resolution, "num_classes": args.num_classes,
            "images": args.images, "epochs": args.epochs, "images_seen": seen, "gmacs": macs.gmacs,
-           "gflops": macs.gflops, "train_exaflops": 3 * macs.gflops * 1e9 * seen / 1e18,
+           "gflops": macs.gflops, "train_exaflops": training_exaflops(macs.macs, seen),
            "flops_status": macs.status}
     if args.device:
         from benchbench.measure.peaks import achieved_flops_per_s, mfu, peak_flops_per_s
@@ -58,7 +57,7 @@ def cost(args) -> dict:
         peak = peak_flops_per_s(result.device_name, args.precision)
         out.update(device=result.device, device_name=result.device_name, precision=args.precision,
                    batch_size=result.batch_size, train_img_per_s=result.img_per_s,
-                   projected_device_days=seen / result.img_per_s / SECONDS_PER_DAY,
+                   projected_device_days=device_days(seen / result.img_per_s),
                    mfu_table=mfu(achieved_flops_per_s(result.img_per_s, macs.gflops, "train"), peak))
     return out
 

@@ -11,10 +11,9 @@ from tabulate import tabulate
 
 from benchbench.cli.common import catalog
 from benchbench.measure.params import cached_params_at_default
-
-PARAMS_CACHE_ENV = "BENCHBENCH_CACHE"
 from benchbench.suite import find_suite, parse, suite_dirs
 
+PARAMS_CACHE_ENV = "BENCHBENCH_CACHE"
 KINDS = ("models", "datasets", "protocols", "suites")
 
 

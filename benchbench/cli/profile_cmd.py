@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import torch
+
 from benchbench.cli.common import catalog
 from benchbench.errors import BenchError
 from benchbench.measure.flops import count_macs
@@ -50,7 +52,9 @@ def profile(args) -> dict:
         model = spec.build(num_classes=args.num_classes, image_size=resolution, in_chans=args.in_chans)
     except ValueError as exc:  # e.g. a resolution that the patch size does not divide
         raise BenchError(f"{spec.id} at {resolution} px: {exc}") from exc
-    macs = count_macs(model, resolution, args.in_chans)  # CPU, fp32, one image: before the model moves
+    with torch.device("meta"):  # the second count runs on a meta copy: free
+        meta = spec.build(num_classes=args.num_classes, image_size=resolution, in_chans=args.in_chans)
+    macs = count_macs(model, resolution, args.in_chans, meta_model=meta)  # CPU, fp32: before the model moves
     result = measure_throughput(
         model, image_size=resolution, in_chans=args.in_chans, num_classes=args.num_classes, mode=args.mode,
         device=device, precision=args.precision, batch_size=args.batch_size, max_batch_size=args.max_batch_size,

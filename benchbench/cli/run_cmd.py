@@ -11,11 +11,11 @@ import torch
 from benchbench import results
 from benchbench.cli.common import catalog
 from benchbench.envinfo import environment
+from benchbench.errors import BenchError
 from benchbench.runner import pick_device, run_suite
 from benchbench.specs import DataOptions
 from benchbench.store import ENV, new_run_dir, write_json
 from benchbench.suite import load_suite
-from benchbench.errors import BenchError
 from benchbench.tables import build_table, render
 
 DATA_ENV = "BENCHBENCH_DATA"

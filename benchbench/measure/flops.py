@@ -7,6 +7,7 @@ pooling and element-wise ops are not counted. `gflops = 2 * gmacs`.
 
 from __future__ import annotations
 
+import copy
 import warnings
 from dataclasses import dataclass
 
@@ -149,9 +150,7 @@ def build_for_counting(spec, *, num_classes: int, image_size: int, in_chans: int
     with torch.device("meta"):
         meta = spec.build(**kwargs)
     if all(b.is_floating_point() for b in meta.buffers()):
-        with torch.device("meta"):
-            real = spec.build(**kwargs)
-        real = real.to_empty(device="cpu")
+        real = copy.deepcopy(meta).to_empty(device="cpu")  # a meta model copies for free
         with torch.no_grad():
             for t in (*real.parameters(), *real.buffers()):
                 t.zero_()
