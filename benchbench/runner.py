@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -60,8 +61,17 @@ def derived_compute(metrics: dict[str, Any], devices: int) -> dict[str, float]:
     return out
 
 
+def input_shape(cell: Cell, model_spec, dataset_spec) -> dict[str, int]:
+    """What the model is built for: the dataset's classes; the cell's `resolution` setting if it has
+    one (> 0), else the dataset's image size; the model's fixed channels if it has them, else the
+    dataset's (grey data for a 3-channel model is replicated by the loader, not the model)."""
+    resolution = dict(cell.settings).get("resolution") or dataset_spec.image_size
+    return dict(num_classes=dataset_spec.num_classes, image_size=int(resolution),
+                in_chans=model_spec.in_chans or dataset_spec.in_chans)
+
+
 def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptions, show_progress: bool,
-             mac_counts: dict | None = None) -> dict:
+             mac_counts: dict | None = None, run_dir: Path | None = None) -> dict:
     """Build, measure and run one cell. Returns the record; never raises for errors inside the cell.
 
     `mac_counts` remembers counts across cells of a run (same model, resolution, classes, channels).
@@ -79,7 +89,7 @@ def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptio
         "protocol": protocol.id, "protocol_plugin": catalog.protocols.plugin_of[protocol.id],
         "seed": cell.seed,
         "settings": dict(cell.settings),
-        "resolution": dataset_spec.image_size,
+        "resolution": input_shape(cell, model_spec, dataset_spec)["image_size"],
         "device": str(device),
         "devices": 1,
         "started_at": _now(),
@@ -89,8 +99,7 @@ def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptio
     record["metrics"] = metrics  # filled in place, so what was measured survives a later failure
     start = time.perf_counter()
     try:
-        shape = dict(num_classes=dataset_spec.num_classes, image_size=dataset_spec.image_size,
-                     in_chans=dataset_spec.in_chans)
+        shape = input_shape(cell, model_spec, dataset_spec)
         torch.manual_seed(cell.seed)
         if protocol.needs_initialised_model:
             model = model_spec.build(**shape)
@@ -102,8 +111,10 @@ def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptio
         metrics.update(macs=macs.macs, gmacs=macs.gmacs, gflops=macs.gflops)
         record["flops_status"] = macs.status
         ctx = ProtocolContext(
-            model=model, model_spec=model_spec, dataset_spec=dataset_spec, data=data,
+            model=model, model_spec=model_spec, dataset_spec=dataset_spec,
+            data=replace(data, image_size=shape["image_size"], in_chans=shape["in_chans"]),
             settings=dict(cell.settings), device=device, seed=cell.seed, show_progress=show_progress,
+            run_dir=run_dir,
         )
         metrics.update(protocol.run(ctx))
         metrics.update(derived_compute(metrics, record["devices"]))
@@ -155,7 +166,7 @@ def run_suite(
     records, mac_counts = [], {}
     for i, cell in enumerate(suite.cells, start=1):
         echo(f"[{i}/{len(suite.cells)}] {cell.label} ...")
-        record = run_cell(cell, catalog, device, data, show_progress, mac_counts)
+        record = run_cell(cell, catalog, device, data, show_progress, mac_counts, run_dir)
         record.update(suite=suite.name, run_id=Path(run_dir).name, quick=suite.quick)
         append_record(run_dir, record)
         records.append(record)

@@ -26,14 +26,24 @@ class ModelSpec:
     default_resolution: int
     aliases: tuple[str, ...] = ()
     description: str = ""
+    # The input resolution must be a multiple of this (a ViT's patch size); suites are checked.
+    resolution_multiple: int = 1
+    # Input channels the model is fixed to (torchvision: 3); None: built for the dataset's channels.
+    in_chans: int | None = None
 
 
 @dataclass(frozen=True)
 class DataOptions:
-    """Where dataset plugins look for files, and whether they may download them."""
+    """Where dataset plugins look for files, whether they may download them, and what the model takes.
+
+    `image_size` and `in_chans`, when set by the runner, are what the model expects: loaders resize
+    to `image_size` and replicate grey channels up to `in_chans` in the transform (never the model).
+    """
 
     root: Path | None = None
     download: bool = False
+    image_size: int | None = None
+    in_chans: int | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,9 @@ class ProtocolContext:
     device: "torch.device"
     seed: int
     show_progress: bool = True
+    # The run directory (results/<suite>/<run-id>): protocols may keep artifacts under it, e.g.
+    # checkpoints/ for a later fine-tuning cell. None outside a suite run.
+    run_dir: Path | None = None
 
 
 @dataclass(frozen=True)

@@ -143,6 +143,7 @@ def register_models(register) -> None:
                 build=partial(create, units, width),
                 default_resolution=224,
                 aliases=(name,),
+                resolution_multiple=stride,
                 description=f"ResNet-50 units {units} (output stride {stride}) + ViT-{width}, patch 1 on its features",
             ))
     register(ModelSpec(
@@ -151,5 +152,6 @@ def register_models(register) -> None:
         family="hybrid",
         build=partial(create, SMALL_UNITS, "Mu", resnet_width=16, small_root=True, groups=8),
         default_resolution=28,
+        resolution_multiple=4,
         description="3x3/2 root + units (1, 1) of width 16 (output stride 4) + ViT-Mu, for 28-64 px",
     ))

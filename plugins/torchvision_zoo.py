@@ -146,5 +146,6 @@ def register_models(register) -> None:
             family="torchvision",
             build=partial(create, name),
             default_resolution=default_resolution(name),
+            in_chans=3,
             description=f"torchvision.models.{name}(weights=None), randomly initialised",
         ))

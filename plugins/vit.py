@@ -190,6 +190,7 @@ def _spec(width: str, patch: int, resolution: int) -> ModelSpec:
         build=partial(create, width, patch),
         default_resolution=resolution,
         aliases=(name,),
+        resolution_multiple=patch,
         description=f"{w.depth} layers, hidden {w.hidden}, MLP {w.mlp}, {w.heads} heads, patch {patch}",
     )
 
