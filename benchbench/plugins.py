@@ -161,6 +161,25 @@ def collect(pm: pluggy.PluginManager, failures: list[PluginFailure] | None = Non
     return catalog
 
 
+def plugin_package(plugin: str) -> dict[str, str | None]:
+    """The package (distribution) a loaded plugin came from, and its version, for records."""
+    if plugin.startswith("benchbench_plugins."):
+        return {"package": "benchbench", "version": _dist_version("benchbench")}
+    if plugin.startswith("file:"):
+        return {"package": plugin, "version": None}
+    for ep in importlib.metadata.entry_points(group=GROUP):
+        if ep.name == plugin and ep.dist is not None:
+            return {"package": ep.dist.name, "version": ep.dist.version}
+    return {"package": plugin, "version": None}
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def load_catalog(
     files: Iterable[str | Path] = (), *, strict: bool = False, entry_points: bool | None = None
 ) -> Catalog:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 import traceback
 from dataclasses import replace
@@ -10,12 +11,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+from tqdm import tqdm
 
 from benchbench.errors import BenchError
 from benchbench.measure.flops import MacCount, build_for_counting, count_macs
 from benchbench.measure.params import count_params
-from benchbench.plugins import Catalog
-from benchbench.specs import DataOptions, ProtocolContext
+from benchbench.plugins import Catalog, plugin_package
+from benchbench.specs import DataOptions, ProtocolContext, input_shape
 from benchbench.store import append_record
 from benchbench.suite import Cell, Suite
 
@@ -61,15 +63,6 @@ def derived_compute(metrics: dict[str, Any], devices: int) -> dict[str, float]:
     return out
 
 
-def input_shape(cell: Cell, model_spec, dataset_spec) -> dict[str, int]:
-    """What the model is built for: the dataset's classes; the cell's `resolution` setting if it has
-    one (> 0), else the dataset's image size; the model's fixed channels if it has them, else the
-    dataset's (grey data for a 3-channel model is replicated by the loader, not the model)."""
-    resolution = dict(cell.settings).get("resolution") or dataset_spec.image_size
-    return dict(num_classes=dataset_spec.num_classes, image_size=int(resolution),
-                in_chans=model_spec.in_chans or dataset_spec.in_chans)
-
-
 def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptions, show_progress: bool,
              mac_counts: dict | None = None, run_dir: Path | None = None) -> dict:
     """Build, measure and run one cell. Returns the record; never raises for errors inside the cell.
@@ -89,7 +82,7 @@ def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptio
         "protocol": protocol.id, "protocol_plugin": catalog.protocols.plugin_of[protocol.id],
         "seed": cell.seed,
         "settings": dict(cell.settings),
-        "resolution": input_shape(cell, model_spec, dataset_spec)["image_size"],
+        "resolution": input_shape(dict(cell.settings), model_spec, dataset_spec)["image_size"],
         "device": str(device),
         "devices": 1,
         "started_at": _now(),
@@ -99,7 +92,7 @@ def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptio
     record["metrics"] = metrics  # filled in place, so what was measured survives a later failure
     start = time.perf_counter()
     try:
-        shape = input_shape(cell, model_spec, dataset_spec)
+        shape = input_shape(dict(cell.settings), model_spec, dataset_spec)
         torch.manual_seed(cell.seed)
         if protocol.needs_initialised_model:
             model = model_spec.build(**shape)
@@ -153,6 +146,18 @@ def summary_line(record: dict) -> str:
     return f"{head}: " + ", ".join(p for p in parts if p)
 
 
+def record_env(env: dict, catalog: Catalog, record: dict) -> dict:
+    """What each record carries of its environment: versions, device, suite commit, and the
+    package and version of the plugins that provided its model, dataset and protocol."""
+    out = {"versions": {k: env["versions"].get(k) for k in ("benchbench", "torch", "torchvision")},
+           "device_name": env.get("device_name"), "git_commit": env.get("git_commit")}
+    for kind in ("model", "dataset", "protocol"):
+        plugin = record.get(f"{kind}_plugin")
+        if plugin:
+            out[f"{kind}_package"] = plugin_package(plugin)
+    return out
+
+
 def run_suite(
     suite: Suite,
     catalog: Catalog,
@@ -160,15 +165,32 @@ def run_suite(
     device: torch.device,
     data: DataOptions,
     *,
+    env: dict | None = None,
+    done: frozenset[str] = frozenset(),
     show_progress: bool = True,
     echo: Callable[[str], None] = print,
 ) -> list[dict]:
+    """Run the cells whose keys are not in `done`, appending each record as it finishes.
+
+    A KeyboardInterrupt (Ctrl-C, or SIGTERM turned into one) propagates: the cell in progress is
+    not recorded, every finished one is, so the same command resumes.
+    """
+    todo = [c for c in suite.cells if c.key not in done]
     records, mac_counts = [], {}
-    for i, cell in enumerate(suite.cells, start=1):
-        echo(f"[{i}/{len(suite.cells)}] {cell.label} ...")
-        record = run_cell(cell, catalog, device, data, show_progress, mac_counts, run_dir)
-        record.update(suite=suite.name, run_id=Path(run_dir).name, quick=suite.quick)
-        append_record(run_dir, record)
-        records.append(record)
-        echo(f"[{i}/{len(suite.cells)}] {summary_line(record)}")
+    bar = tqdm(total=len(todo), desc=suite.name, unit="cell", disable=not show_progress, dynamic_ncols=True,
+               mininterval=0.2 if sys.stderr.isatty() else 15.0)
+    say = (lambda line: tqdm.write(line, file=sys.stderr)) if show_progress else echo
+    try:
+        for i, cell in enumerate(todo, start=1):
+            say(f"[{i}/{len(todo)}] {cell.label} ...")
+            record = run_cell(cell, catalog, device, data, show_progress, mac_counts, run_dir)
+            record.update(suite=suite.name, run_id=Path(run_dir).name, quick=suite.quick)
+            if env is not None:
+                record["env"] = record_env(env, catalog, record)
+            append_record(run_dir, record)
+            records.append(record)
+            bar.update(1)
+            say(f"[{i}/{len(todo)}] {summary_line(record)}")
+    finally:
+        bar.close()
     return records

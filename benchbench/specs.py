@@ -102,6 +102,18 @@ class ProtocolSpec:
     settings: Mapping[str, Setting] = field(default_factory=dict)
     aliases: tuple[str, ...] = ()
     description: str = ""
+    # Images the protocol will process for these settings, for cost estimates before a run:
+    # estimate(settings, dataset_spec) -> {"train_images": forward+backward, "eval_images": forward}.
+    estimate: Callable[[Mapping[str, Any], DatasetSpec], Mapping[str, float]] | None = None
     # False: the protocol only needs the architecture (compute, speed), so the runner may skip
     # random initialisation (seconds instead of a minute for ViT-H/14 on a CPU).
     needs_initialised_model: bool = True
+
+
+def input_shape(settings: Mapping[str, Any], model_spec: ModelSpec, dataset_spec: DatasetSpec) -> dict[str, int]:
+    """What a cell's model is built for: the dataset's classes; the `resolution` setting if the
+    protocol has one (> 0), else the dataset's image size; the model's fixed channels if it has
+    them, else the dataset's (grey data for a 3-channel model is replicated by the loader)."""
+    resolution = settings.get("resolution") or dataset_spec.image_size
+    return dict(num_classes=dataset_spec.num_classes, image_size=int(resolution),
+                in_chans=model_spec.in_chans or dataset_spec.in_chans)

@@ -12,11 +12,18 @@
     [settings.scratch]               # per-protocol settings; see `benchbench list protocols --json`
     epochs = 1
 
+    [sweep.scratch]                  # optional: lists of setting values; a cell per combination
+    train_subset = [1000, 60000]
+
     [[group]]                        # optional, repeatable: another matrix, inheriting the above
     models = ["vit-l16"]
     settings.scratch = { epochs = 2 }
 
-    [quick]                          # --quick: overrides any list and any setting, in every matrix
+    [[override]]                     # optional, repeatable: settings for the cells it matches
+    models = ["vit-mu7"]             # match lists (models, datasets, protocols, seeds); absent = any
+    settings.scratch = { lr = 1e-3 }
+
+    [quick]                          # --quick: overrides any list, setting and sweep, in every matrix
     [quick.settings.scratch]
     steps = 20
 """
@@ -33,12 +40,14 @@ from typing import Any, Mapping
 from benchbench.errors import BenchError, UnknownIdError, did_you_mean, unknown_message
 from benchbench.plugins import Catalog
 from benchbench.settings import resolve
+from benchbench.specs import input_shape
 
 SUITE_KEYS = ("name", "description", "table", "models", "datasets", "protocols", "seeds")
 LIST_KEYS = ("models", "datasets", "protocols", "seeds")
-TOP_KEYS = ("suite", "settings", "group", "quick")
-GROUP_KEYS = ("name", "models", "datasets", "protocols", "seeds", "settings")
-QUICK_KEYS = ("models", "datasets", "seeds", "settings")
+TOP_KEYS = ("suite", "settings", "sweep", "group", "override", "quick")
+GROUP_KEYS = ("name", "models", "datasets", "protocols", "seeds", "settings", "sweep")
+OVERRIDE_KEYS = ("models", "datasets", "protocols", "seeds", "settings")
+QUICK_KEYS = ("models", "datasets", "seeds", "settings", "sweep")
 REPO_SUITES = Path(__file__).resolve().parent.parent / "suites"
 
 
@@ -156,24 +165,97 @@ def _settings_tables(settings: Any, where: str, section: str, catalog: Catalog) 
     return out
 
 
-def _expand(lists: dict[str, tuple[Any, str]], settings: dict[str, dict], where: str, catalog: Catalog) -> list[Cell]:
+@dataclass(frozen=True)
+class Override:
+    """Settings for the cells whose model, dataset, protocol and seed are in its lists (absent: any)."""
+
+    match: Mapping[str, frozenset]
+    settings: Mapping[str, Mapping[str, Any]]
+
+    def applies(self, cell: Mapping[str, Any]) -> bool:
+        return all(cell[k] in allowed for k, allowed in self.match.items())
+
+
+def _overrides(doc: Any, where: str, catalog: Catalog) -> list[Override]:
+    if not isinstance(doc, list) or not all(isinstance(o, Mapping) for o in doc):
+        raise SuiteError(f"{where}: [[override]] must be an array of tables ([[override]] sections)")
+    out = []
+    for n, o in enumerate(doc, start=1):
+        label = f"[[override]] #{n}"
+        _check_keys(o, OVERRIDE_KEYS, f"{where}: {label}")
+        if "settings" not in o:
+            raise SuiteError(f"{where}: {label}: has no settings (e.g. settings.scratch = {{ lr = 1e-3 }})")
+        match = {k: frozenset(_resolve_ids(o[k], k, f"{where}: {label}.{k}", catalog))
+                 for k in LIST_KEYS if k in o}
+        settings = _settings_tables(o["settings"], where, f"override.{n}.settings", catalog)
+        for proto, given in settings.items():  # keys and types checked here, where the error can point
+            _resolve_settings(catalog, proto, given, f"{where}: {label}.settings.{proto}")
+        out.append(Override({k[:-1]: v for k, v in match.items()}, settings))
+    return out
+
+
+def _sweep_tables(doc: Any, where: str, section: str, catalog: Catalog) -> dict[str, dict[str, list]]:
+    out = _settings_tables(doc, where, section, catalog)
+    for proto, values in out.items():
+        for key, value in values.items():
+            if not isinstance(value, list) or not value:
+                raise SuiteError(f"{where}: [{section}.{proto}].{key}: expected a non-empty list of values "
+                                 f"(one cell per value), got {value!r}")
+    return out
+
+
+def _combinations(sweep: Mapping[str, list]) -> list[dict[str, Any]]:
+    combos: list[dict[str, Any]] = [{}]
+    for key, values in sweep.items():
+        combos = [{**c, key: v} for c in combos for v in values]
+    return combos
+
+
+def _resolve_settings(catalog: Catalog, proto_id: str, given: Mapping[str, Any], where: str) -> dict[str, Any]:
+    try:
+        return resolve(catalog.protocols.get(proto_id), given, where)
+    except BenchError as exc:
+        raise SuiteError(str(exc)) from None
+
+
+def _check_resolution(model_id: str, dataset_id: str, settings: Mapping[str, Any], where: str,
+                      catalog: Catalog) -> None:
+    model, dataset = catalog.models.get(model_id), catalog.datasets.get(dataset_id)
+    size, step = input_shape(settings, model, dataset)["image_size"], model.resolution_multiple
+    if size % step:
+        lower, upper = size - size % step, size - size % step + step
+        source = "its `resolution` setting" if settings.get("resolution") else f"{dataset_id}'s native size"
+        raise SuiteError(f"{where}: {model_id} cannot take {size} px images ({source}): the resolution must "
+                         f"be a multiple of {step} (its patch size); set resolution = {upper}"
+                         + (f" or {lower}" if lower else "") + " in the protocol's settings, or pick another model")
+
+
+def _expand(lists: dict[str, tuple[Any, str]], settings: dict[str, dict], sweeps: dict[str, dict],
+            overrides: list[Override], where: str, catalog: Catalog) -> list[Cell]:
     """Cells of one matrix. `lists` maps each list key to (value, the section it came from)."""
     resolved = {key: _resolve_ids(value, key, f"{where}: {section}.{key}", catalog)
                 for key, (value, section) in lists.items()}
-    protocol_settings = {}
-    for proto_id in resolved["protocols"]:
-        try:
-            protocol_settings[proto_id] = resolve(catalog.protocols.get(proto_id), settings.get(proto_id, {}),
-                                                  f"{where}: [settings.{proto_id}]")
-        except BenchError as exc:
-            raise SuiteError(str(exc)) from None
-    return [
-        Cell(model=m, dataset=d, protocol=p, seed=s, settings=tuple(sorted(protocol_settings[p].items())))
-        for m in resolved["models"]
-        for d in resolved["datasets"]
-        for p in resolved["protocols"]
-        for s in resolved["seeds"]
-    ]
+    for proto_id in resolved["protocols"]:  # errors in the base settings point at [settings.<protocol>]
+        _resolve_settings(catalog, proto_id, settings.get(proto_id, {}), f"{where}: [settings.{proto_id}]")
+    cells, cache = [], {}
+    for m in resolved["models"]:
+        for d in resolved["datasets"]:
+            for p in resolved["protocols"]:
+                for combo in _combinations(sweeps.get(p, {})):
+                    for s in resolved["seeds"]:
+                        given = {**settings.get(p, {}), **combo}
+                        for o in overrides:
+                            if o.applies({"model": m, "dataset": d, "protocol": p, "seed": s}):
+                                given.update(o.settings.get(p, {}))
+                        blob = json.dumps(given, sort_keys=True)
+                        if (p, blob) not in cache:
+                            cache[p, blob] = _resolve_settings(catalog, p, given, f"{where}: [sweep.{p}] {combo}"
+                                                               if combo else f"{where}: [settings.{p}]")
+                        cell_settings = cache[p, blob]
+                        _check_resolution(m, d, cell_settings, f"{where}: cell {m} x {d} x {p}", catalog)
+                        cells.append(Cell(model=m, dataset=d, protocol=p, seed=s,
+                                          settings=tuple(sorted(cell_settings.items()))))
+    return cells
 
 
 def _merge(base: dict[str, dict], over: dict[str, dict]) -> dict[str, dict]:
@@ -202,30 +284,35 @@ def load_suite(name_or_path: str, catalog: Catalog, *, quick: bool = False, seed
     quick_doc = _table(doc.get("quick", {}), f"{where}: [quick]")
     _check_keys(quick_doc, QUICK_KEYS, f"{where}: [quick]")
     settings = _settings_tables(doc.get("settings", {}), where, "settings", catalog)
+    sweeps = _sweep_tables(doc.get("sweep", {}), where, "sweep", catalog)
+    overrides = _overrides(doc.get("override", []), where, catalog)
     quick_settings = _settings_tables(quick_doc.get("settings", {}), where, "quick.settings", catalog)
+    quick_sweeps = _sweep_tables(quick_doc.get("sweep", {}), where, "quick.sweep", catalog)
 
     base = {k: (head[k], "[suite]") for k in LIST_KEYS if k in head}
     base.setdefault("seeds", ([0], "[suite]"))
     matrices = []
     if "models" in head or not groups:
-        matrices.append((base, settings))
+        matrices.append((base, settings, sweeps))
     for n, group in enumerate(groups):
         label = f"[[group]] #{n + 1}"
         _check_keys(group, GROUP_KEYS, f"{where}: {label}")
         lists = {**base, **{k: (group[k], label) for k in LIST_KEYS if k in group}}
         group_settings = _settings_tables(group.get("settings", {}), where, f"group.{n + 1}.settings", catalog)
-        matrices.append((lists, _merge(settings, group_settings)))
+        group_sweeps = _sweep_tables(group.get("sweep", {}), where, f"group.{n + 1}.sweep", catalog)
+        matrices.append((lists, _merge(settings, group_settings), _merge(sweeps, group_sweeps)))
     cells: dict[str, Cell] = {}
-    for lists, matrix_settings in matrices:
+    for lists, matrix_settings, matrix_sweeps in matrices:
         for key in ("models", "datasets", "protocols"):
             if key not in lists:
                 raise SuiteError(f"{where}: [suite] is missing {key!r} (a list of ids; see `benchbench list {key}`)")
         if quick:
-            lists = {**lists, **{k: (v, "[quick]") for k, v in quick_doc.items() if k != "settings"}}
+            lists = {**lists, **{k: (v, "[quick]") for k, v in quick_doc.items() if k not in ("settings", "sweep")}}
             matrix_settings = _merge(matrix_settings, quick_settings)
+            matrix_sweeps = _merge(matrix_sweeps, quick_sweeps)
         if seeds is not None:
             lists = {**lists, "seeds": (seeds, "--seed")}
-        for cell in _expand(lists, matrix_settings, where, catalog):
+        for cell in _expand(lists, matrix_settings, matrix_sweeps, overrides, where, catalog):
             cells.setdefault(cell.key, cell)
 
     name = head.get("name", path.stem)

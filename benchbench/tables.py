@@ -2,8 +2,18 @@
 
 Layouts:
 - `models`: one row per model: params, GMACs, top-1 per dataset (seeds as mean ± std), device-days.
+- `summary`: one row per cell: its settings that vary, status, top-1, cost.
+- `paper-transfer`: the paper's Table 2 shape: a row per dataset (and per k of a few-shot cell),
+  a column per model, a last row of device-days.
+- `paper-scaling`: the paper's model-scaling table: model, epochs, accuracy per dataset,
+  pre-training exaFLOPs.
+- `data-scaling`: a row per model, a column per training-set size (the paper's Figure 3/4 as a
+  table).
 - `compute`: one row per cell: params, GMACs, epochs, pre-training exaFLOPs, and where measured the
   training throughput and the projected device-days (the paper's compute columns).
+
+Accuracies are percentages, seeds aggregated as "mean ± sample std" (n > 1), like the paper's
+"88.55 ± 0.04"; a single few-shot cell shows the std over its own k-shot draws.
 
 A record whose `flops_status` is not "ok" (an operator fvcore could not count, or the two counts
 disagree) is refused unless forced; forced, its GMACs carry a dagger and a footnote.
@@ -12,6 +22,7 @@ disagree) is refused unless forced; forced, its GMACs carry a dagger and a footn
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -20,7 +31,8 @@ from tabulate import tabulate
 from benchbench.errors import BenchError
 
 FORMATS = ("markdown", "latex", "csv", "html", "json")
-LAYOUTS = ("models", "compute")
+LAYOUTS = ("models", "summary", "paper-transfer", "paper-scaling", "data-scaling", "compute")
+FEWSHOT = re.compile(r"^fewshot_(\d+)shot_top1$")
 DAGGER = "†"
 
 
@@ -123,10 +135,164 @@ def _notes(bad: dict[str, str]) -> list[str]:
     return [f"{DAGGER} {model}: flops_status {status}" for model, status in bad.items()]
 
 
+def successful(df: pd.DataFrame) -> pd.DataFrame:
+    ok = df[df["status"] == "ok"] if not df.empty else df
+    if ok.empty:
+        raise BenchError("no successful records to tabulate")
+    return ok
+
+
+def _accuracy(sel: pd.DataFrame, metric: str) -> tuple[float, float, int]:
+    """Mean and std in percent over the cells of `sel`; one cell: the std it recorded itself
+    (`<metric>_std`, e.g. over few-shot draws), else 0."""
+    if metric not in sel:
+        return math.nan, math.nan, 0
+    mean, std, n = _mean_std(sel[metric] * 100)
+    if n == 1 and f"{metric}_std" in sel and sel[f"{metric}_std"].notna().any():
+        std = float(sel[f"{metric}_std"].dropna().iloc[0]) * 100
+    return mean, std, n
+
+
+def _acc_text(mean: float, std: float, n: int) -> str:
+    if n == 0 or math.isnan(mean):
+        return "-"
+    return f"{mean:.2f} ± {std:.2f}" if (n > 1 or std > 0) else f"{mean:.2f}"
+
+
+def accuracy_rows(ok: pd.DataFrame) -> list[tuple[str, str, str, str]]:
+    """(label, dataset, protocol, metric) for every accuracy the cells measured, in record order:
+    `top1`, or one per k for few-shot cells."""
+    names = dict(zip(ok["dataset"], ok["dataset_name"]))
+    pairs = list(dict.fromkeys(zip(ok["dataset"], ok["protocol"])))
+    protocols_of = {d: [p for dd, p in pairs if dd == d] for d, _ in pairs}
+    out = []
+    for d, p in pairs:
+        sel = ok[(ok["dataset"] == d) & (ok["protocol"] == p)]
+        shots = sorted((int(m.group(1)), c) for c in sel.columns if (m := FEWSHOT.match(c)) and sel[c].notna().any())
+        if shots:
+            out += [(f"{names[d]} {k}-shot", d, p, c) for k, c in shots]
+        elif "top1" in sel and sel["top1"].notna().any():
+            out.append((names[d] + (f" ({p})" if len(protocols_of[d]) > 1 else ""), d, p, "top1"))
+    return out
+
+
+def summary_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
+    if df.empty:
+        raise BenchError("no records to tabulate")
+    bad = _unverified(df[df["status"] == "ok"], force_flops)
+    varying = [c for c in df.columns if c.startswith("setting.")
+               and df[c].astype(str).nunique(dropna=False) > 1]
+    columns = ["model", "model_name", "dataset", "dataset_name", "protocol", "seed", *varying, "status", "error",
+               "top1", "params", "gmacs", "train_img_per_s", "train_device_seconds", "wall_seconds"]
+    data = df.reindex(columns=columns).reset_index(drop=True)
+    headers = ["Model", "Dataset", "Protocol", "Seed", *(c.split(".", 1)[1] for c in varying), "Status",
+               "Top-1 (%)", "Params (M)", "GMACs", "Train img/s", "Train device-s", "Wall (s)"]
+    rows = []
+    for _, r in data.iterrows():
+        status = "ok" if r["status"] == "ok" else f"failed: {str(r['error'])[:60]}"
+        rows.append([r["model_name"], r["dataset_name"], r["protocol"], str(r["seed"]), *(str(r[c]) for c in varying),
+                     status, _num(r["top1"] * 100, ".2f"), _num(r["params"] / 1e6, ".3g"),
+                     _num(r["gmacs"], ".4g") + (f" {DAGGER}" if r["model"] in bad else ""),
+                     _num(r["train_img_per_s"], ".0f"), _num(r["train_device_seconds"], ".1f"),
+                     _num(r["wall_seconds"], ".1f")])
+    return Table(data, headers, rows, _notes(bad))
+
+
+def transfer_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
+    ok = successful(df)
+    _unverified(ok, force_flops)
+    models = list(dict.fromkeys(ok["model"]))
+    model_names = dict(zip(ok["model"], ok["model_name"]))
+    data_rows, rows = [], []
+    for label, d, p, metric in accuracy_rows(ok):
+        row, r = [label], {"row": label, "dataset": d, "protocol": p, "metric": metric}
+        for m in models:
+            mean, std, n = _accuracy(ok[(ok["dataset"] == d) & (ok["protocol"] == p) & (ok["model"] == m)], metric)
+            r.update({f"{m}:top1_pct": mean, f"{m}:top1_pct_std": std, f"{m}:n": n})
+            row.append(_acc_text(mean, std, n))
+        data_rows.append(r)
+        rows.append(row)
+    if not rows:
+        raise BenchError("paper-transfer: no cell measured an accuracy; this layout needs top-1 or few-shot results")
+    days = {m: float(ok.loc[ok["model"] == m, "train_device_days"].sum()) if "train_device_days" in ok else math.nan
+            for m in models}
+    data_rows.append({"row": "train_device_days", **{f"{m}:train_device_days": v for m, v in days.items()}})
+    rows.append(["Device-days (all training in this run)", *(_num(days[m], ".3g") for m in models)])
+    return Table(pd.DataFrame(data_rows), ["", *(model_names[m] for m in models)], rows)
+
+
+def _epochs(ok: pd.DataFrame) -> pd.Series:
+    """Pre-training epochs of each cell: the recorded `pretrain_epochs`, else a training cell's
+    `epochs` setting (scratch cells are their own pre-training)."""
+    out = ok["pretrain_epochs"] if "pretrain_epochs" in ok else pd.Series(math.nan, index=ok.index)
+    if "setting.epochs" in ok:
+        out = out.fillna(ok["setting.epochs"].where(ok["train_exaflops"].notna() if "train_exaflops" in ok else False))
+    return out.astype(float)
+
+
+def scaling_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
+    ok = successful(df).copy()
+    bad = _unverified(ok, force_flops)
+    ok["_epochs"] = _epochs(ok)
+    accuracies = accuracy_rows(ok)
+    data_rows, rows = [], []
+    for (model, epochs), sel in ok.groupby(["model", "_epochs"], sort=False, dropna=False):
+        r = {"model": model, "model_name": sel["model_name"].iloc[0], "epochs": epochs}
+        row = [r["model_name"], _num(epochs, "g")]
+        for label, d, p, metric in accuracies:
+            mean, std, n = _accuracy(sel[(sel["dataset"] == d) & (sel["protocol"] == p)], metric)
+            r[f"{label}:top1_pct"], r[f"{label}:top1_pct_std"] = mean, std
+            row.append(_acc_text(mean, std, n))
+        flops = _first(sel, "pretrain_exaflops")
+        r["pretrain_exaflops"] = flops if not math.isnan(flops) else _mean_std(sel.get("train_exaflops",
+                                                                                       pd.Series(dtype=float)))[0]
+        row.append(_num(r["pretrain_exaflops"], ".3g") + (f" {DAGGER}" if model in bad else ""))
+        data_rows.append(r)
+        rows.append(row)
+    headers = ["Model", "Epochs", *(f"{label} top-1 (%)" for label, *_ in accuracies), "Pre-training exaFLOPs"]
+    return Table(pd.DataFrame(data_rows), headers, rows, _notes(bad))
+
+
+def train_size(ok: pd.DataFrame) -> pd.Series:
+    """Training examples of each cell: the recorded `train_examples`, else the `train_subset` setting."""
+    out = ok["train_examples"] if "train_examples" in ok else pd.Series(math.nan, index=ok.index)
+    if "setting.train_subset" in ok:
+        out = out.fillna(ok["setting.train_subset"].where(ok["setting.train_subset"] > 0))
+    return out.astype(float)
+
+
+def data_scaling_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
+    ok = successful(df).copy()
+    bad = _unverified(ok, force_flops)
+    ok["_n"] = train_size(ok)
+    if ok["_n"].isna().all():
+        raise BenchError("data-scaling: no cell records its training-set size (train_examples); "
+                         "this layout needs cells that vary it, e.g. [sweep.scratch] train_subset = [...]")
+    sizes = sorted(ok["_n"].dropna().unique())
+    data_rows, rows = [], []
+    for model, sel in ok.groupby("model", sort=False):
+        r = {"model": model, "model_name": sel["model_name"].iloc[0], "params_m": _first(sel, "params") / 1e6,
+             "gmacs": _first(sel, "gmacs")}
+        row = [r["model_name"], _num(r["params_m"], ".3g"), _num(r["gmacs"], ".3g") + (f" {DAGGER}" if model in bad else "")]
+        for size in sizes:
+            mean, std, n = _accuracy(sel[sel["_n"] == size], "top1")
+            r.update({f"{int(size)}:top1_pct": mean, f"{int(size)}:top1_pct_std": std, f"{int(size)}:n": n})
+            row.append(_acc_text(mean, std, n))
+        data_rows.append(r)
+        rows.append(row)
+    datasets = ", ".join(dict.fromkeys(ok["dataset_name"]))
+    headers = ["Model", "Params (M)", "GMACs", *(f"{int(n):,} train images: top-1 (%)" for n in sizes)]
+    return Table(pd.DataFrame(data_rows), headers, rows, [f"Top-1 on the test split of {datasets}."] + _notes(bad))
+
+
+BUILDERS = {"models": model_table, "summary": summary_table, "paper-transfer": transfer_table,
+            "paper-scaling": scaling_table, "data-scaling": data_scaling_table, "compute": compute_table}
+
+
 def build_table(df: pd.DataFrame, layout: str = "models", force_flops: bool = False) -> Table:
-    if layout not in LAYOUTS:
+    if layout not in BUILDERS:
         raise BenchError(f"unknown table layout {layout!r}; allowed: {', '.join(LAYOUTS)}")
-    return (model_table if layout == "models" else compute_table)(df, force_flops)
+    return BUILDERS[layout](df, force_flops)
 
 
 def _latex_escape(text: str) -> str:

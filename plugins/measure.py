@@ -44,6 +44,11 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
     return metrics
 
 
+def estimate(settings, dataset_spec) -> dict[str, float]:
+    """Nothing is trained; a throughput measurement is a few seconds of steps, not counted."""
+    return {"train_images": 0.0, "eval_images": 0.0}
+
+
 @hookimpl
 def register_protocols(register) -> None:
     register(ProtocolSpec(
@@ -53,4 +58,5 @@ def register_protocols(register) -> None:
         settings=SETTINGS,
         description="no training: params, GMACs, pre-training exaFLOPs of a schedule, projected device-days",
         needs_initialised_model=False,
+        estimate=estimate,
     ))

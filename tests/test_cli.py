@@ -48,24 +48,65 @@ def test_run_writes_records_env_and_prints_the_table(tmp_path, tiny_suite, tiny_
         assert marker in capsys.readouterr().out
 
 
-def test_failing_cell_is_recorded_and_the_suite_goes_on(tmp_path, tiny_data, capsys):
+def test_impossible_resolution_is_refused_before_anything_runs(tmp_path, tiny_data, capsys):
     suite = tmp_path / "mixed.toml"
     suite.write_text(textwrap.dedent("""
         [suite]
         models = ["vit-b16", "vit-mu7"]
         datasets = ["fashion-mnist"]
         protocols = ["scratch"]
-        [settings.scratch]
-        steps = 1
     """))
     rc = main(["run", str(suite), "--results", str(tmp_path / "r"), "--data-root", str(tiny_data),
                "--no-progress", "--device", "cpu"])
     err = capsys.readouterr().err
+    assert rc == 2 and str(suite) in err and "vit-b16 cannot take 28 px" in err and "multiple of 16" in err
+    assert "resolution = 32 or 16" in err and "Traceback" not in err
+    assert not (tmp_path / "r").exists()
+
+
+RAISING_PLUGIN = """
+from benchbench import hookimpl
+from benchbench.specs import ProtocolSpec
+
+def run(ctx):
+    ctx.model(__import__("torch").zeros(1, 1, 28, 28))  # some work, then the plugin's bug
+    raise RuntimeError("plugin bug in the middle of a cell")
+
+@hookimpl
+def register_protocols(register):
+    register(ProtocolSpec(id="explode", name="Explode", run=run))
+"""
+
+
+def test_failing_cell_is_recorded_and_the_suite_goes_on(tmp_path, tiny_data, capsys):
+    plugin = tmp_path / "explode.py"
+    plugin.write_text(RAISING_PLUGIN)
+    suite = tmp_path / "mixed.toml"
+    suite.write_text(textwrap.dedent("""
+        [suite]
+        models = ["vit-mu7"]
+        datasets = ["fashion-mnist"]
+        protocols = ["explode", "scratch"]
+        [settings.scratch]
+        steps = 1
+    """))
+    argv = ["run", str(suite), "--results", str(tmp_path / "r"), "--data-root", str(tiny_data),
+            "--no-progress", "--device", "cpu", "--plugin", str(plugin)]
+    rc = main(argv)
+    err = capsys.readouterr().err
     assert rc == 1 and "1 of 2 cells failed" in err
     (run_dir,) = (tmp_path / "r" / "mixed").iterdir()
     failed, ok = results.load(run_dir).to_dict("records")
-    assert failed["status"] == "failed" and "not divisible by patch size 16" in failed["error"]
+    assert failed["status"] == "failed" and failed["error"] == "RuntimeError: plugin bug in the middle of a cell"
+    assert failed["params"] > 0  # what was measured before the failure is kept
+    record = json.loads((run_dir / "records.jsonl").read_text().splitlines()[0])
+    assert "in run" in record["traceback"] and record["protocol_plugin"].startswith("file:")
     assert ok["status"] == "ok"
+    # Resuming retries only the failed cell (and it fails again): the done cell is not re-run.
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "1 done, 1 to run" in err and "ran 1 cells now" in err
+    assert len(results.load(run_dir, all_attempts=True)) == 3 and len(results.load(run_dir)) == 2
 
 
 def test_list_json_has_the_promised_fields(capsys):

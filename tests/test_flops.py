@@ -144,3 +144,14 @@ def test_counting_on_zero_weights_and_meta_reference_matches(catalog):
     count = count_macs(real, 224, meta_model=meta)
     assert count.status == "ok" and count.macs == count.second_macs
     assert count.macs == count_macs(spec.build(), 224, cross_check=False).macs
+
+
+@pytest.mark.parametrize("padding", ["same", "valid"])
+def test_string_padding_convolution_is_counted(padding):
+    """padding="same"/"valid" dispatches to aten::_convolution_mode, which fvcore cannot see (it
+    read 3.26M instead of 4.52M MACs on the example ConvMixer); our handle counts it exactly."""
+    conv = torch.nn.Conv2d(16, 16, 5, groups=16, padding=padding)
+    size = 14 if padding == "same" else 10
+    count = count_macs(torch.nn.Sequential(conv, torch.nn.Conv2d(16, 8, 1)), 14, 16)
+    assert count.macs == 16 * 25 * size * size + 16 * 8 * size * size
+    assert count.status == "ok" and count.second_macs == count.macs

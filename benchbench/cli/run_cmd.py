@@ -1,32 +1,47 @@
-"""`benchbench run SUITE [--quick] [--results DIR] [--device D] [--seed N]`."""
+"""`benchbench run SUITE [--quick] [--dry-run] [--fresh | --run-dir DIR] [--device D] ...`.
+
+Re-running the same command resumes the newest run of the suite (same mode, quick or full):
+cells already recorded as done are skipped, failed and missing ones run. `--fresh` starts a new
+run directory.
+"""
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
 import torch
+from tabulate import tabulate
 
 from benchbench import results
 from benchbench.cli.common import catalog
-from benchbench.envinfo import environment
+from benchbench.envinfo import device_name, environment
 from benchbench.errors import BenchError
+from benchbench.plan import duration, plan, summary, throughput_history, totals
 from benchbench.runner import pick_device, run_suite
 from benchbench.specs import DataOptions
-from benchbench.store import ENV, new_run_dir, write_json
-from benchbench.suite import load_suite
+from benchbench.store import ENV, RECORDS, RunLock, latest_run_dir, new_run_dir, read_records, repair_torn_tail, write_json
+from benchbench.suite import REPO_SUITES, load_suite
 from benchbench.tables import build_table, render
 
 DATA_ENV = "BENCHBENCH_DATA"
+DEFAULT_RESULTS = "runs"
+PUBLISHED = REPO_SUITES.parent / "results"  # earlier measurements for time estimates
 
 
 def add_parser(sub, parent) -> None:
-    p = sub.add_parser("run", parents=[parent], help="run a suite and print its table")
+    p = sub.add_parser("run", parents=[parent], help="run (or resume) a suite and print its table")
     p.add_argument("suite", metavar="SUITE", help="a suite file, or the name of one in suites/ (e.g. quickstart)")
     p.add_argument("--quick", action="store_true", help="the suite's [quick] mode: a smoke run")
-    p.add_argument("--results", default="results", metavar="DIR",
-                   help="where runs are written: DIR/<suite>/<run-id>/ (default: results)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the cells, which are done, and the estimated cost of the rest; run nothing")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--fresh", action="store_true", help="start a new run directory instead of resuming")
+    where.add_argument("--run-dir", metavar="DIR", help="resume (or start) exactly this run directory")
+    p.add_argument("--results", default=DEFAULT_RESULTS, metavar="ROOT",
+                   help=f"where runs are written: ROOT/<suite>/<run-id>/ (default: {DEFAULT_RESULTS})")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
     p.add_argument("--seed", type=int, action="append", metavar="N",
                    help="run these seeds instead of the suite's (repeatable)")
@@ -43,28 +58,86 @@ def _echo(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _dry_run(plans, run_dir: Path | None) -> None:
+    rows = [[p.state, p.cell.model, p.cell.dataset, p.cell.protocol, p.cell.seed, p.resolution,
+             "-" if p.gmacs is None else f"{p.gmacs:.4g}",
+             "-" if p.exaflops is None else f"{p.exaflops:.3g}",
+             "-" if p.state == "done" else duration(p.seconds), p.cell.key] for p in plans]
+    print(tabulate(rows, ["State", "Model", "Dataset", "Protocol", "Seed", "Res (px)", "GMACs", "exaFLOPs",
+                          "Est. time", "Key"], tablefmt="github", disable_numparse=True))
+    print(f"\nrun directory: {run_dir if run_dir else 'a new one'}\n{summary(totals(plans))}")
+
+
 def run(args) -> int:
     cat = catalog(args)
     device = pick_device(args.device)
     suite = load_suite(args.suite, cat, quick=args.quick, seeds=args.seed)
     data = DataOptions(root=Path(args.data_root) if args.data_root else None, download=args.download)
-    run_dir = new_run_dir(Path(args.results), suite.name)
+    root = Path(args.results)
+    if args.run_dir:
+        run_dir = Path(args.run_dir)
+    else:
+        run_dir = None if args.fresh else latest_run_dir(root, suite.name, suite.quick)
+    earlier = read_records(run_dir).records if run_dir and (run_dir / RECORDS).is_file() else []
+    history = throughput_history([root, PUBLISHED], device_name(device))
+    plans = plan(suite, cat, earlier, history)
+    if args.dry_run:
+        _dry_run(plans, run_dir)
+        return 0
+
+    if run_dir is None:
+        run_dir = new_run_dir(root, suite.name)
+    run_dir.mkdir(parents=True, exist_ok=True)
     env = environment(device, suite.path, args.command_line)
     env.update(suite=suite.name, suite_path=str(suite.path), quick=suite.quick, threads=torch.get_num_threads(),
                table=suite.table)
-    write_json(run_dir / ENV, env)
-    _echo(f"{suite.name}: {len(suite.cells)} cells on {env['device_name']} -> {run_dir}")
-    records = run_suite(suite, cat, run_dir, device, data, show_progress=not args.no_progress, echo=_echo)
-    failed = sum(r["status"] != "ok" for r in records)
+    done = frozenset(p.cell.key for p in plans if p.state == "done")
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops like Ctrl-C
     try:
-        table = render(build_table(results.load(run_dir), suite.table, force_flops=args.force_flops))
+        with RunLock(run_dir):
+            torn = repair_torn_tail(run_dir)
+            if torn:
+                _echo(f"warning: {torn}")
+            if not (run_dir / ENV).is_file():
+                write_json(run_dir / ENV, env)  # the first invocation's; each record carries its own
+            _echo(f"{suite.name}: {'resuming ' if earlier else ''}{run_dir} on {env['device_name']}\n"
+                  f"{summary(totals(plans))}")
+            records = run_suite(suite, cat, run_dir, device, data, env=env, done=done,
+                                show_progress=not args.no_progress, echo=_echo)
+    except KeyboardInterrupt:
+        recorded = len(cell_keys_done(run_dir, suite))
+        _echo(f"\ninterrupted: {recorded} of {len(suite.cells)} cells are recorded in {run_dir / RECORDS}; the "
+              f"cell in progress was not. Run the same command again to resume.")
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return _finish(run_dir, suite, records, args.force_flops)
+
+
+def cell_keys_done(run_dir: Path, suite) -> set[str]:
+    keys = {c.key for c in suite.cells}
+    return {r["key"] for r in read_records(run_dir).records if r.get("status") == "ok" and r.get("key") in keys}
+
+
+def _finish(run_dir: Path, suite, records: list[dict], force_flops: bool) -> int:
+    """Print the suite's table from every record of its cells in the run directory."""
+    df = results.load(run_dir)
+    df = df[df["key"].isin({c.key for c in suite.cells})]
+    failed = int((df["status"] != "ok").sum())
+    try:
+        table = render(build_table(df, suite.table, force_flops=force_flops))
     except BenchError as exc:  # the records are kept; only the table is withheld
-        _echo(f"records: {run_dir / 'records.jsonl'}\nno table: {exc}\n"
+        _echo(f"records: {run_dir / RECORDS}\nno table: {exc}\n"
               f"  re-render with: benchbench table {run_dir} --layout {suite.table} [--force-flops]")
         return 1
     (run_dir / "table.md").write_text(table)
     print(table, end="")
-    _echo(f"records: {run_dir / 'records.jsonl'}  table: {run_dir / 'table.md'}")
+    _echo(f"ran {len(records)} cells now; records: {run_dir / RECORDS}  table: {run_dir / 'table.md'}")
     if failed:
-        _echo(f"{failed} of {len(records)} cells failed; their errors are in the records")
+        _echo(f"{failed} of {len(df)} cells failed; their errors are in the records. Running the same "
+              "command again retries them")
     return 1 if failed else 0

@@ -16,7 +16,9 @@ def add_parser(sub, parent) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory, e.g. results/quickstart/<run-id>")
     p.add_argument("--format", "-f", choices=FORMATS, default="markdown")
     p.add_argument("--layout", "-l", choices=LAYOUTS, default=None,
-                   help="models: a row per model with accuracy; compute: a row per cell with exaFLOPs "
+                   help="models: a row per model; summary: a row per cell; paper-transfer: datasets x models "
+                        "(the paper's Table 2); paper-scaling: model, epochs, accuracies, exaFLOPs; data-scaling: "
+                        "models x training-set sizes; compute: params, GMACs, exaFLOPs, img/s "
                         "(default: the suite's, from env.json, else models)")
     p.add_argument("--force-flops", action="store_true",
                    help="publish FLOP counts that are not verified, marked with a dagger")

@@ -33,7 +33,8 @@ AGREEMENT = 1e-3  # relative difference allowed between the two counts
 MAC_OPS = frozenset({
     "aten::matmul", "aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::addbmm",
     "aten::addmv", "aten::mv", "aten::dot", "aten::einsum", "aten::linear", "aten::_convolution",
-    "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_transpose2d", "aten::tensordot",
+    "aten::conv1d", "aten::conv2d", "aten::_convolution_mode", "aten::conv3d", "aten::conv_transpose2d",
+    "aten::tensordot",
     "aten::scaled_dot_product_attention", "aten::_native_multi_head_attention",
     "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
     "aten::_scaled_dot_product_attention_math", "aten::multi_head_attention_forward",
@@ -53,6 +54,20 @@ def sdpa_macs(inputs, outputs) -> int:
     for n in batch:
         b *= n
     return b * length * source * (e + ev)
+
+
+def conv_mode_macs(inputs, outputs) -> int:
+    """A convolution with string padding (`padding="same"` or "valid"), which dispatches to
+    aten::_convolution_mode, an operator fvcore does not know: every output element costs
+    (input channels / groups) x kernel area MACs; the weight is (out, in / groups, *kernel)."""
+    weight, out = get_shape(inputs[1]), get_shape(outputs[0])
+    per_output = 1
+    for n in weight[1:]:
+        per_output *= n
+    total = 1
+    for n in out:
+        total *= n
+    return total * per_output
 
 
 def native_mha_macs(inputs, outputs) -> int:
@@ -119,7 +134,8 @@ def count_macs(model: nn.Module, image_size: int, in_chans: int = 3, *, cross_ch
         x = torch.zeros(1, in_chans, image_size, image_size)
         analysis = FlopCountAnalysis(model, (x,))
         analysis.set_op_handle("aten::scaled_dot_product_attention", sdpa_macs,
-                               "aten::_native_multi_head_attention", native_mha_macs)
+                               "aten::_native_multi_head_attention", native_mha_macs,
+                               "aten::_convolution_mode", conv_mode_macs)
         analysis.set_op_handle(*(arg for op in _NOT_MATMUL for arg in (op, _zero)))
         analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False).tracer_warnings("none")
         with torch.no_grad(), warnings.catch_warnings():

@@ -1,0 +1,146 @@
+"""What a run will do before it does it: each cell's state (done, failed, to run) and its cost.
+
+Cost of a cell: `exaflops = 2 * macs * (3 * train_images + eval_images) / 1e18` (a training image
+costs a forward and a backward pass, 3x the forward; an evaluated image one forward pass), with
+the images a protocol will process from its `estimate` and the MACs counted on the meta device
+(torch's FlopCounterMode: no memory, no arithmetic). Time: where an earlier run measured the same
+model at the same resolution on a device of the same name (records anywhere under the results
+roots), that run's training img/s; otherwise unknown. A rough guide, not a measurement.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import torch
+
+from benchbench.measure.flops import torch_count_macs
+from benchbench.plugins import Catalog
+from benchbench.specs import input_shape
+from benchbench.store import ENV, RECORDS, read_records
+from benchbench.suite import Cell, Suite
+
+STATES = ("done", "failed", "todo")
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    cell: Cell
+    state: str  # done | failed (ran, failed; runs again) | todo
+    resolution: int
+    gmacs: float | None
+    train_images: float | None  # None: the protocol gives no estimate
+    eval_images: float | None
+    img_per_s: float | None  # earlier measured training throughput; None: never measured here
+
+    @property
+    def exaflops(self) -> float | None:
+        if self.gmacs is None or self.train_images is None:
+            return None
+        return 2 * self.gmacs * 1e9 * (3 * self.train_images + (self.eval_images or 0)) / 1e18
+
+    @property
+    def seconds(self) -> float | None:
+        if self.img_per_s is None or self.train_images is None:
+            return None
+        return (self.train_images + (self.eval_images or 0) / 3) / self.img_per_s
+
+
+def cell_states(records: Iterable[dict]) -> dict[str, str]:
+    """{cell key: "done" | "failed"}; the last record of a key wins (a re-run replaces a failure)."""
+    return {r["key"]: "done" if r.get("status") == "ok" else "failed" for r in records if "key" in r}
+
+
+def throughput_history(roots: Iterable[Path], device_name: str) -> dict[tuple[str, int], float]:
+    """{(model, resolution): median measured training img/s} of ok records on `device_name`."""
+    seen: dict[tuple[str, int], list[float]] = {}
+    for root in dict.fromkeys(Path(r).resolve() for r in roots):
+        for path in sorted(root.glob(f"**/{RECORDS}")):
+            try:
+                run_device = json.loads((path.parent / ENV).read_text()).get("device_name")
+            except (OSError, ValueError):
+                run_device = None
+            for r in read_records(path.parent).records:
+                ips = (r.get("metrics") or {}).get("train_img_per_s")
+                name = (r.get("env") or {}).get("device_name", run_device)
+                if r.get("status") == "ok" and name == device_name and ips and r.get("protocol") != "measure":
+                    seen.setdefault((r["model"], r.get("resolution")), []).append(float(ips))
+    return {k: statistics.median(v) for k, v in seen.items()}
+
+
+def plan(suite: Suite, catalog: Catalog, records: Iterable[dict],
+         history: dict[tuple[str, int], float] | None = None) -> list[CellPlan]:
+    states = cell_states(records)
+    history = history or {}
+    macs: dict[tuple, float] = {}
+    out = []
+    for cell in suite.cells:
+        model_spec = catalog.models.get(cell.model)
+        dataset_spec = catalog.datasets.get(cell.dataset)
+        protocol = catalog.protocols.get(cell.protocol)
+        shape = input_shape(dict(cell.settings), model_spec, dataset_spec)
+        key = (model_spec.id, *sorted(shape.items()))
+        if key not in macs:
+            macs[key] = _meta_gmacs(model_spec, shape)
+        images = protocol.estimate(dict(cell.settings), dataset_spec) if protocol.estimate else {}
+        out.append(CellPlan(
+            cell=cell, state=states.get(cell.key, "todo"), resolution=shape["image_size"], gmacs=macs[key],
+            train_images=images.get("train_images"), eval_images=images.get("eval_images"),
+            img_per_s=history.get((model_spec.id, shape["image_size"])),
+        ))
+    return out
+
+
+def _meta_gmacs(spec, shape: dict) -> float | None:
+    try:
+        with torch.device("meta"):
+            model = spec.build(**shape)
+        x = torch.zeros(1, shape["in_chans"], shape["image_size"], shape["image_size"], device="meta")
+        return torch_count_macs(model.eval(), x) / 1e9
+    except Exception:  # noqa: BLE001 - an estimate must not stop a run; the cell reports its own error
+        return None
+
+
+@dataclass(frozen=True)
+class Totals:
+    cells: int
+    todo: int
+    exaflops: float  # of the cells to run whose cost is known
+    seconds: float | None  # None when no cell to run has a time estimate
+    timed: int  # cells to run that have a time estimate
+    unknown_flops: int
+
+
+def totals(plans: list[CellPlan]) -> Totals:
+    todo = [p for p in plans if p.state != "done"]
+    flops = [p.exaflops for p in todo if p.exaflops is not None]
+    secs = [p.seconds for p in todo if p.seconds is not None]
+    return Totals(cells=len(plans), todo=len(todo), exaflops=math.fsum(flops),
+                  seconds=math.fsum(secs) if secs else None, timed=len(secs), unknown_flops=len(todo) - len(flops))
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def summary(t: Totals) -> str:
+    text = (f"{t.cells} cells: {t.cells - t.todo} done, {t.todo} to run; "
+            f"to run: {t.exaflops:.3g} exaFLOPs")
+    if t.unknown_flops:
+        text += f" (+ {t.unknown_flops} cells of unknown cost)"
+    if t.todo:
+        text += (f", about {duration(t.seconds)} on this device" if t.timed == t.todo else
+                 f", about {duration(t.seconds)} for the {t.timed} of {t.todo} cells measured here before"
+                 if t.timed else ", time unknown (no earlier measurement of these models on this device)")
+    return text

@@ -1,0 +1,139 @@
+"""Table layouts, plots and run comparison on hand-made records whose numbers are known."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from benchbench import results
+from benchbench.cli import main
+from benchbench.compare import compare, direction
+from benchbench.plots import plot
+from benchbench.store import append_record
+from benchbench.tables import build_table, render
+
+
+def rec(model, dataset, protocol, seed, top1=None, family="vit", status="ok", settings=None, key=None, **metrics):
+    m = {"params": 1_000_000, "macs": 5e8, "gmacs": 0.5, **metrics}
+    if top1 is not None:
+        m["top1"] = top1
+    return {"key": key or f"{model}|{dataset}|{protocol}|{seed}|{sorted((settings or {}).items())}",
+            "model": model, "model_name": model.upper(), "model_family": family, "dataset": dataset,
+            "dataset_name": dataset.title(), "protocol": protocol, "seed": seed, "status": status,
+            "error": None if status == "ok" else "RuntimeError: boom", "flops_status": "ok",
+            "settings": settings or {}, "metrics": m}
+
+
+def frame(*records):
+    return results.frame(list(records))
+
+
+def test_transfer_layout_is_datasets_by_models_with_device_days_last():
+    df = frame(
+        rec("vit", "cifar10", "finetune", 0, 0.9850, train_device_days=0.5),
+        rec("vit", "cifar10", "finetune", 1, 0.9860, train_device_days=0.5),
+        rec("bit", "cifar10", "finetune", 0, 0.9700, family="bit", train_device_days=2.0),
+        rec("vit", "pets", "fewshot", 0, fewshot_1shot_top1=0.40, fewshot_1shot_top1_std=0.02,
+            fewshot_10shot_top1=0.80, fewshot_10shot_top1_std=0.01),
+    )
+    table = build_table(df, "paper-transfer")
+    assert table.headers == ["", "VIT", "BIT"]
+    assert [r[0] for r in table.rows] == ["Cifar10", "Pets 1-shot", "Pets 10-shot",
+                                          "Device-days (all training in this run)"]
+    assert table.rows[0][1] == "98.55 ± 0.07"  # mean, sample std of 98.50 and 98.60
+    assert table.rows[0][2] == "97.00"
+    assert table.rows[1][1:] == ["40.00 ± 2.00", "-"]  # one few-shot cell: the std over its own draws
+    assert table.rows[3][1:] == ["1", "2"]
+    assert "98.55 $\\pm$ 0.07" in render(table, "latex")
+
+
+def test_scaling_layout_groups_model_and_epochs_with_exaflops():
+    df = frame(
+        rec("vit", "fmnist", "scratch", 0, 0.80, settings={"epochs": 7}, train_exaflops=1.5),
+        rec("vit", "fmnist", "scratch", 1, 0.82, settings={"epochs": 7}, train_exaflops=1.5),
+        rec("vit", "fmnist", "scratch", 0, 0.85, settings={"epochs": 14}, train_exaflops=3.0),
+        rec("bit", "jft", "measure", 0, family="bit", pretrain_epochs=7.0, pretrain_exaflops=9.5),
+    )
+    table = build_table(df, "paper-scaling")
+    assert table.headers == ["Model", "Epochs", "Fmnist top-1 (%)", "Pre-training exaFLOPs"]
+    assert table.rows == [["VIT", "7", "81.00 ± 1.41", "1.5"], ["VIT", "14", "85.00", "3"], ["BIT", "7", "-", "9.5"]]
+
+
+def test_data_scaling_layout_has_a_column_per_training_set_size():
+    df = frame(*(rec(m, "fmnist", "scratch", s, acc + 0.01 * s, settings={"train_subset": n})
+                 for m, accs in (("vit", (0.70, 0.85)), ("bit", (0.78, 0.86)))
+                 for n, acc in zip((1000, 60000), accs) for s in (0, 1)))
+    table = build_table(df, "data-scaling")
+    assert table.headers[3:] == ["1,000 train images: top-1 (%)", "60,000 train images: top-1 (%)"]
+    assert table.rows[0][3:] == ["70.50 ± 0.71", "85.50 ± 0.71"]
+    assert table.rows[1][0] == "BIT" and table.rows[1][3] == "78.50 ± 0.71"
+    assert table.data.loc[1, "60000:top1_pct"] == pytest.approx(86.5)
+
+
+def test_summary_layout_shows_varying_settings_and_failures():
+    df = frame(rec("vit", "fmnist", "scratch", 0, 0.8, settings={"lr": 1e-3, "epochs": 1}),
+               rec("vit", "fmnist", "scratch", 0, status="failed", settings={"lr": 3e-3, "epochs": 1}))
+    table = build_table(df, "summary")
+    assert table.headers[:6] == ["Model", "Dataset", "Protocol", "Seed", "lr", "Status"]  # epochs does not vary
+    assert table.rows[0][4:7] == ["0.001", "ok", "80.00"]
+    assert table.rows[1][5] == "failed: RuntimeError: boom"
+
+
+def test_direction_of_metrics():
+    assert direction("top1") == ("points", 1) and direction("fewshot_5shot_top1") == ("points", 1)
+    assert direction("train_img_per_s") == ("ratio", 1) and direction("train_device_seconds") == ("ratio", -1)
+    assert direction("gmacs") == ("exact", 0) and direction("seed") is None and direction("wall_seconds") is None
+
+
+def test_compare_marks_regressions_beyond_the_threshold():
+    a = frame(rec("vit", "d", "scratch", 0, 0.900, key="k1", train_img_per_s=1000.0, train_device_seconds=10.0),
+              rec("bit", "d", "scratch", 0, 0.800, key="k2", train_img_per_s=500.0))
+    b = frame(rec("vit", "d", "scratch", 0, 0.885, key="k1", train_img_per_s=960.0, train_device_seconds=10.4),
+              rec("bit", "d", "scratch", 0, 0.790, key="k2", train_img_per_s=400.0))
+    got = {(c.label.split(" ")[0], c.metric): c for c in compare(a, b, threshold=5.0)}
+    assert got["vit", "top1"].text == "-1.50 pts" and not got["vit", "top1"].regression
+    assert got["vit", "train_img_per_s"].text == "x0.960" and not got["vit", "train_img_per_s"].regression
+    assert got["bit", "train_img_per_s"].regression  # x0.8, beyond 5 %
+    strict = {(c.label.split(" ")[0], c.metric): c for c in compare(a, b, threshold=1.0)}
+    assert strict["vit", "top1"].regression and strict["vit", "train_device_seconds"].regression  # 4 % slower
+
+
+def _write_run(path, records):
+    path.mkdir(parents=True)
+    for r in records:
+        append_record(path, r)
+    return path
+
+
+def test_compare_command_exit_status(tmp_path, capsys):
+    a = _write_run(tmp_path / "a", [rec("vit", "d", "scratch", 0, 0.9, key="k", train_img_per_s=100.0)])
+    same = _write_run(tmp_path / "same", [rec("vit", "d", "scratch", 0, 0.9, key="k", train_img_per_s=99.0)])
+    slow = _write_run(tmp_path / "slow", [rec("vit", "d", "scratch", 0, 0.9, key="k", train_img_per_s=50.0)])
+    other = _write_run(tmp_path / "other", [rec("vit", "d", "scratch", 0, 0.9, key="x")])
+    assert main(["compare", str(a), str(same)]) == 0
+    assert main(["compare", str(a), str(slow)]) == 1
+    assert "REGRESSION" in capsys.readouterr().out
+    assert main(["compare", str(a), str(other)]) == 2
+    assert "no successful cell in common" in capsys.readouterr().err
+
+
+def test_plots_are_written_and_bad_requests_are_clear(tmp_path, capsys):
+    run = _write_run(tmp_path / "run", [
+        rec(m, "fmnist", "scratch", s, acc + 0.01 * s, family=f, settings={"train_subset": n}, train_exaflops=n * 1e-9)
+        for m, f, accs in (("vit", "vit", (0.7, 0.85)), ("bit", "bit", (0.78, 0.86)))
+        for n, acc in zip((1000, 60000), accs) for s in (0, 1)])
+    for kind, name in (("data-scaling", "ds.png"), ("accuracy-vs-compute", "avc.svg")):
+        assert main(["plot", str(run), "--kind", kind, "-o", str(tmp_path / name)]) == 0
+        assert (tmp_path / name).stat().st_size > 1000
+    assert (tmp_path / "ds.png").read_bytes()[:4] == b"\x89PNG"
+    assert main(["plot", str(run), "--kind", "data-scaling", "-o", str(tmp_path / "x.txt")]) == 2
+    assert "must end in one of .png, .svg, .pdf" in capsys.readouterr().err
+    with pytest.raises(Exception, match="no cell has both top-1 and its training-set size"):
+        plot(frame(rec("vit", "d", "measure", 0)), "data-scaling", tmp_path / "y.png")
+
+
+def test_layout_errors_name_the_allowed_values():
+    with pytest.raises(Exception, match="allowed: models, summary, paper-transfer"):
+        build_table(frame(rec("vit", "d", "scratch", 0, 0.5)), "paper")
+    assert not math.isnan(build_table(frame(rec("vit", "d", "scratch", 0, 0.5)), "models").data["gmacs"][0])
