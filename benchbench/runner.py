@@ -57,7 +57,9 @@ def derived_compute(metrics: dict[str, Any], devices: int) -> dict[str, float]:
     if "macs" in metrics and "train_images_seen" in metrics:
         out["train_exaflops"] = training_exaflops(metrics["macs"], metrics["train_images_seen"])
     if "macs" in metrics and "pretrain_images_seen" in metrics:
-        out["pretrain_exaflops"] = training_exaflops(metrics["macs"], metrics["pretrain_images_seen"])
+        # Pre-training ran at its own resolution: a fine-tuning cell reports those MACs.
+        macs = metrics.get("pretrain_macs", metrics["macs"])
+        out["pretrain_exaflops"] = training_exaflops(macs, metrics["pretrain_images_seen"])
     if "projected_device_seconds" in metrics:
         out["projected_device_days"] = device_days(metrics["projected_device_seconds"], devices)
     return out

@@ -149,7 +149,7 @@ def _resolve_ids(values: Any, key: str, where: str, catalog: Catalog) -> list:
     for i, v in enumerate(values):
         try:
             ids.append(registry.resolve(v))
-        except UnknownIdError as exc:
+        except BenchError as exc:  # an unknown id, or a parametric one whose argument is wrong
             raise SuiteError(f"{where}[{i}]: {exc}") from None
     return ids
 

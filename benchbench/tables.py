@@ -77,11 +77,12 @@ def _unverified(df: pd.DataFrame, force: bool) -> dict[str, str]:
 
 
 def model_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
+    """A row per model; a column per accuracy (dataset, and protocol where a dataset has several;
+    few-shot cells a column per k)."""
     if df.empty:
         raise BenchError("no records to tabulate")
     bad = _unverified(df, force_flops)
-    datasets = list(dict.fromkeys(df["dataset"]))
-    names = dict(zip(df["dataset"], df["dataset_name"]))
+    columns = accuracy_rows(df)
     data_rows, rows = [], []
     for model in dict.fromkeys(df["model"]):
         cells = df[df["model"] == model]
@@ -89,21 +90,19 @@ def model_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
         r = {"model": model, "model_name": cells["model_name"].iloc[0],
              "params_m": _first(cells, "params") / 1e6, "gmacs": _first(cells, "gmacs")}
         accs = []
-        for d in datasets:
-            sel = ok[ok["dataset"] == d]
-            mean, std, n = _mean_std(sel["top1"] * 100) if "top1" in sel else (math.nan, math.nan, 0)
-            failed = int((cells["dataset"] == d).sum() - n)
-            r.update({f"{d}:top1_pct": mean, f"{d}:top1_pct_std": std, f"{d}:n": n, f"{d}:failed": failed})
-            if n == 0:
-                accs.append("failed" if failed else "-")
-            else:
-                accs.append(f"{mean:.2f} ± {std:.2f}" if n > 1 else f"{mean:.2f}")
+        for label, d, p, metric in columns:
+            mean, std, n = _accuracy(ok[(ok["dataset"] == d) & (ok["protocol"] == p)], metric)
+            failed = int(((cells["dataset"] == d) & (cells["protocol"] == p)).sum() - len(
+                ok[(ok["dataset"] == d) & (ok["protocol"] == p)]))
+            name = d if metric == "top1" and len({pp for _, dd, pp, _ in columns if dd == d}) == 1 else f"{label}"
+            r.update({f"{name}:top1_pct": mean, f"{name}:top1_pct_std": std, f"{name}:n": n, f"{name}:failed": failed})
+            accs.append("failed" if n == 0 and failed else _acc_text(mean, std, n))
         days = ok["train_device_days"].dropna() if "train_device_days" in ok else pd.Series(dtype=float)
         r["train_device_days"] = float(days.sum()) if len(days) else math.nan
         data_rows.append(r)
         gmacs = _num(r["gmacs"], ".3g") + (f" {DAGGER}" if model in bad else "")
         rows.append([r["model_name"], _num(r["params_m"], ".2f"), gmacs, *accs, _num(r["train_device_days"], ".3g")])
-    headers = ["Model", "Params (M)", "GMACs", *(f"{names[d]} top-1 (%)" for d in datasets), "Train device-days"]
+    headers = ["Model", "Params (M)", "GMACs", *(f"{label} top-1 (%)" for label, *_ in columns), "Train device-days"]
     return Table(pd.DataFrame(data_rows), headers, rows, _notes(bad))
 
 
@@ -159,20 +158,22 @@ def _acc_text(mean: float, std: float, n: int) -> str:
     return f"{mean:.2f} ± {std:.2f}" if (n > 1 or std > 0) else f"{mean:.2f}"
 
 
-def accuracy_rows(ok: pd.DataFrame) -> list[tuple[str, str, str, str]]:
+def accuracy_rows(df: pd.DataFrame) -> list[tuple[str, str, str, str]]:
     """(label, dataset, protocol, metric) for every accuracy the cells measured, in record order:
-    `top1`, or one per k for few-shot cells."""
-    names = dict(zip(ok["dataset"], ok["dataset_name"]))
-    pairs = list(dict.fromkeys(zip(ok["dataset"], ok["protocol"])))
+    `top1`, or one per k for few-shot cells. A (dataset, protocol) whose cells all failed gets a
+    `top1` entry, so tables can say so."""
+    names = dict(zip(df["dataset"], df["dataset_name"]))
+    pairs = list(dict.fromkeys(zip(df["dataset"], df["protocol"])))
     protocols_of = {d: [p for dd, p in pairs if dd == d] for d, _ in pairs}
     out = []
     for d, p in pairs:
-        sel = ok[(ok["dataset"] == d) & (ok["protocol"] == p)]
+        sel = df[(df["dataset"] == d) & (df["protocol"] == p) & (df["status"] == "ok")]
         shots = sorted((int(m.group(1)), c) for c in sel.columns if (m := FEWSHOT.match(c)) and sel[c].notna().any())
+        label = names[d] + (f" ({p})" if len(protocols_of[d]) > 1 else "")
         if shots:
-            out += [(f"{names[d]} {k}-shot", d, p, c) for k, c in shots]
-        elif "top1" in sel and sel["top1"].notna().any():
-            out.append((names[d] + (f" ({p})" if len(protocols_of[d]) > 1 else ""), d, p, "top1"))
+            out += [(f"{label} {k}-shot", d, p, c) for k, c in shots]
+        elif ("top1" in sel and sel["top1"].notna().any()) or sel.empty:
+            out.append((label, d, p, "top1"))
     return out
 
 

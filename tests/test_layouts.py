@@ -137,3 +137,16 @@ def test_layout_errors_name_the_allowed_values():
     with pytest.raises(Exception, match="allowed: models, summary, paper-transfer"):
         build_table(frame(rec("vit", "d", "scratch", 0, 0.5)), "paper")
     assert not math.isnan(build_table(frame(rec("vit", "d", "scratch", 0, 0.5)), "models").data["gmacs"][0])
+
+
+def test_models_layout_keeps_protocols_apart():
+    """scratch, fine-tune and few-shot accuracies of one dataset are different numbers: one column each."""
+    df = frame(rec("vit", "fmnist", "scratch", 0, 0.80), rec("vit", "fmnist", "finetune", 0, 0.85),
+               rec("vit", "fmnist", "fewshot", 0, fewshot_5shot_top1=0.70, fewshot_5shot_top1_std=0.01,
+                   top1=0.70),
+               rec("bit", "fmnist", "scratch", 0, status="failed", family="bit"))
+    table = build_table(df, "models")
+    assert table.headers[3:6] == ["Fmnist (scratch) top-1 (%)", "Fmnist (finetune) top-1 (%)",
+                                  "Fmnist (fewshot) 5-shot top-1 (%)"]
+    assert table.rows[0][3:6] == ["80.00", "85.00", "70.00 ± 1.00"]
+    assert table.rows[1][3:6] == ["failed", "-", "-"]

@@ -106,5 +106,5 @@ def test_compute_table_rows_and_projection():
 
 
 def test_unknown_layout():
-    with pytest.raises(Exception, match="allowed: models, compute"):
+    with pytest.raises(Exception, match="allowed: models, summary, paper-transfer, paper-scaling, data-scaling, compute"):
         build_table(results.frame([rec("a", 0, 0.9)]), "transfer")

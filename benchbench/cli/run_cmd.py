@@ -63,12 +63,15 @@ def _raise_interrupt(signum, frame):
 
 
 def _dry_run(plans, run_dir: Path | None) -> None:
-    rows = [[p.state, p.cell.model, p.cell.dataset, p.cell.protocol, p.cell.seed, p.resolution,
-             "-" if p.gmacs is None else f"{p.gmacs:.4g}",
+    settings = [dict(p.cell.settings) for p in plans]
+    varying = [k for k in dict.fromkeys(k for s in settings for k in s)
+               if len({repr(s.get(k)) for s in settings}) > 1]  # the settings that tell cells apart
+    rows = [[p.state, p.cell.model, p.cell.dataset, p.cell.protocol, p.cell.seed, *(s.get(k, "-") for k in varying),
+             p.resolution, "-" if p.gmacs is None else f"{p.gmacs:.4g}",
              "-" if p.exaflops is None else f"{p.exaflops:.3g}",
-             "-" if p.state == "done" else duration(p.seconds), p.cell.key] for p in plans]
-    print(tabulate(rows, ["State", "Model", "Dataset", "Protocol", "Seed", "Res (px)", "GMACs", "exaFLOPs",
-                          "Est. time", "Key"], tablefmt="github", disable_numparse=True))
+             "-" if p.state == "done" else duration(p.seconds), p.cell.key] for p, s in zip(plans, settings)]
+    print(tabulate(rows, ["State", "Model", "Dataset", "Protocol", "Seed", *varying, "Res (px)", "GMACs",
+                          "exaFLOPs", "Est. time", "Key"], tablefmt="github", disable_numparse=True))
     print(f"\nrun directory: {run_dir if run_dir else 'a new one'}\n{summary(totals(plans))}")
 
 
