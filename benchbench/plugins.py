@@ -31,8 +31,17 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "benchbench_plugins.hybrid",
     "benchbench_plugins.torchvision_zoo",
     "benchbench_plugins.fashion_mnist",
+    "benchbench_plugins.cifar",
+    "benchbench_plugins.pets",
+    "benchbench_plugins.flowers",
+    "benchbench_plugins.imagenet",
+    "benchbench_plugins.imagefolder",
+    "benchbench_plugins.synthetic",
     "benchbench_plugins.jft",
     "benchbench_plugins.scratch",
+    "benchbench_plugins.finetune",
+    "benchbench_plugins.fewshot",
+    "benchbench_plugins.linear",
     "benchbench_plugins.measure",
 )
 # Set to "0" to skip third-party entry points (tests do, so installed plugins cannot leak in).

@@ -19,12 +19,16 @@ class Registry(Generic[T]):
     """Specs of one kind (model, dataset, protocol) by id, with aliases and owning plugin.
 
     Lookups are case-insensitive and accept aliases (the paper's spelling, e.g. "ViT-B/16").
+    A spec with a `bind` callable is parametric: "<id>:<arg>" (e.g. "imagefolder:/data/pets") names
+    the spec `bind(arg)` returns; its id keeps `arg` as given (paths are case-sensitive), and it is
+    bound once and remembered, with the plugin of its parametric spec.
     """
 
     kind: str
     specs: dict[str, T] = field(default_factory=dict)
     plugin_of: dict[str, str] = field(default_factory=dict)
     _names: dict[str, str] = field(default_factory=dict)  # lower-cased id or alias -> id
+    bound: dict[str, T] = field(default_factory=dict)  # "<id>:<arg>" -> the spec bound to arg
 
     def add(self, spec: T, plugin: str) -> None:
         spec_id = spec.id  # type: ignore[attr-defined]
@@ -44,17 +48,48 @@ class Registry(Generic[T]):
             self._names[name.lower()] = spec_id
 
     def resolve(self, name: str) -> str:
-        """The canonical id for an id or alias; UnknownIdError with the nearest match otherwise."""
+        """The canonical id for an id or alias; UnknownIdError with the nearest match otherwise.
+
+        A parametric name is bound here (so a missing folder fails when a suite is validated) and
+        resolves to "<id>:<arg>".
+        """
         spec_id = self._names.get(name.strip().lower())
-        if spec_id is None:
+        if spec_id is not None:
+            if getattr(self.specs[spec_id], "bind", None) is not None:
+                raise BenchError(f"{self.kind} {spec_id!r} takes an argument: write {spec_id}:<arg> "
+                                 f"({self.specs[spec_id].description})")
+            return spec_id
+        head, sep, arg = name.strip().partition(":")
+        base_id = self._names.get(head.lower()) if sep else None
+        if base_id is None or getattr(self.specs[base_id], "bind", None) is None:
             raise UnknownIdError(self.kind, name, self.specs)
-        return spec_id
+        return self._bind(base_id, arg).id  # type: ignore[attr-defined]
+
+    def _bind(self, base_id: str, arg: str) -> T:
+        key = f"{base_id}:{arg}"
+        if key not in self.bound:
+            if not arg:
+                raise BenchError(f"{self.kind} {base_id!r}: empty argument; write {base_id}:<arg>")
+            spec = self.specs[base_id].bind(arg)  # type: ignore[attr-defined]
+            if spec.id != key:
+                raise BenchError(f"plugin {self.plugin_of[base_id]!r}: {base_id}.bind({arg!r}) returned id "
+                                 f"{spec.id!r}, expected {key!r}")
+            self.bound[key] = spec
+            self.plugin_of[key] = self.plugin_of[base_id]
+        return self.bound[key]
 
     def get(self, name: str) -> T:
-        return self.specs[self.resolve(name)]
+        spec_id = self.resolve(name)
+        return self.bound[spec_id] if spec_id in self.bound else self.specs[spec_id]
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name.strip().lower() in self._names
+        if not isinstance(name, str):
+            return False
+        if name.strip().lower() in self._names:
+            return True
+        head, sep, _ = name.strip().partition(":")
+        base_id = self._names.get(head.lower()) if sep else None
+        return base_id is not None and getattr(self.specs[base_id], "bind", None) is not None
 
     def __iter__(self) -> Iterator[T]:
         return iter(self.specs.values())

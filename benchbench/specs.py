@@ -44,6 +44,9 @@ class DataOptions:
     download: bool = False
     image_size: int | None = None
     in_chans: int | None = None
+    # Random training augmentation (crop + flip for photos, flip for in-memory tensors); protocols
+    # turn it on for the split they train on only. Features and evaluation never see it.
+    augment: bool = False
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,9 @@ class DatasetSpec:
     aliases: tuple[str, ...] = ()
     description: str = ""
     num_examples: Mapping[str, int] = field(default_factory=dict)  # per split, where known
+    # A parametric dataset ("imagefolder:<path>"): bind(arg) returns the DatasetSpec of that
+    # argument, with id "<id>:<arg>". None for ordinary datasets.
+    bind: Callable[[str], "DatasetSpec"] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,42 +1,159 @@
-"""Pieces every training protocol shares: batching, optimiser, schedule, evaluation, timing."""
+"""Pieces every training protocol shares: batching, settings, optimiser, schedule, the training loop,
+evaluation, timing, and where a run keeps its checkpoints."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import math
+import sys
 import time
+import urllib.parse
 from dataclasses import dataclass
-from typing import Iterator
+from pathlib import Path
+from typing import Any, Iterator, Mapping
 
 import torch
+import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+from benchbench.data import auto_workers, random_subset
+from benchbench.errors import BenchError
+from benchbench.settings import non_negative, one_of, positive, unit_interval
+from benchbench.specs import Setting
+
+PRECISIONS = ("auto", "fp32", "bf16")
 
 
 def subset(dataset: Dataset, n: int, seed: int) -> Dataset:
     """A seeded random subset of n examples; n <= 0 or n >= len means all of them."""
-    if n <= 0 or n >= len(dataset):
-        return dataset
-    idx = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))[:n]
-    if isinstance(dataset, TensorDataset):  # stay on the fast path
-        return TensorDataset(*(t[idx] for t in dataset.tensors))
-    return Subset(dataset, idx.tolist())
+    return random_subset(dataset, n, seed)
+
+
+class Loader:
+    """Batches over a dataset, iterable once per epoch.
+
+    In-memory tensors are sliced directly (no per-item collation) and their per-batch transform
+    applied; other datasets go through one DataLoader whose worker processes live across epochs.
+    """
+
+    def __init__(self, dataset: Dataset, batch_size: int, *, shuffle: bool = False,
+                 generator: torch.Generator | None = None, num_workers: int = 0, pin_memory: bool = False):
+        self.dataset, self.batch_size, self.shuffle, self.generator = dataset, batch_size, shuffle, generator
+        self._loader = None
+        if not isinstance(dataset, TensorDataset):
+            self._loader = DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, generator=generator,
+                                      num_workers=num_workers, pin_memory=pin_memory,
+                                      persistent_workers=num_workers > 0)
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.dataset) / self.batch_size)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        if self._loader is not None:
+            yield from self._loader
+            return
+        x, y = self.dataset.tensors[:2]
+        transform = getattr(self.dataset, "transform", None)
+        order = torch.randperm(len(x), generator=self.generator) if self.shuffle else None
+        for start in range(0, len(x), self.batch_size):
+            if order is None:
+                xb, yb = x[start:start + self.batch_size], y[start:start + self.batch_size]
+            else:
+                idx = order[start:start + self.batch_size]
+                xb, yb = x[idx], y[idx]
+            yield (xb if transform is None else transform(xb)), yb
 
 
 def batches(
-    dataset: Dataset, batch_size: int, *, shuffle: bool = False, generator: torch.Generator | None = None
+    dataset: Dataset, batch_size: int, *, shuffle: bool = False, generator: torch.Generator | None = None,
+    num_workers: int = 0,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """One pass over the data. In-memory tensors are sliced directly (no per-item collation)."""
-    if isinstance(dataset, TensorDataset):
-        x, y = dataset.tensors
-        order = torch.randperm(len(x), generator=generator) if shuffle else None
-        for start in range(0, len(x), batch_size):
-            if order is None:
-                yield x[start:start + batch_size], y[start:start + batch_size]
-            else:
-                idx = order[start:start + batch_size]
-                yield x[idx], y[idx]
-        return
-    yield from DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, generator=generator)
+    """One pass over the data (see `Loader`)."""
+    return iter(Loader(dataset, batch_size, shuffle=shuffle, generator=generator, num_workers=num_workers))
+
+
+def workers(setting: int, dataset: Dataset) -> int:
+    """The num_workers setting: -1 picks (none for in-memory data, else up to 4 spare cores)."""
+    return auto_workers(dataset) if setting < 0 else setting
+
+
+# ---------------------------------------------------------------------------------------------
+# Precision
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """auto: bf16 autocast on CUDA, fp32 elsewhere (bf16 on a CPU is allowed, rarely faster)."""
+    if precision == "auto":
+        return "bf16" if device.type == "cuda" else "fp32"
+    return precision
+
+
+def autocast(device: torch.device, precision: str):
+    """Mixed precision for the forward pass: bf16 autocast, or nothing for fp32."""
+    if resolve_precision(precision, device) == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings shared by the training protocols
+
+
+def at_least(low: int):
+    def check(value) -> str | None:
+        return None if value >= low else f"must be >= {low}"
+
+    return check
+
+
+def in_range(low: float, high: float):
+    def check(value) -> str | None:
+        return None if low <= value <= high else f"must be in [{low}, {high}]"
+
+    return check
+
+
+def data_settings(**defaults: Any) -> dict[str, Setting]:
+    """Settings every protocol that reads images has: resolution, loader workers, precision."""
+    out = {
+        "resolution": Setting(0, int, "input resolution in px; 0 = the dataset's native size", non_negative),
+        "num_workers": Setting(-1, int, "DataLoader worker processes; -1 = auto (0 for in-memory data "
+                               "and on <= 2 CPUs, else min(4, CPUs / 2))", at_least(-1)),
+        "precision": Setting("auto", str, "auto | fp32 | bf16 (autocast); auto = bf16 on CUDA, else fp32",
+                             one_of(*PRECISIONS)),
+    }
+    for key, value in defaults.items():
+        out[key] = Setting(value, out[key].type, out[key].help, out[key].check)
+    return out
+
+
+def train_settings(**defaults: Any) -> dict[str, Setting]:
+    """The optimisation settings of `fit`, with protocol-specific defaults."""
+    out = {
+        "epochs": Setting(1, int, "passes over the training split (ignored when steps > 0)", non_negative),
+        "steps": Setting(0, int, "optimiser steps; 0 means use epochs", non_negative),
+        "batch_size": Setting(128, int, "training batch size", positive),
+        "optimizer": Setting("adamw", str, "adamw | adam | sgd", one_of("adamw", "adam", "sgd")),
+        "lr": Setting(1e-3, float, "peak learning rate", positive),
+        "weight_decay": Setting(0.05, float, "on weight matrices and kernels only", non_negative),
+        "beta2": Setting(0.999, float, "Adam's second-moment decay", unit_interval),
+        "momentum": Setting(0.9, float, "SGD momentum", unit_interval),
+        "schedule": Setting("cosine", str, "decay after warm-up: cosine | linear", one_of("cosine", "linear")),
+        "warmup_fraction": Setting(0.05, float, "fraction of steps with linear warm-up", unit_interval),
+        "clip_grad_norm": Setting(1.0, float, "global gradient-norm clip; 0 disables", non_negative),
+        "label_smoothing": Setting(0.0, float, "cross-entropy label smoothing", unit_interval),
+        "augment": Setting(False, bool, "random crop + flip on training images (flip only for in-memory data)"),
+        "train_subset": Setting(0, int, "train on a seeded random subset of this many images; 0 = all", non_negative),
+        "train_per_class": Setting(0, int, "train on the first N images of each class after a seeded shuffle; "
+                                   "0 = all (not together with train_subset)", non_negative),
+        "test_subset": Setting(0, int, "evaluate on a seeded random subset; 0 = the whole test split", non_negative),
+        "eval_batch_size": Setting(512, int, "evaluation batch size", positive),
+    }
+    for key, value in defaults.items():
+        out[key] = Setting(value, out[key].type, out[key].help, out[key].check)
+    return out
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -46,6 +163,14 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
         if p.requires_grad:
             (decay if p.ndim >= 2 else no_decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def make_optimizer(model: nn.Module, s: Mapping[str, Any]) -> torch.optim.Optimizer:
+    groups = param_groups(model, s["weight_decay"])
+    if s["optimizer"] == "sgd":
+        return torch.optim.SGD(groups, lr=s["lr"], momentum=s["momentum"])
+    cls = torch.optim.AdamW if s["optimizer"] == "adamw" else torch.optim.Adam
+    return cls(groups, lr=s["lr"], betas=(0.9, s["beta2"]))
 
 
 def warmup_cosine(total_steps: int, warmup_steps: int):
@@ -60,6 +185,77 @@ def warmup_cosine(total_steps: int, warmup_steps: int):
     return factor
 
 
+def warmup_linear(total_steps: int, warmup_steps: int):
+    """Linear warm-up from 0, then linear decay to 0 at `total_steps`."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+    return factor
+
+
+def make_schedule(total: int, warmup: int, kind: str):
+    return (warmup_cosine if kind == "cosine" else warmup_linear)(total, warmup)
+
+
+def total_steps(s: Mapping[str, Any], train_images: int) -> int:
+    return s["steps"] or s["epochs"] * math.ceil(train_images / s["batch_size"])
+
+
+def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.device, seed: int, *,
+        show_progress: bool = False, desc: str = "train") -> dict[str, float]:
+    """Train `model` on `train` with the settings of `train_settings`; training metrics, timed."""
+    from tqdm import tqdm
+
+    total = total_steps(s, len(train))
+    if total <= 0:
+        raise BenchError("nothing to train; set epochs >= 1 or steps >= 1")
+    gen = torch.Generator().manual_seed(seed)
+    loader = Loader(train, s["batch_size"], shuffle=True, generator=gen,
+                    num_workers=workers(s.get("num_workers", 0), train), pin_memory=device.type == "cuda")
+    model = model.to(device)
+    opt = make_optimizer(model, s)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, make_schedule(total, int(s["warmup_fraction"] * total),
+                                                                 s["schedule"]))
+    precision = s.get("precision", "fp32")
+    step, images, last_loss = 0, 0, float("nan")
+    bar = tqdm(total=total, desc=desc, unit="step", leave=False, disable=not show_progress, dynamic_ncols=True,
+               mininterval=0.2 if sys.stderr.isatty() else 15.0)  # sparse lines in a log file
+    model.train()
+    with DeviceClock(device) as clock:
+        while step < total:
+            for x, y in loader:
+                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                with autocast(device, precision):
+                    logits = model(x)
+                loss = F.cross_entropy(logits.float(), y, label_smoothing=s["label_smoothing"])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if s["clip_grad_norm"] > 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), s["clip_grad_norm"])
+                opt.step()
+                sched.step()
+                step, images = step + 1, images + len(y)
+                if step % 20 == 0 or step == total:
+                    last_loss = loss.item()  # syncs; so only every 20 steps
+                    if not math.isfinite(last_loss):
+                        raise FloatingPointError(f"training loss became {last_loss} at step {step}")
+                    bar.set_postfix(loss=f"{last_loss:.3f}", refresh=False)
+                bar.update(1)
+                if step >= total:
+                    break
+    bar.close()
+    return {
+        "train_loss": last_loss,
+        "train_steps": step,
+        "train_images_seen": images,
+        "train_device_seconds": clock.seconds,
+        "train_img_per_s": images / clock.seconds,
+    }
+
+
 @dataclass(frozen=True)
 class Accuracy:
     top1: float
@@ -68,14 +264,16 @@ class Accuracy:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, dataset: Dataset, device: torch.device, batch_size: int) -> Accuracy:
+def evaluate(model: nn.Module, dataset: Dataset, device: torch.device, batch_size: int, *,
+             precision: str = "fp32", num_workers: int = 0) -> Accuracy:
     model.eval()
     hit1 = hit5 = n = 0
-    for x, y in batches(dataset, batch_size):
+    for x, y in Loader(dataset, batch_size, num_workers=num_workers, pin_memory=device.type == "cuda"):
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        logits = model(x)
+        with autocast(device, precision):
+            logits = model(x)
         k = min(5, logits.shape[1])
-        top = logits.topk(k, dim=1).indices
+        top = logits.float().topk(k, dim=1).indices
         correct = top.eq(y[:, None])
         hit1 += int(correct[:, 0].sum())
         hit5 += int(correct.any(dim=1).sum())
@@ -105,3 +303,116 @@ class DeviceClock:
     def __exit__(self, *exc) -> None:
         self._sync()
         self.seconds += time.perf_counter() - self._start
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints a run keeps for later cells
+
+
+def _safe(name: str) -> str:
+    return urllib.parse.quote(name, safe="-._")
+
+
+def run_checkpoint(run_dir: Path, model_id: str, dataset_id: str, seed: int) -> Path:
+    """run_dir/checkpoints/<model>--<dataset>--seed<seed>.pt, ids percent-encoded ('/' -> %2F, '+' ->
+    %2B), so every id gives one distinct, valid file name; over-long names end in a hash instead."""
+    name = f"{_safe(model_id)}--{_safe(dataset_id)}--seed{seed}"
+    if len(name) > 200:  # file names are limited to 255 bytes
+        name = name[:180] + "--" + hashlib.sha256(name.encode()).hexdigest()[:16]
+    return Path(run_dir) / "checkpoints" / f"{name}.pt"
+
+
+INIT_HELP = ("weights to start from: a checkpoint file (.pt/.pth from benchbench, .npz from the paper's code "
+             "release), or run:<dataset-id> for the checkpoint a scratch cell (save_checkpoint = true) of the same "
+             "model and seed on that dataset wrote earlier in this run")
+
+
+def check_init(value: str) -> str | None:
+    if value.startswith("run:"):
+        return None if value[4:].strip() else "run: needs a dataset id, e.g. run:fashion-mnist"
+    if value == "" or Path(value).suffix.lower() in (".pt", ".pth", ".npz"):
+        return None
+    return "must be a .pt, .pth or .npz file, or run:<dataset-id>"
+
+
+def _pretrain_cost(run_dir: Path, model_id: str, dataset_id: str, seed: int) -> dict[str, float]:
+    """The training cost recorded by the scratch cell that wrote a run checkpoint; {} when not found."""
+    from benchbench.store import read_records
+
+    try:
+        records = read_records(run_dir).records
+    except BenchError:
+        return {}
+    found = [r for r in records if r.get("protocol") == "scratch" and r.get("status") == "ok"
+             and r.get("model") == model_id and r.get("seed") == seed
+             and str(r.get("dataset", "")).lower() == dataset_id.lower()]
+    if not found:
+        return {}
+    m = found[-1].get("metrics", {})
+    out = {"pretrain_device_seconds": m.get("train_device_seconds"),
+           "pretrain_images_seen": m.get("train_images_seen"), "pretrain_macs": m.get("macs")}
+    return {k: float(v) for k, v in out.items() if v is not None}
+
+
+def load_init(model: nn.Module, init: str, *, run_dir: Path | None, model_id: str, seed: int,
+              protocol: str) -> dict[str, float]:
+    """Load `init` into `model`, keeping the model's own head (the checkpoint's is dropped); position
+    embeddings are resized to the model's resolution. Returns what is known of the pre-training cost:
+    pretrain_device_seconds, pretrain_images_seen and pretrain_macs (MACs per image of the pre-training
+    model, which may differ from this cell's at another resolution)."""
+    from benchbench.checkpoints import load_checkpoint
+
+    if init == "":
+        return {}
+    if init.startswith("run:"):
+        dataset_id = init[4:].strip()
+        if run_dir is None:
+            raise BenchError(f"{protocol}: init = {init!r} needs a run directory (run it through a suite)")
+        path = run_checkpoint(run_dir, model_id, dataset_id, seed)
+        if not path.is_file():
+            have = sorted(p.name for p in path.parent.glob("*.pt")) if path.parent.is_dir() else []
+            raise BenchError(
+                f"{protocol}: init = {init!r}: no checkpoint {path}. A scratch cell of model {model_id!r} on "
+                f"dataset {dataset_id!r} with seed {seed} and save_checkpoint = true must run first in the same "
+                "run (put it in [suite] or an earlier [[group]] than this cell); "
+                + (f"checkpoints in this run: {', '.join(have)}" if have else "this run has no checkpoints yet"))
+        report = _load(model, path)
+        cost = _pretrain_cost(run_dir, model_id, dataset_id, seed)
+        if cost:
+            return cost
+    else:
+        path = Path(init).expanduser()
+        if not path.is_file():
+            raise BenchError(f"{protocol}: init = {init!r}: no such file {path.resolve()}")
+        report = _load(model, path)
+    # A checkpoint from `scratch` carries its training cost in its metadata; others carry none.
+    out = {"pretrain_device_seconds": report.meta.get("train_device_seconds"),
+           "pretrain_images_seen": report.meta.get("train_images_seen")}
+    return {k: float(v) for k, v in out.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _load(model: nn.Module, path: Path):
+    """Load a checkpoint whatever the model calls its head. A benchbench checkpoint names its number
+    of classes: the model gets a head of that size, and everything loads (torchvision models' heads
+    have no common prefix to drop); other files load with their `head.` weights dropped. The caller
+    resets the head afterwards either way."""
+    from benchbench.checkpoints import load_checkpoint
+
+    classes = _checkpoint_meta(path).get("num_classes")
+    if isinstance(classes, int) and not isinstance(classes, bool) and classes > 0 and hasattr(model, "reset_head"):
+        model.reset_head(classes)
+        return load_checkpoint(model, path)
+    return load_checkpoint(model, path, drop_head=True)
+
+
+def _checkpoint_meta(path: Path) -> dict:
+    """The metadata of a benchbench .pt checkpoint ({} for anything else), read without loading the
+    tensors (memory-mapped)."""
+    if path.suffix.lower() not in (".pt", ".pth"):
+        return {}
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - load_checkpoint reports unreadable files properly
+        return {}
+    meta = obj.get("meta") if isinstance(obj, Mapping) else None
+    return dict(meta) if isinstance(meta, Mapping) else {}

@@ -1,5 +1,8 @@
 """Fashion-MNIST (Xiao et al. 2017): 60k train / 10k test grey 28x28 images, 10 classes.
 
+Held in memory as one float tensor, normalised with the training set's mean/std; resizing (to the
+cell's resolution) and grey -> 3-channel replication (for 3-channel models) happen per batch.
+
 Files are looked for, in order: `--data-root` (or $BENCHBENCH_DATA), Debian's package
 `dataset-fashion-mnist` (/usr/share/datasets/fashion-mnist), then torchvision's downloader when
 downloads are allowed (`--download`).
@@ -10,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from torch.utils.data import TensorDataset
 
 from benchbench import hookimpl
+from benchbench.data import TensorImages, tensor_images
 from benchbench.errors import BenchError
 from benchbench.idx import read_idx
 from benchbench.specs import DataOptions, DatasetSpec
@@ -84,7 +87,7 @@ def locate(split: str, options: DataOptions) -> tuple[Path, Path]:
     )
 
 
-def load(split: str, options: DataOptions) -> TensorDataset:
+def load(split: str, options: DataOptions) -> TensorImages:
     if split not in FILES:
         raise BenchError(f"fashion-mnist: unknown split {split!r}; allowed: {', '.join(FILES)}")
     images_path, labels_path = locate(split, options)
@@ -97,7 +100,7 @@ def load(split: str, options: DataOptions) -> TensorDataset:
     if labels.size and (labels.min() < 0 or labels.max() > 9):
         raise BenchError(f"{labels_path}: labels must lie in 0..9, found {labels.min()}..{labels.max()}")
     x = torch.from_numpy(images).unsqueeze(1).float().div_(255.0).sub_(MEAN).div_(STD)
-    return TensorDataset(x, torch.from_numpy(labels).long())
+    return tensor_images(x, torch.from_numpy(labels).long(), options, native_size=28)
 
 
 @hookimpl
@@ -112,4 +115,5 @@ def register_datasets(register) -> None:
         load=load,
         aliases=("fashion_mnist", "fmnist"),
         description="Zalando Fashion-MNIST, official 60k/10k split, IDX files",
+        num_examples=SPLIT_SIZES,
     ))

@@ -55,3 +55,83 @@ def test_weight_decay_only_on_matrices_and_kernels():
     decay, no_decay = param_groups(model, 0.1)
     assert [p.shape for p in decay["params"]] == [torch.Size([4, 4])] and decay["weight_decay"] == 0.1
     assert len(no_decay["params"]) == 3 and no_decay["weight_decay"] == 0.0
+
+
+def test_linear_schedule():
+    from benchbench.training import warmup_linear
+
+    f = warmup_linear(total_steps=110, warmup_steps=10)
+    assert [f(s) for s in (0, 9, 10, 60, 110)] == pytest.approx([0.1, 1.0, 1.0, 0.5, 0.0])
+
+
+def test_precision_auto_is_bf16_on_cuda_only():
+    from benchbench.training import autocast, resolve_precision
+
+    assert resolve_precision("auto", torch.device("cpu")) == "fp32"
+    assert resolve_precision("auto", torch.device("cuda")) == "bf16"
+    assert resolve_precision("fp32", torch.device("cuda")) == "fp32"
+    with autocast(torch.device("cpu"), "bf16"):
+        assert torch.nn.Linear(4, 4)(torch.randn(2, 4)).dtype == torch.bfloat16
+    with autocast(torch.device("cpu"), "auto"):
+        assert torch.nn.Linear(4, 4)(torch.randn(2, 4)).dtype == torch.float32
+
+
+def test_loader_applies_the_batch_transform_and_keeps_the_shuffle():
+    from benchbench.data import BatchTransform, TensorImages
+    from benchbench.training import Loader
+
+    ds = TensorImages(torch.arange(6, dtype=torch.uint8).view(6, 1, 1, 1), torch.arange(6),
+                      BatchTransform(mean=(0.5,), std=(0.5,)))
+    loader = Loader(ds, 4, shuffle=True, generator=torch.Generator().manual_seed(0))
+    assert len(loader) == 2
+    xs, ys = zip(*loader)
+    y = torch.cat(ys)
+    assert sorted(y.tolist()) == list(range(6))
+    assert torch.allclose(torch.cat(xs).flatten(), y.float() / 127.5 - 1)
+    # The same generator state gives the same order as the plain slicing path had (randperm per epoch).
+    assert torch.equal(y, torch.randperm(6, generator=torch.Generator().manual_seed(0)))
+
+
+def test_scratch_settings_are_validated(catalog):
+    from benchbench.errors import BenchError
+    from benchbench.settings import resolve
+
+    scratch = catalog.protocols.get("scratch")
+    s = resolve(scratch, {}, "s")
+    # Existing defaults keep their meaning; the new ones are off.
+    assert (s["epochs"], s["batch_size"], s["optimizer"], s["lr"], s["weight_decay"]) == (1, 128, "adamw", 1e-3, 0.05)
+    assert (s["train_per_class"], s["save_checkpoint"], s["precision"], s["augment"], s["resolution"]) == \
+        (0, False, "auto", False, 0)
+    for given, message in (({"precision": "fp16"}, "allowed: auto, fp32, bf16"),
+                           ({"train_per_class": -1}, "must be >= 0"), ({"save_checkpoint": 1}, "expected bool"),
+                           ({"optimizer": "lamb"}, "allowed: adamw, adam, sgd"), ({"beta2": 1.0}, r"\[0, 1\)"),
+                           ({"num_workers": -5}, "must be >= -1"), ({"epoch": 1}, "did you mean 'epochs'")):
+        with pytest.raises(BenchError, match=message):
+            resolve(scratch, given, "s")
+
+
+def test_scratch_estimate_counts_images(catalog):
+    from benchbench.settings import resolve
+
+    scratch = catalog.protocols.get("scratch")
+    spec = catalog.datasets.get("fashion-mnist")
+    est = scratch.estimate(resolve(scratch, {"epochs": 2, "train_per_class": 100}, "s"), spec)
+    assert est == {"train_images": 2 * 1000.0, "eval_images": 10_000.0}
+    assert scratch.estimate(resolve(scratch, {"steps": 5, "batch_size": 64}, "s"), spec)["train_images"] == 320
+
+
+def test_scratch_trains_on_n_per_class_in_bf16(catalog, tiny_data):
+    from benchbench.settings import resolve
+    from benchbench.specs import DataOptions, ProtocolContext
+
+    scratch = catalog.protocols.get("scratch")
+    model_spec = catalog.models.get("vit-mu7")
+    torch.manual_seed(0)
+    ctx = ProtocolContext(
+        model=model_spec.build(num_classes=10, image_size=28, in_chans=1), model_spec=model_spec,
+        dataset_spec=catalog.datasets.get("fashion-mnist"), data=DataOptions(root=tiny_data, image_size=28, in_chans=1),
+        settings=resolve(scratch, {"steps": 1, "train_per_class": 5, "precision": "bf16", "test_subset": 20}, "s"),
+        device=torch.device("cpu"), seed=0, show_progress=False)
+    m = scratch.run(ctx)
+    assert m["train_images_seen"] == 50 and m["train_steps"] == 1 and m["eval_images"] == 20
+    assert math.isfinite(m["train_loss"])

@@ -1,0 +1,57 @@
+"""ImageNet ILSVRC-2012 (Russakovsky et al. 2015): 1000 classes, train (1,281,167) / val (50,000).
+
+The standard class-folder layout: `train/<wnid>/*.JPEG` and `val/<wnid>/*.JPEG` (the validation
+images sorted into class folders, e.g. by the widely used `valprep.sh`), under DIR/imagenet,
+DIR/ILSVRC2012 or DIR itself. The paper reports on the validation set: split "test" is val/.
+There is no automatic download (the data needs an account at image-net.org).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchbench import hookimpl
+from benchbench.data import (FolderImages, candidate_dirs, check_split, folder_classes, image_folder,
+                             missing_data, photo_transform)
+from benchbench.errors import BenchError
+from benchbench.specs import DataOptions, DatasetSpec
+
+ID = "imagenet"
+SPLITS = ("train", "test")
+FOLDERS = {"train": "train", "test": "val"}
+SIZES = {"train": 1_281_167, "test": 50_000}
+NUM_CLASSES = 1000
+NATIVE = 224
+LAYOUT = "DIR/imagenet/train/<wnid>/*.JPEG and DIR/imagenet/val/<wnid>/*.JPEG"
+
+
+def locate(options: DataOptions) -> Path:
+    """The folder holding train/ and val/."""
+    looked = candidate_dirs(options, "imagenet", "ILSVRC2012", "imagenet-1k")
+    for d in looked:
+        if (d / "train").is_dir() and (d / "val").is_dir():
+            return d
+    raise missing_data(ID, "train/ and val/ class folders", looked, LAYOUT, download=None)
+
+
+def load(split: str, options: DataOptions) -> FolderImages:
+    check_split(ID, split, SPLITS)
+    root = locate(options)
+    classes = folder_classes(root / "train")
+    if len(classes) != NUM_CLASSES:
+        raise BenchError(f"{ID}: {root / 'train'} has {len(classes)} class folders, expected {NUM_CLASSES} ({LAYOUT})")
+    directory = root / FOLDERS[split]
+    if split == "test" and not folder_classes(directory):
+        raise BenchError(f"{ID}: {directory} has no class folders; sort the validation images into "
+                         "val/<wnid>/ (for example with valprep.sh) first")
+    return image_folder(directory, classes, photo_transform(options, NATIVE), dataset_id=ID)
+
+
+@hookimpl
+def register_datasets(register) -> None:
+    register(DatasetSpec(
+        id=ID, name="ImageNet", num_classes=NUM_CLASSES, image_size=NATIVE, in_chans=3, splits=SPLITS, load=load,
+        aliases=("ilsvrc2012", "imagenet-1k", "imagenet2012"),
+        description="ILSVRC-2012 in class folders: train (1.28M) / test = val (50k)",
+        num_examples=SIZES,
+    ))
