@@ -242,13 +242,14 @@ def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.de
                     last_loss = loss.item()  # syncs; so only every 20 steps
                     if not math.isfinite(last_loss):
                         raise FloatingPointError(f"training loss became {last_loss} at step {step}")
-                    bar.set_postfix(loss=f"{last_loss:.3f}", refresh=False)
+                    bar.set_postfix(loss=f"{last_loss:.3f}", img_s=f"{images / clock.elapsed():.0f}", refresh=False)
                 bar.update(1)
                 if step >= total:
                     break
     bar.close()
     return {
         "train_loss": last_loss,
+        "train_examples": len(train),  # distinct training images (the subset's size)
         "train_steps": step,
         "train_images_seen": images,
         "train_device_seconds": clock.seconds,
@@ -303,6 +304,10 @@ class DeviceClock:
     def __exit__(self, *exc) -> None:
         self._sync()
         self.seconds += time.perf_counter() - self._start
+
+    def elapsed(self) -> float:
+        """Seconds since entering, without waiting for the device (for progress display only)."""
+        return max(time.perf_counter() - self._start, 1e-9) if self._start is not None else 1e-9
 
 
 # ---------------------------------------------------------------------------------------------
