@@ -1,16 +1,13 @@
 """Pieces every training protocol shares: batching, settings, optimiser, schedule, the training loop,
-evaluation, timing, and where a run keeps its checkpoints."""
+evaluation, timing."""
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import math
 import sys
 import time
-import urllib.parse
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import torch
@@ -308,116 +305,3 @@ class DeviceClock:
     def elapsed(self) -> float:
         """Seconds since entering, without waiting for the device (for progress display only)."""
         return max(time.perf_counter() - self._start, 1e-9) if self._start is not None else 1e-9
-
-
-# ---------------------------------------------------------------------------------------------
-# Checkpoints a run keeps for later cells
-
-
-def _safe(name: str) -> str:
-    return urllib.parse.quote(name, safe="-._")
-
-
-def run_checkpoint(run_dir: Path, model_id: str, dataset_id: str, seed: int) -> Path:
-    """run_dir/checkpoints/<model>--<dataset>--seed<seed>.pt, ids percent-encoded ('/' -> %2F, '+' ->
-    %2B), so every id gives one distinct, valid file name; over-long names end in a hash instead."""
-    name = f"{_safe(model_id)}--{_safe(dataset_id)}--seed{seed}"
-    if len(name) > 200:  # file names are limited to 255 bytes
-        name = name[:180] + "--" + hashlib.sha256(name.encode()).hexdigest()[:16]
-    return Path(run_dir) / "checkpoints" / f"{name}.pt"
-
-
-INIT_HELP = ("weights to start from: a checkpoint file (.pt/.pth from benchbench, .npz from the paper's code "
-             "release), or run:<dataset-id> for the checkpoint a scratch cell (save_checkpoint = true) of the same "
-             "model and seed on that dataset wrote earlier in this run")
-
-
-def check_init(value: str) -> str | None:
-    if value.startswith("run:"):
-        return None if value[4:].strip() else "run: needs a dataset id, e.g. run:fashion-mnist"
-    if value == "" or Path(value).suffix.lower() in (".pt", ".pth", ".npz"):
-        return None
-    return "must be a .pt, .pth or .npz file, or run:<dataset-id>"
-
-
-def _pretrain_cost(run_dir: Path, model_id: str, dataset_id: str, seed: int) -> dict[str, float]:
-    """The training cost recorded by the scratch cell that wrote a run checkpoint; {} when not found."""
-    from benchbench.store import read_records
-
-    try:
-        records = read_records(run_dir).records
-    except BenchError:
-        return {}
-    found = [r for r in records if r.get("protocol") == "scratch" and r.get("status") == "ok"
-             and r.get("model") == model_id and r.get("seed") == seed
-             and str(r.get("dataset", "")).lower() == dataset_id.lower()]
-    if not found:
-        return {}
-    m = found[-1].get("metrics", {})
-    out = {"pretrain_device_seconds": m.get("train_device_seconds"),
-           "pretrain_images_seen": m.get("train_images_seen"), "pretrain_macs": m.get("macs")}
-    return {k: float(v) for k, v in out.items() if v is not None}
-
-
-def load_init(model: nn.Module, init: str, *, run_dir: Path | None, model_id: str, seed: int,
-              protocol: str) -> dict[str, float]:
-    """Load `init` into `model`, keeping the model's own head (the checkpoint's is dropped); position
-    embeddings are resized to the model's resolution. Returns what is known of the pre-training cost:
-    pretrain_device_seconds, pretrain_images_seen and pretrain_macs (MACs per image of the pre-training
-    model, which may differ from this cell's at another resolution)."""
-    from benchbench.checkpoints import load_checkpoint
-
-    if init == "":
-        return {}
-    if init.startswith("run:"):
-        dataset_id = init[4:].strip()
-        if run_dir is None:
-            raise BenchError(f"{protocol}: init = {init!r} needs a run directory (run it through a suite)")
-        path = run_checkpoint(run_dir, model_id, dataset_id, seed)
-        if not path.is_file():
-            have = sorted(p.name for p in path.parent.glob("*.pt")) if path.parent.is_dir() else []
-            raise BenchError(
-                f"{protocol}: init = {init!r}: no checkpoint {path}. A scratch cell of model {model_id!r} on "
-                f"dataset {dataset_id!r} with seed {seed} and save_checkpoint = true must run first in the same "
-                "run (put it in [suite] or an earlier [[group]] than this cell); "
-                + (f"checkpoints in this run: {', '.join(have)}" if have else "this run has no checkpoints yet"))
-        report = _load(model, path)
-        cost = _pretrain_cost(run_dir, model_id, dataset_id, seed)
-        if cost:
-            return cost
-    else:
-        path = Path(init).expanduser()
-        if not path.is_file():
-            raise BenchError(f"{protocol}: init = {init!r}: no such file {path.resolve()}")
-        report = _load(model, path)
-    # A checkpoint from `scratch` carries its training cost in its metadata; others carry none.
-    out = {"pretrain_device_seconds": report.meta.get("train_device_seconds"),
-           "pretrain_images_seen": report.meta.get("train_images_seen")}
-    return {k: float(v) for k, v in out.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-
-
-def _load(model: nn.Module, path: Path):
-    """Load a checkpoint whatever the model calls its head. A benchbench checkpoint names its number
-    of classes: the model gets a head of that size, and everything loads (torchvision models' heads
-    have no common prefix to drop); other files load with their `head.` weights dropped. The caller
-    resets the head afterwards either way."""
-    from benchbench.checkpoints import load_checkpoint
-
-    classes = _checkpoint_meta(path).get("num_classes")
-    if isinstance(classes, int) and not isinstance(classes, bool) and classes > 0 and hasattr(model, "reset_head"):
-        model.reset_head(classes)
-        return load_checkpoint(model, path)
-    return load_checkpoint(model, path, drop_head=True)
-
-
-def _checkpoint_meta(path: Path) -> dict:
-    """The metadata of a benchbench .pt checkpoint ({} for anything else), read without loading the
-    tensors (memory-mapped)."""
-    if path.suffix.lower() not in (".pt", ".pth"):
-        return {}
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # noqa: BLE001 - load_checkpoint reports unreadable files properly
-        return {}
-    meta = obj.get("meta") if isinstance(obj, Mapping) else None
-    return dict(meta) if isinstance(meta, Mapping) else {}

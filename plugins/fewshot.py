@@ -18,7 +18,8 @@ from benchbench.errors import BenchError
 from benchbench.features import extract, fewshot_eval, shot_draws
 from benchbench.settings import non_negative, positive
 from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
-from benchbench.training import INIT_HELP, check_init, data_settings, load_init, subset, workers
+from benchbench.init_weights import INIT_HELP, check_init, load_init
+from benchbench.training import data_settings, subset, workers
 
 MAX_SHOTS = 10_000
 

@@ -18,8 +18,8 @@ from benchbench import hookimpl
 from benchbench.data import training_subset
 from benchbench.errors import BenchError
 from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
-from benchbench.training import (INIT_HELP, DeviceClock, check_init, data_settings, evaluate, fit, load_init,
-                                 subset, train_settings, workers)
+from benchbench.init_weights import INIT_HELP, check_init, load_init
+from benchbench.training import DeviceClock, data_settings, evaluate, fit, subset, train_settings, workers
 from benchbench_plugins.scratch import estimate
 
 SETTINGS = {

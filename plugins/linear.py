@@ -15,7 +15,8 @@ from benchbench.data import training_subset
 from benchbench.features import RidgeRegression, extract, logistic_regression, top1, topk
 from benchbench.settings import non_negative, one_of, positive
 from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
-from benchbench.training import INIT_HELP, check_init, data_settings, in_range, load_init, subset, workers
+from benchbench.init_weights import INIT_HELP, check_init, load_init
+from benchbench.training import data_settings, in_range, subset, workers
 
 SETTINGS = {
     "method": Setting("ridge", str, "ridge (closed form) | logistic (L-BFGS)", one_of("ridge", "logistic")),

@@ -14,8 +14,8 @@ from benchbench.checkpoints import save_checkpoint
 from benchbench.data import training_subset
 from benchbench.errors import BenchError
 from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
-from benchbench.training import (DeviceClock, data_settings, evaluate, fit, run_checkpoint, subset,
-                                 train_settings, workers)
+from benchbench.init_weights import run_checkpoint
+from benchbench.training import DeviceClock, data_settings, evaluate, fit, subset, train_settings, workers
 
 SETTINGS = {
     **train_settings(),

@@ -13,7 +13,7 @@ from benchbench.cli import main
 from benchbench.errors import BenchError
 from benchbench.settings import resolve
 from benchbench.specs import DataOptions, ProtocolContext
-from benchbench.training import run_checkpoint
+from benchbench.init_weights import run_checkpoint
 from benchbench_plugins import finetune
 from benchbench_plugins.vit import resize_pos_embed
 
