@@ -177,12 +177,28 @@ def accuracy_rows(df: pd.DataFrame) -> list[tuple[str, str, str, str]]:
     return out
 
 
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def varying_settings(protocols: list[str], settings: list[dict]) -> list[str]:
+    """The settings that tell cells of one protocol apart (a setting another protocol lacks does not)."""
+    out: dict[str, None] = {}
+    for proto in dict.fromkeys(protocols):
+        group = [s for p, s in zip(protocols, settings) if p == proto]
+        for key in dict.fromkeys(k for s in group for k in s):
+            if len({repr(s.get(key)) for s in group}) > 1:
+                out[key] = None
+    return list(out)
+
+
 def summary_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     if df.empty:
         raise BenchError("no records to tabulate")
     bad = _unverified(df[df["status"] == "ok"], force_flops)
-    varying = [c for c in df.columns if c.startswith("setting.")
-               and df[c].astype(str).nunique(dropna=False) > 1]
+    names = varying_settings(list(df["protocol"]), [{c[8:]: v for c, v in r.items() if c.startswith("setting.")
+                                                     and not _missing(v)} for r in df.to_dict("records")])
+    varying = [f"setting.{k}" for k in names]
     columns = ["model", "model_name", "dataset", "dataset_name", "protocol", "seed", *varying, "status", "error",
                "top1", "params", "gmacs", "train_img_per_s", "train_device_seconds", "wall_seconds"]
     data = df.reindex(columns=columns).reset_index(drop=True)

@@ -17,8 +17,8 @@ from torch import nn
 from benchbench import hookimpl
 from benchbench.data import training_subset
 from benchbench.errors import BenchError
-from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
 from benchbench.init_weights import INIT_HELP, check_init, load_init
+from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
 from benchbench.training import DeviceClock, data_settings, evaluate, fit, subset, train_settings, workers
 from benchbench_plugins.scratch import estimate
 

@@ -24,7 +24,7 @@ from benchbench.runner import pick_device, run_suite
 from benchbench.specs import DataOptions
 from benchbench.store import ENV, RECORDS, RunLock, latest_run_dir, new_run_dir, read_records, repair_torn_tail, write_json
 from benchbench.suite import REPO_SUITES, load_suite
-from benchbench.tables import build_table, render
+from benchbench.tables import build_table, render, varying_settings
 
 DATA_ENV = "BENCHBENCH_DATA"
 DEFAULT_RESULTS = "runs"
@@ -64,8 +64,7 @@ def _raise_interrupt(signum, frame):
 
 def _dry_run(plans, run_dir: Path | None) -> None:
     settings = [dict(p.cell.settings) for p in plans]
-    varying = [k for k in dict.fromkeys(k for s in settings for k in s)
-               if len({repr(s.get(k)) for s in settings}) > 1]  # the settings that tell cells apart
+    varying = varying_settings([p.cell.protocol for p in plans], settings)
     rows = [[p.state, p.cell.model, p.cell.dataset, p.cell.protocol, p.cell.seed, *(s.get(k, "-") for k in varying),
              p.resolution, "-" if p.gmacs is None else f"{p.gmacs:.4g}",
              "-" if p.exaflops is None else f"{p.exaflops:.3g}",
