@@ -17,6 +17,7 @@ from benchbench.errors import BenchError
 from benchbench.measure.flops import MacCount, build_for_counting, count_macs
 from benchbench.measure.params import count_params
 from benchbench.plugins import Catalog, plugin_package
+from benchbench.settings import varying_settings
 from benchbench.specs import DataOptions, ProtocolContext, input_shape
 from benchbench.store import append_record
 from benchbench.suite import Cell, Suite
@@ -134,9 +135,10 @@ def _count(spec, model, meta, shape: dict, cache: dict) -> MacCount:
     return cache[key]
 
 
-def summary_line(record: dict) -> str:
+def summary_line(record: dict, settings: str = "") -> str:
     m = record["metrics"]
     head = f"{record['model']} x {record['dataset']} x {record['protocol']} (seed {record['seed']})"
+    head += f" {settings}" if settings else ""
     if record["status"] != "ok":
         return f"{head}: FAILED: {record['error']}"
     parts = [f"top-1 {m['top1']:.4f}" if "top1" in m else None,
@@ -179,12 +181,14 @@ def run_suite(
     """
     todo = [c for c in suite.cells if c.key not in done]
     records, mac_counts = [], {}
+    shown = varying_settings([c.protocol for c in suite.cells], [dict(c.settings) for c in suite.cells])
     bar = tqdm(total=len(todo), desc=suite.name, unit="cell", disable=not show_progress, dynamic_ncols=True,
                mininterval=0.2 if sys.stderr.isatty() else 15.0)
     say = (lambda line: tqdm.write(line, file=sys.stderr)) if show_progress else echo
     try:
         for i, cell in enumerate(todo, start=1):
-            say(f"[{i}/{len(todo)}] {cell.label} ...")
+            extra = ", ".join(f"{k}={dict(cell.settings)[k]}" for k in shown if k in dict(cell.settings))
+            say(f"[{i}/{len(todo)}] {cell.label}{' ' + extra if extra else ''} ...")
             record = run_cell(cell, catalog, device, data, show_progress, mac_counts, run_dir)
             record.update(suite=suite.name, run_id=Path(run_dir).name, quick=suite.quick)
             if env is not None:
@@ -192,7 +196,7 @@ def run_suite(
             append_record(run_dir, record)
             records.append(record)
             bar.update(1)
-            say(f"[{i}/{len(todo)}] {summary_line(record)}")
+            say(f"[{i}/{len(todo)}] {summary_line(record, extra)}")
     finally:
         bar.close()
     return records

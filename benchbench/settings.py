@@ -59,3 +59,14 @@ def one_of(*allowed: str) -> Callable[[Any], str | None]:
         return None if value in allowed else f"allowed: {', '.join(allowed)}"
 
     return check
+
+
+def varying_settings(protocols: list[str], settings: list[dict]) -> list[str]:
+    """The settings that tell cells of one protocol apart (a setting another protocol lacks does not)."""
+    out: dict[str, None] = {}
+    for proto in dict.fromkeys(protocols):
+        group = [s for p, s in zip(protocols, settings) if p == proto]
+        for key in dict.fromkeys(k for s in group for k in s):
+            if len({repr(s.get(key)) for s in group}) > 1:
+                out[key] = None
+    return list(out)

@@ -29,6 +29,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from benchbench.errors import BenchError
+from benchbench.settings import varying_settings
 
 FORMATS = ("markdown", "latex", "csv", "html", "json")
 LAYOUTS = ("models", "summary", "paper-transfer", "paper-scaling", "data-scaling", "compute")
@@ -179,17 +180,6 @@ def accuracy_rows(df: pd.DataFrame) -> list[tuple[str, str, str, str]]:
 
 def _missing(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-def varying_settings(protocols: list[str], settings: list[dict]) -> list[str]:
-    """The settings that tell cells of one protocol apart (a setting another protocol lacks does not)."""
-    out: dict[str, None] = {}
-    for proto in dict.fromkeys(protocols):
-        group = [s for p, s in zip(protocols, settings) if p == proto]
-        for key in dict.fromkeys(k for s in group for k in s):
-            if len({repr(s.get(key)) for s in group}) > 1:
-                out[key] = None
-    return list(out)
 
 
 def summary_table(df: pd.DataFrame, force_flops: bool = False) -> Table:

@@ -24,7 +24,8 @@ from benchbench.runner import pick_device, run_suite
 from benchbench.specs import DataOptions
 from benchbench.store import ENV, RECORDS, RunLock, latest_run_dir, new_run_dir, read_records, repair_torn_tail, write_json
 from benchbench.suite import REPO_SUITES, load_suite
-from benchbench.tables import build_table, render, varying_settings
+from benchbench.settings import varying_settings
+from benchbench.tables import build_table, render
 
 DATA_ENV = "BENCHBENCH_DATA"
 DEFAULT_RESULTS = "runs"
