@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+from dataclasses import replace
 import sys
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from benchbench import results
 from benchbench.cli.common import catalog
 from benchbench.envinfo import device_name, environment
 from benchbench.errors import BenchError
-from benchbench.plan import duration, plan, summary, throughput_history, totals
+from benchbench.plan import cell_states, duration, plan, summary, throughput_history, totals
 from benchbench.runner import pick_device, run_suite
 from benchbench.specs import DataOptions
 from benchbench.store import ENV, RECORDS, RunLock, latest_run_dir, new_run_dir, read_records, repair_torn_tail, write_json
@@ -98,7 +99,6 @@ def run(args) -> int:
     env = environment(device, suite.path, args.command_line)
     env.update(suite=suite.name, suite_path=str(suite.path), quick=suite.quick, threads=torch.get_num_threads(),
                table=suite.table)
-    done = frozenset(p.cell.key for p in plans if p.state == "done")
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops like Ctrl-C
     try:
         with RunLock(run_dir):
@@ -107,6 +107,10 @@ def run(args) -> int:
                 _echo(f"warning: {torn}")
             if not (run_dir / ENV).is_file():
                 write_json(run_dir / ENV, env)  # the first invocation's; each record carries its own
+            # What is done is read again under the lock: another run may have finished cells meanwhile.
+            states = cell_states(read_records(run_dir).records if (run_dir / RECORDS).is_file() else [])
+            plans = [replace(p, state=states.get(p.cell.key, "todo")) for p in plans]
+            done = frozenset(k for k, state in states.items() if state == "done")
             _echo(f"{suite.name}: {'resuming ' if earlier else ''}{run_dir} on {env['device_name']}\n"
                   f"{summary(totals(plans))}")
             records = run_suite(suite, cat, run_dir, device, data, env=env, done=done,
