@@ -15,9 +15,11 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only; never a window
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from benchbench.errors import BenchError  # noqa: E402
+from benchbench.settings import varying_settings  # noqa: E402
 from benchbench.tables import accuracy_rows, successful, train_size  # noqa: E402
 
 KINDS = ("accuracy-vs-compute", "data-scaling")
@@ -48,16 +50,23 @@ def accuracy_vs_compute(df: pd.DataFrame, title: str = "") -> plt.Figure:
         raise BenchError("accuracy-vs-compute: no cell has both an accuracy and a (pre-)training compute")
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
     for ax, (label, d, p, metric) in zip(axes[0], panels):
-        sel = ok[(ok["dataset"] == d) & (ok["protocol"] == p)]
-        families = set()
-        for model, cells in sel.groupby("model", sort=False):
+        sel = ok[(ok["dataset"] == d) & (ok["protocol"] == p) & ok[metric].notna()]
+        # A point per configuration (model and the settings that vary), averaged over seeds.
+        varying = [f"setting.{k}" for k in varying_settings(
+            list(sel["protocol"]), [{c[8:]: v for c, v in r.items() if c.startswith("setting.")}
+                                    for r in sel.to_dict("records")])]
+        families, named = set(), set()
+        for (model, *_), cells in sel.groupby(["model", *varying], sort=False, dropna=False):
             x, y = cells["_x"].mean(), cells[metric].mean() * 100
-            marker, color = _style(cells["model_family"].iloc[0])
             fam = cells["model_family"].iloc[0]
+            marker, color = _style(fam)
             ax.scatter([x], [y], marker=marker, color=color, s=50, label=None if fam in families else fam, zorder=3)
             families.add(fam)
-            ax.annotate(cells["model_name"].iloc[0], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            if model not in named:
+                ax.annotate(cells["model_name"].iloc[0], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+                named.add(model)
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels overlap on a short log axis
         ax.set_xlabel("Pre-training exaFLOPs")
         ax.set_ylabel(f"{label} top-1 (%)")
         ax.grid(True, which="both", alpha=0.3)
@@ -80,6 +89,7 @@ def data_scaling(df: pd.DataFrame, title: str = "") -> plt.Figure:
         ax.errorbar(stats.index, stats["mean"] * 100, yerr=(stats["std"].fillna(0) * 100), marker=marker,
                     color=color, capsize=3, label=cells["model_name"].iloc[0])
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel(f"Training images ({', '.join(dict.fromkeys(ok['dataset_name']))})")
     ax.set_ylabel("Test top-1 (%)")
     ax.grid(True, which="both", alpha=0.3)
