@@ -48,8 +48,12 @@ def accuracy_vs_compute(df: pd.DataFrame, title: str = "") -> plt.Figure:
     panels = [a for a in accuracy_rows(ok) if ok.loc[(ok["dataset"] == a[1]) & (ok["protocol"] == a[2]), "_x"].notna().any()]
     if not panels:
         raise BenchError("accuracy-vs-compute: no cell has both an accuracy and a (pre-)training compute")
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
-    for ax, (label, d, p, metric) in zip(axes[0], panels):
+    cols = min(4, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.6 * rows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, (label, d, p, metric) in zip(axes.flat, panels):
         sel = ok[(ok["dataset"] == d) & (ok["protocol"] == p) & ok[metric].notna()]
         # A point per configuration (model and the settings that vary), averaged over seeds.
         varying = [f"setting.{k}" for k in varying_settings(
