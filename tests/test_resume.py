@@ -53,9 +53,16 @@ def _suite(tmp_path: Path, seconds: float, seeds: int) -> list[str]:
             str(tmp_path / "nap.py"), "--no-progress", "--device", "cpu"]
 
 
+def _interactive() -> None:
+    """As a terminal's foreground job: SIGINT at its default. (A shell starts background jobs with
+    SIGINT ignored, and Python then installs no KeyboardInterrupt handler, so a CI runner that
+    backgrounds the tests would otherwise make this child deaf to Ctrl-C.)"""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(argv: list[str]) -> subprocess.Popen:
     return subprocess.Popen([str(EXE), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "BENCHBENCH_LOAD_ENTRY_POINTS": "0"})
+                            env={**os.environ, "BENCHBENCH_LOAD_ENTRY_POINTS": "0"}, preexec_fn=_interactive)
 
 
 def _wait_for_records(tmp_path: Path, n: int, proc: subprocess.Popen, timeout: float = 120) -> Path:
