@@ -19,8 +19,7 @@ from matplotlib.ticker import NullFormatter  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from benchbench.errors import BenchError  # noqa: E402
-from benchbench.settings import varying_settings  # noqa: E402
-from benchbench.tables import accuracy_rows, successful, train_size  # noqa: E402
+from benchbench.tables import accuracy_rows, successful, train_size, varying_setting_columns  # noqa: E402
 
 KINDS = ("accuracy-vs-compute", "data-scaling")
 SUFFIXES = (".png", ".svg", ".pdf")
@@ -56,9 +55,7 @@ def accuracy_vs_compute(df: pd.DataFrame, title: str = "") -> plt.Figure:
     for ax, (label, d, p, metric) in zip(axes.flat, panels):
         sel = ok[(ok["dataset"] == d) & (ok["protocol"] == p) & ok[metric].notna()]
         # A point per configuration (model and the settings that vary), averaged over seeds.
-        varying = [f"setting.{k}" for k in varying_settings(
-            list(sel["protocol"]), [{c[8:]: v for c, v in r.items() if c.startswith("setting.")}
-                                    for r in sel.to_dict("records")])]
+        varying = varying_setting_columns(sel)
         families, named = set(), set()
         for (model, *_), cells in sel.groupby(["model", *varying], sort=False, dropna=False):
             x, y = cells["_x"].mean(), cells[metric].mean() * 100

@@ -182,13 +182,18 @@ def _missing(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
+def varying_setting_columns(df: pd.DataFrame) -> list[str]:
+    """The `setting.<name>` columns that tell cells of one protocol apart (see varying_settings)."""
+    settings = [{c[8:]: v for c, v in r.items() if c.startswith("setting.") and not _missing(v)}
+                for r in df.to_dict("records")]
+    return [f"setting.{k}" for k in varying_settings(list(df["protocol"]), settings)]
+
+
 def summary_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     if df.empty:
         raise BenchError("no records to tabulate")
     bad = _unverified(df[df["status"] == "ok"], force_flops)
-    names = varying_settings(list(df["protocol"]), [{c[8:]: v for c, v in r.items() if c.startswith("setting.")
-                                                     and not _missing(v)} for r in df.to_dict("records")])
-    varying = [f"setting.{k}" for k in names]
+    varying = varying_setting_columns(df)
     columns = ["model", "model_name", "dataset", "dataset_name", "protocol", "seed", *varying, "status", "error",
                "top1", "params", "gmacs", "train_img_per_s", "train_device_seconds", "wall_seconds"]
     data = df.reindex(columns=columns).reset_index(drop=True)

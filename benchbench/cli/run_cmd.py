@@ -116,18 +116,14 @@ def run(args) -> int:
             records = run_suite(suite, cat, run_dir, device, data, env=env, done=done,
                                 show_progress=not args.no_progress, echo=_echo)
     except KeyboardInterrupt:
-        recorded = len(cell_keys_done(run_dir, suite))
+        states = cell_states(read_records(run_dir).records)
+        recorded = sum(states.get(c.key) == "done" for c in suite.cells)
         _echo(f"\ninterrupted: {recorded} of {len(suite.cells)} cells are recorded in {run_dir / RECORDS}; the "
               f"cell in progress was not. Run the same command again to resume.")
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
     return _finish(run_dir, suite, records, args.force_flops)
-
-
-def cell_keys_done(run_dir: Path, suite) -> set[str]:
-    keys = {c.key for c in suite.cells}
-    return {r["key"] for r in read_records(run_dir).records if r.get("status") == "ok" and r.get("key") in keys}
 
 
 def _finish(run_dir: Path, suite, records: list[dict], force_flops: bool) -> int:
