@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchbench import flax_npz
 from benchbench.errors import BenchError
+from benchbench.specs import AdaptsStateDict, NpzLayout
 
 FORMAT = "benchbench/1"
 TORCH_SUFFIXES = (".pt", ".pth")
@@ -35,7 +35,7 @@ class LoadReport:
     """What `load_checkpoint` did."""
 
     path: str
-    source: str  # "benchbench/1", "state dict", "vit_jax npz" or "bit npz"
+    source: str  # "benchbench/1", "state dict", or the name of the spec's npz layout
     keys_loaded: int
     pos_embed_resized: bool
     head_dropped: bool
@@ -77,11 +77,12 @@ def _check_meta(value: Any, where: str) -> None:
                         "allowed: str, int, float, bool, None, and lists, tuples and dicts of them")
 
 
-def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: bool = False) -> LoadReport:
+def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: bool = False,
+                    npz_layout: NpzLayout | None = None) -> LoadReport:
     """Load weights from `path` into `model`, all or nothing.
 
     `path` is one of ours (.pt/.pth, from `save_checkpoint`, or a bare state dict) or a .npz in the
-    layout of the paper's code release (vit_jax for ViT and hybrids, big_transfer for BiT).
+    layout of the paper's code release, converted by `npz_layout` (the model spec's).
     Position embeddings from another resolution are resized to the model's grid.
     `drop_head=True` keeps the model's own head (and drops a vit_jax `pre_logits` layer): for
     fine-tuning to another number of classes.
@@ -92,7 +93,7 @@ def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: boo
         raise BenchError(f"checkpoint {path}: no such file")
     suffix = path.suffix.lower()
     if suffix == NPZ_SUFFIX:
-        sd, source, meta = _read_npz(path, model)
+        sd, source, meta = _read_npz(path, model, npz_layout)
     elif suffix in TORCH_SUFFIXES:
         sd, source, meta = _read_torch(path)
     else:
@@ -100,11 +101,10 @@ def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: boo
                          f"{', '.join(TORCH_SUFFIXES)} (benchbench), {NPZ_SUFFIX} (the paper's code release)")
 
     resized = False
-    adapt = getattr(model, "adapt_state_dict", None)
-    if adapt is not None:
+    if isinstance(model, AdaptsStateDict):
         before = sd.get("pos_embed")
         try:
-            sd = adapt(sd)
+            sd = model.adapt_state_dict(sd)
         except ValueError as e:
             raise BenchError(f"checkpoint {path}: {e}") from e
         resized = before is not None and sd.get("pos_embed") is not before
@@ -157,11 +157,10 @@ def _read_torch(path: Path) -> tuple[dict[str, torch.Tensor], str, dict]:
     return dict(sd), source, dict(meta) if isinstance(meta, Mapping) else {}
 
 
-def _read_npz(path: Path, model: nn.Module) -> tuple[dict[str, torch.Tensor], str, dict]:
-    convert = flax_npz.converter_for(model)
-    if convert is None:
-        raise BenchError(f"checkpoint {path}: no .npz layout is known for {type(model).__name__}; "
-                         "known: VisionTransformer (vit_jax, incl. hybrids), ResNetV2 (big_transfer)")
+def _read_npz(path: Path, model: nn.Module, layout: NpzLayout | None) -> tuple[dict[str, torch.Tensor], str, dict]:
+    if layout is None:
+        raise BenchError(f"checkpoint {path}: no .npz layout is known for {type(model).__name__} (its model "
+                         "spec declares none); .npz files load into the families whose spec has an npz_layout")
     try:
         npz = np.load(path, allow_pickle=False)
         if not isinstance(npz, np.lib.npyio.NpzFile):
@@ -171,11 +170,10 @@ def _read_npz(path: Path, model: nn.Module) -> tuple[dict[str, torch.Tensor], st
     except Exception as e:  # zipfile, numpy and OS errors for torn or foreign files
         raise _unreadable(path, e) from e
     try:
-        sd = convert(arrays, model)
+        sd = layout.convert(arrays, model)
     except ValueError as e:
         raise BenchError(f"checkpoint {path}: {e}") from e
-    source = "vit_jax npz" if convert is flax_npz.vit_from_npz else "bit npz"
-    return sd, source, {}
+    return sd, layout.name, {}
 
 
 def _listed(names: list[str]) -> str:

@@ -1,4 +1,4 @@
-"""The environment a run happened in: versions, device, git commit, command."""
+"""The environment a run happens in: the device it picks, versions, device name, git commit, command."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from pathlib import Path
 
 import torch
 
+from benchbench.errors import BenchError
+
 PACKAGES = ("benchbench", "torch", "torchvision", "pluggy", "fvcore", "pandas", "tabulate")
 
 
@@ -17,6 +19,17 @@ def _version(package: str) -> str | None:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def pick_device(name: str) -> torch.device:
+    """auto: CUDA when available, else CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise BenchError("--device cuda: no CUDA device is available here; use --device cpu or auto")
+    if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
+        raise BenchError(f"--device {name!r}: allowed: auto, cpu, cuda, cuda:N")
+    return torch.device(name)
 
 
 def cpu_name() -> str:

@@ -1,11 +1,10 @@
 """What a run will do before it does it: each cell's state (done, failed, to run) and its cost.
 
-Cost of a cell: `exaflops = 2 * macs * (3 * train_images + eval_images) / 1e18` (a training image
-costs a forward and a backward pass, 3x the forward; an evaluated image one forward pass), with
-the images a protocol will process from its `estimate` and the MACs counted on the meta device
-(torch's FlopCounterMode: no memory, no arithmetic). Time: where an earlier run measured the same
-model at the same resolution on a device of the same name (records anywhere under the results
-roots), that run's training img/s; otherwise unknown. A rough guide, not a measurement.
+Cost of a cell: `benchbench.compute.flops` of the images a protocol will process (its `estimate`:
+trained on, evaluated) with the MACs counted on the meta device (torch's FlopCounterMode: no memory,
+no arithmetic). Time: where an earlier run of a protocol that trains (`ProtocolSpec.trains`)
+measured the same model at the same resolution on a device of the same name (records anywhere under
+the results roots), that run's training img/s; otherwise unknown. A rough guide, not a measurement.
 """
 
 from __future__ import annotations
@@ -19,8 +18,10 @@ from typing import Iterable
 
 import torch
 
+from benchbench.compute import TRAIN_PASSES, flops
 from benchbench.measure.flops import torch_count_macs
 from benchbench.plugins import Catalog
+from benchbench.record import Record
 from benchbench.specs import input_shape
 from benchbench.store import ENV, RECORDS, read_records
 from benchbench.suite import Cell, Suite
@@ -42,22 +43,24 @@ class CellPlan:
     def exaflops(self) -> float | None:
         if self.gmacs is None or self.train_images is None:
             return None
-        return 2 * self.gmacs * 1e9 * (3 * self.train_images + (self.eval_images or 0)) / 1e18
+        return flops(self.gmacs * 1e9, train_images=self.train_images, eval_images=self.eval_images or 0) / 1e18
 
     @property
     def seconds(self) -> float | None:
         if self.img_per_s is None or self.train_images is None:
             return None
-        return (self.train_images + (self.eval_images or 0) / 3) / self.img_per_s
+        return (self.train_images + (self.eval_images or 0) / TRAIN_PASSES) / self.img_per_s
 
 
-def cell_states(records: Iterable[dict]) -> dict[str, str]:
+def cell_states(records: Iterable[Record]) -> dict[str, str]:
     """{cell key: "done" | "failed"}; the last record of a key wins (a re-run replaces a failure)."""
-    return {r["key"]: "done" if r.get("status") == "ok" else "failed" for r in records if "key" in r}
+    return {r.key: "done" if r.ok else "failed" for r in records}
 
 
-def throughput_history(roots: Iterable[Path], device_name: str) -> dict[tuple[str, int], float]:
-    """{(model, resolution): median measured training img/s} of ok records on `device_name`."""
+def throughput_history(roots: Iterable[Path], device_name: str, training: Iterable[str]) -> dict[tuple[str, int], float]:
+    """{(model, resolution): median measured training img/s} of ok records on `device_name` of the
+    protocols in `training` (the ids of those that train on real data)."""
+    training = set(training)
     seen: dict[tuple[str, int], list[float]] = {}
     for root in dict.fromkeys(Path(r).resolve() for r in roots):
         for path in sorted(root.glob(f"**/{RECORDS}")):
@@ -66,14 +69,14 @@ def throughput_history(roots: Iterable[Path], device_name: str) -> dict[tuple[st
             except (OSError, ValueError):
                 run_device = None
             for r in read_records(path.parent).records:
-                ips = (r.get("metrics") or {}).get("train_img_per_s")
-                name = (r.get("env") or {}).get("device_name", run_device)
-                if r.get("status") == "ok" and name == device_name and ips and r.get("protocol") != "measure":
-                    seen.setdefault((r["model"], r.get("resolution")), []).append(float(ips))
+                ips = r.metrics.get("train_img_per_s")
+                name = (r.env or {}).get("device_name", run_device)
+                if r.ok and name == device_name and ips and r.protocol in training:
+                    seen.setdefault((r.model, r.resolution), []).append(float(ips))
     return {k: statistics.median(v) for k, v in seen.items()}
 
 
-def plan(suite: Suite, catalog: Catalog, records: Iterable[dict],
+def plan(suite: Suite, catalog: Catalog, records: Iterable[Record],
          history: dict[tuple[str, int], float] | None = None) -> list[CellPlan]:
     states = cell_states(records)
     history = history or {}
@@ -98,8 +101,7 @@ def plan(suite: Suite, catalog: Catalog, records: Iterable[dict],
 
 def _meta_gmacs(spec, shape: dict) -> float | None:
     try:
-        with torch.device("meta"):
-            model = spec.build(**shape)
+        model = spec.build_on_meta(**shape)
         x = torch.zeros(1, shape["in_chans"], shape["image_size"], shape["image_size"], device="meta")
         return torch_count_macs(model.eval(), x) / 1e9
     except Exception:  # noqa: BLE001 - an estimate must not stop a run; the cell reports its own error

@@ -1,7 +1,8 @@
 """Figures from a run's records (matplotlib, no display needed).
 
 - `accuracy-vs-compute`: the paper's Figure 5 shape: top-1 against pre-training exaFLOPs (log x),
-  one marker style and colour per model family, one panel per accuracy (dataset, or k-shot).
+  one marker style and colour per model family (the family's `ModelSpec.marker` and `color`, passed
+  in as `styles`), one panel per accuracy (dataset, or k-shot).
 - `data-scaling`: top-1 against training-set size (log x), a line per model, error bars = std
   over seeds (the paper's Figures 3 and 4 at this machine's scale).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Iterable, Mapping
 
 import matplotlib
 
@@ -19,17 +21,21 @@ from matplotlib.ticker import NullFormatter  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from benchbench.errors import BenchError  # noqa: E402
+from benchbench.specs import ModelSpec  # noqa: E402
 from benchbench.tables import accuracy_rows, successful, train_size, varying_setting_columns  # noqa: E402
 
 KINDS = ("accuracy-vs-compute", "data-scaling")
 SUFFIXES = (".png", ".svg", ".pdf")
-FAMILY_STYLE = {"vit": ("o", "tab:blue"), "bit": ("s", "tab:orange"), "hybrid": ("^", "tab:green"),
-                "torchvision": ("D", "tab:purple")}
-OTHER_STYLE = ("X", "tab:gray")
+OTHER_STYLE = ("X", "tab:gray")  # a family no loaded plugin describes
+Styles = Mapping[str, tuple[str, str]]  # model family -> (matplotlib marker, colour)
 
 
-def _style(family: str) -> tuple[str, str]:
-    return FAMILY_STYLE.get(family, OTHER_STYLE)
+def family_styles(models: Iterable[ModelSpec]) -> dict[str, tuple[str, str]]:
+    """{family: (marker, colour)} as the model specs declare them (the first spec of a family wins)."""
+    out: dict[str, tuple[str, str]] = {}
+    for spec in models:
+        out.setdefault(spec.family, (spec.marker, spec.color))
+    return out
 
 
 def _compute(ok: pd.DataFrame) -> pd.Series:
@@ -41,7 +47,7 @@ def _compute(ok: pd.DataFrame) -> pd.Series:
     return out.astype(float)
 
 
-def accuracy_vs_compute(df: pd.DataFrame, title: str = "") -> plt.Figure:
+def accuracy_vs_compute(df: pd.DataFrame, title: str = "", styles: Styles | None = None) -> plt.Figure:
     ok = successful(df).copy()
     ok["_x"] = _compute(ok)
     panels = [a for a in accuracy_rows(ok) if ok.loc[(ok["dataset"] == a[1]) & (ok["protocol"] == a[2]), "_x"].notna().any()]
@@ -60,7 +66,7 @@ def accuracy_vs_compute(df: pd.DataFrame, title: str = "") -> plt.Figure:
         for (model, *_), cells in sel.groupby(["model", *varying], sort=False, dropna=False):
             x, y = cells["_x"].mean(), cells[metric].mean() * 100
             fam = cells["model_family"].iloc[0]
-            marker, color = _style(fam)
+            marker, color = (styles or {}).get(fam, OTHER_STYLE)
             ax.scatter([x], [y], marker=marker, color=color, s=50, label=None if fam in families else fam, zorder=3)
             families.add(fam)
             if model not in named:
@@ -77,7 +83,7 @@ def accuracy_vs_compute(df: pd.DataFrame, title: str = "") -> plt.Figure:
     return fig
 
 
-def data_scaling(df: pd.DataFrame, title: str = "") -> plt.Figure:
+def data_scaling(df: pd.DataFrame, title: str = "", styles: Styles | None = None) -> plt.Figure:
     ok = successful(df).copy()
     ok["_n"] = train_size(ok)
     ok = ok[ok["_n"].notna() & ok["top1"].notna()] if "top1" in ok else ok.iloc[0:0]
@@ -86,7 +92,7 @@ def data_scaling(df: pd.DataFrame, title: str = "") -> plt.Figure:
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for model, cells in ok.groupby("model", sort=False):
         stats = cells.groupby("_n")["top1"].agg(["mean", "std", "count"]).sort_index()
-        marker, color = _style(cells["model_family"].iloc[0])
+        marker, color = (styles or {}).get(cells["model_family"].iloc[0], OTHER_STYLE)
         ax.errorbar(stats.index, stats["mean"] * 100, yerr=(stats["std"].fillna(0) * 100), marker=marker,
                     color=color, capsize=3, label=cells["model_name"].iloc[0])
     ax.set_xscale("log")
@@ -100,13 +106,13 @@ def data_scaling(df: pd.DataFrame, title: str = "") -> plt.Figure:
     return fig
 
 
-def plot(df: pd.DataFrame, kind: str, out: Path, title: str = "") -> Path:
+def plot(df: pd.DataFrame, kind: str, out: Path, title: str = "", styles: Styles | None = None) -> Path:
     if kind not in KINDS:
         raise BenchError(f"unknown plot kind {kind!r}; allowed: {', '.join(KINDS)}")
     out = Path(out)
     if out.suffix.lower() not in SUFFIXES:
         raise BenchError(f"-o {out}: the file name must end in one of {', '.join(SUFFIXES)}")
-    fig = (accuracy_vs_compute if kind == "accuracy-vs-compute" else data_scaling)(df, title)
+    fig = (accuracy_vs_compute if kind == "accuracy-vs-compute" else data_scaling)(df, title, styles)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=150)
     plt.close(fig)

@@ -1,12 +1,13 @@
-"""Plugin discovery: built-ins, installed entry points and local files, all through one path.
+"""Plugin discovery: entry points (benchbench's own built-ins and third-party packages) and local
+files, all through one path.
 
-A plugin that fails to import (or whose register hook raises) is reported and skipped unless
-`strict` is set; the others keep working.
+The built-in plugins are the entry points of the benchbench distribution itself (group "benchbench"
+in its pyproject.toml); this module names none of them. A plugin that fails to import (or whose
+register hook raises) is reported and skipped unless `strict` is set; the others keep working.
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 import importlib.util
 import os
@@ -25,26 +26,9 @@ from benchbench.registry import Registry
 from benchbench.specs import DatasetSpec, ModelSpec, ProtocolSpec
 
 GROUP = "benchbench"
-BUILTIN_PLUGINS: tuple[str, ...] = (
-    "benchbench_plugins.vit",
-    "benchbench_plugins.resnetv2",
-    "benchbench_plugins.hybrid",
-    "benchbench_plugins.torchvision_zoo",
-    "benchbench_plugins.fashion_mnist",
-    "benchbench_plugins.cifar",
-    "benchbench_plugins.pets",
-    "benchbench_plugins.flowers",
-    "benchbench_plugins.imagenet",
-    "benchbench_plugins.imagefolder",
-    "benchbench_plugins.synthetic",
-    "benchbench_plugins.jft",
-    "benchbench_plugins.scratch",
-    "benchbench_plugins.finetune",
-    "benchbench_plugins.fewshot",
-    "benchbench_plugins.linear",
-    "benchbench_plugins.measure",
-)
-# Set to "0" to skip third-party entry points (tests do, so installed plugins cannot leak in).
+DISTRIBUTION = "benchbench"  # the distribution whose own entry points are the built-in plugins
+# Set to "0" to skip third-party entry points (tests do, so installed plugins cannot leak in); the
+# built-ins load regardless.
 ENTRY_POINTS_ENV = "BENCHBENCH_LOAD_ENTRY_POINTS"
 
 
@@ -118,21 +102,37 @@ def entry_points_enabled() -> bool:
     return os.environ.get(ENTRY_POINTS_ENV, "1") != "0"
 
 
+def _is_builtin(ep: importlib.metadata.EntryPoint) -> bool:
+    return ep.dist is not None and ep.dist.name == DISTRIBUTION
+
+
+def builtin_entry_points() -> list[importlib.metadata.EntryPoint]:
+    """The built-in plugins, in the order benchbench's pyproject.toml lists them."""
+    found = [ep for ep in importlib.metadata.entry_points(group=GROUP) if _is_builtin(ep)]
+    if not found:
+        raise PluginError(f"benchbench's built-in plugins are not registered (no entry points of {DISTRIBUTION!r} "
+                          f"in group {GROUP!r}); install benchbench, e.g. `pip install -e .` in its checkout")
+    return found
+
+
 def load_plugins(
     pm: pluggy.PluginManager,
     *,
-    builtins: Iterable[str] = BUILTIN_PLUGINS,
+    builtins: bool = True,
     files: Iterable[str | Path] = (),
     entry_points: bool | None = None,
     strict: bool = False,
 ) -> list[PluginFailure]:
-    """Register built-in modules, installed entry points (group "benchbench") and local files."""
+    """Register the built-ins, third-party entry points (group "benchbench"; `entry_points` None:
+    unless BENCHBENCH_LOAD_ENTRY_POINTS=0) and local files, each through `_register_plugin`."""
     failures: list[PluginFailure] = []
-    for module_name in builtins:
-        _register_plugin(pm, module_name, lambda m=module_name: importlib.import_module(m), failures, strict)
+    if builtins:
+        for ep in builtin_entry_points():
+            _register_plugin(pm, ep.name, ep.load, failures, strict)
     if entry_points_enabled() if entry_points is None else entry_points:
         for ep in importlib.metadata.entry_points(group=GROUP):
-            _register_plugin(pm, ep.name, ep.load, failures, strict)
+            if not _is_builtin(ep):
+                _register_plugin(pm, ep.name, ep.load, failures, strict)
     for path in files:
         path = Path(path)
         _register_plugin(pm, f"file:{path}", lambda p=path: _import_file(p), failures, strict)
@@ -172,21 +172,12 @@ def collect(pm: pluggy.PluginManager, failures: list[PluginFailure] | None = Non
 
 def plugin_package(plugin: str) -> dict[str, str | None]:
     """The package (distribution) a loaded plugin came from, and its version, for records."""
-    if plugin.startswith("benchbench_plugins."):
-        return {"package": "benchbench", "version": _dist_version("benchbench")}
     if plugin.startswith("file:"):
         return {"package": plugin, "version": None}
     for ep in importlib.metadata.entry_points(group=GROUP):
         if ep.name == plugin and ep.dist is not None:
             return {"package": ep.dist.name, "version": ep.dist.version}
     return {"package": plugin, "version": None}
-
-
-def _dist_version(name: str) -> str | None:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def load_catalog(

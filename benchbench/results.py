@@ -6,20 +6,22 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchbench.record import Record
 from benchbench.store import read_records
 
 COLUMNS = ("suite", "run_id", "key", "model", "model_name", "model_family", "dataset", "dataset_name",
-           "protocol", "seed", "resolution", "status", "error", "flops_status", "device")
+           "protocol", "seed", "resolution", "status", "error", "flops_status", "device", "accuracies")
 
 
-def frame(records: list[dict]) -> pd.DataFrame:
-    """One row per record; metrics become columns named as recorded (units in their names), and
-    the protocol's settings columns named `setting.<name>`."""
+def frame(records: list[Record]) -> pd.DataFrame:
+    """One row per record; metrics become columns named as recorded (units in their names), the
+    protocol's settings columns named `setting.<name>`, and `accuracies` the record's {metric: label}."""
     rows = []
     for r in records:
-        row = {c: r.get(c) for c in COLUMNS}
-        row.update({f"setting.{k}": v for k, v in (r.get("settings") or {}).items()})
-        row.update(r.get("metrics") or {})
+        row = {c: getattr(r, c) for c in COLUMNS}
+        row["accuracies"] = dict(r.accuracies)
+        row.update({f"setting.{k}": v for k, v in r.settings.items()})
+        row.update(r.metrics)
         rows.append(row)
     return pd.DataFrame(rows, columns=None if rows else list(COLUMNS))
 
@@ -31,7 +33,7 @@ def load(run_dir: str | Path, *, all_attempts: bool = False) -> pd.DataFrame:
     read = read_records(Path(run_dir))
     records = read.records
     if not all_attempts:
-        last = {r.get("key", i): r for i, r in enumerate(records)}
+        last = {r.key: r for r in records}
         records = list(last.values())
     df = frame(records)
     df.attrs["problems"] = read.problems

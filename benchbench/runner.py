@@ -1,4 +1,4 @@
-"""Runs a suite's cells in-process, one record per cell, whatever happens inside a cell."""
+"""Runs a suite's cells in-process, one typed record per cell, whatever happens inside a cell."""
 
 from __future__ import annotations
 
@@ -13,89 +13,39 @@ from typing import Any, Callable
 import torch
 from tqdm import tqdm
 
+from benchbench.compute import derived
 from benchbench.errors import BenchError
 from benchbench.measure.flops import MacCount, build_for_counting, count_macs
 from benchbench.measure.params import count_params
 from benchbench.plugins import Catalog, plugin_package
+from benchbench.record import Record
 from benchbench.settings import varying_settings
 from benchbench.specs import DataOptions, ProtocolContext, input_shape
 from benchbench.store import append_record
 from benchbench.suite import Cell, Suite
-
-SCHEMA = 1
-SECONDS_PER_DAY = 86_400
-
-
-def pick_device(name: str) -> torch.device:
-    """auto: CUDA when available, else CPU."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise BenchError("--device cuda: no CUDA device is available here; use --device cpu or auto")
-    if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
-        raise BenchError(f"--device {name!r}: allowed: auto, cpu, cuda, cuda:N")
-    return torch.device(name)
 
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def training_exaflops(macs: float, images_seen: float) -> float:
-    """Training compute: forward + backward = 3 x the forward FLOPs (2 x MACs) per image seen."""
-    return 3 * 2 * macs * images_seen / 1e18
-
-
-def device_days(seconds: float, devices: int = 1) -> float:
-    return devices * seconds / SECONDS_PER_DAY
-
-
-def derived_compute(metrics: dict[str, Any], devices: int) -> dict[str, float]:
-    """Device-days and training FLOPs from measured figures."""
-    out: dict[str, float] = {}
-    if "train_device_seconds" in metrics:
-        out["train_device_days"] = device_days(metrics["train_device_seconds"], devices)
-    if "macs" in metrics and "train_images_seen" in metrics:
-        out["train_exaflops"] = training_exaflops(metrics["macs"], metrics["train_images_seen"])
-    if "macs" in metrics and "pretrain_images_seen" in metrics:
-        # Pre-training ran at its own resolution: a fine-tuning cell reports those MACs.
-        macs = metrics.get("pretrain_macs", metrics["macs"])
-        out["pretrain_exaflops"] = training_exaflops(macs, metrics["pretrain_images_seen"])
-    if "projected_device_seconds" in metrics:
-        out["projected_device_days"] = device_days(metrics["projected_device_seconds"], devices)
-    return out
-
-
 def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptions, show_progress: bool,
-             mac_counts: dict | None = None, run_dir: Path | None = None) -> dict:
-    """Build, measure and run one cell. Returns the record; never raises for errors inside the cell.
+             mac_counts: dict | None = None, run_dir: Path | None = None) -> Record:
+    """Build, measure and run one cell. Returns its record; never raises for errors inside the cell.
 
     `mac_counts` remembers counts across cells of a run (same model, resolution, classes, channels).
+    What was measured before a failure (params, MACs) stays in the failed record.
     """
     model_spec = catalog.models.get(cell.model)
     dataset_spec = catalog.datasets.get(cell.dataset)
     protocol = catalog.protocols.get(cell.protocol)
-    record: dict[str, Any] = {
-        "schema": SCHEMA,
-        "key": cell.key,
-        "model": model_spec.id, "model_name": model_spec.name, "model_family": model_spec.family,
-        "model_plugin": catalog.models.plugin_of[model_spec.id],
-        "dataset": dataset_spec.id, "dataset_name": dataset_spec.name,
-        "dataset_plugin": catalog.datasets.plugin_of[dataset_spec.id],
-        "protocol": protocol.id, "protocol_plugin": catalog.protocols.plugin_of[protocol.id],
-        "seed": cell.seed,
-        "settings": dict(cell.settings),
-        "resolution": input_shape(dict(cell.settings), model_spec, dataset_spec)["image_size"],
-        "device": str(device),
-        "devices": 1,
-        "started_at": _now(),
-        "status": "failed", "error": None, "traceback": None, "flops_status": None,
-    }
+    settings = dict(cell.settings)
+    shape = input_shape(settings, model_spec, dataset_spec)
+    devices = 1
+    started_at, start = _now(), time.perf_counter()
     metrics: dict[str, Any] = {}
-    record["metrics"] = metrics  # filled in place, so what was measured survives a later failure
-    start = time.perf_counter()
+    status, error, trace, flops_status = "failed", None, None, None
     try:
-        shape = input_shape(dict(cell.settings), model_spec, dataset_spec)
         torch.manual_seed(cell.seed)
         if protocol.needs_initialised_model:
             model = model_spec.build(**shape)
@@ -105,44 +55,48 @@ def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptio
         metrics["params"] = count_params(model)
         macs = _count(model_spec, model, meta, shape, {} if mac_counts is None else mac_counts)
         metrics.update(macs=macs.macs, gmacs=macs.gmacs, gflops=macs.gflops)
-        record["flops_status"] = macs.status
+        flops_status = macs.status
         ctx = ProtocolContext(
             model=model, model_spec=model_spec, dataset_spec=dataset_spec,
             data=replace(data, image_size=shape["image_size"], in_chans=shape["in_chans"]),
-            settings=dict(cell.settings), device=device, seed=cell.seed, show_progress=show_progress,
-            run_dir=run_dir,
+            settings=settings, device=device, seed=cell.seed, show_progress=show_progress, run_dir=run_dir,
         )
         metrics.update(protocol.run(ctx))
-        metrics.update(derived_compute(metrics, record["devices"]))
-        record["status"] = "ok"
+        metrics.update(derived(metrics, devices))
+        status = "ok"
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001 - a failing cell must not stop the suite
-        record["error"] = f"{type(exc).__name__}: {exc}"
-        record["traceback"] = "" if isinstance(exc, BenchError) else traceback.format_exc()
-    record["wall_seconds"] = time.perf_counter() - start
-    record["finished_at"] = _now()
-    return record
+        error = f"{type(exc).__name__}: {exc}"
+        trace = "" if isinstance(exc, BenchError) else traceback.format_exc()
+    return Record(
+        key=cell.key, status=status, model=model_spec.id, dataset=dataset_spec.id, protocol=protocol.id,
+        seed=cell.seed, settings=settings, metrics=metrics, accuracies=dict(protocol.accuracies(settings)),
+        model_name=model_spec.name, model_family=model_spec.family, model_plugin=catalog.models.plugin_of[model_spec.id],
+        dataset_name=dataset_spec.name, dataset_plugin=catalog.datasets.plugin_of[dataset_spec.id],
+        protocol_plugin=catalog.protocols.plugin_of[protocol.id], resolution=shape["image_size"], device=str(device),
+        devices=devices, flops_status=flops_status, error=error, traceback=trace, started_at=started_at,
+        finished_at=_now(), wall_seconds=time.perf_counter() - start,
+    )
 
 
 def _count(spec, model, meta, shape: dict, cache: dict) -> MacCount:
     key = (spec.id, *sorted(shape.items()))
     if key not in cache:
-        if meta is None:
-            with torch.device("meta"):
-                meta = spec.build(**shape)
-        cache[key] = count_macs(model, shape["image_size"], shape["in_chans"], meta_model=meta)
+        cache[key] = count_macs(model, shape["image_size"], shape["in_chans"],
+                                meta_model=spec.build_on_meta(**shape) if meta is None else meta)
     return cache[key]
 
 
-def summary_line(record: dict, settings: str = "") -> str:
-    m = record["metrics"]
-    head = f"{record['model']} x {record['dataset']} x {record['protocol']} (seed {record['seed']})"
+def summary_line(record: Record, settings: str = "") -> str:
+    m = record.metrics
+    head = f"{record.model} x {record.dataset} x {record.protocol} (seed {record.seed})"
     head += f" {settings}" if settings else ""
-    if record["status"] != "ok":
-        return f"{head}: FAILED: {record['error']}"
-    parts = [f"top-1 {m['top1']:.4f}" if "top1" in m else None,
-             f"{m['params'] / 1e6:.3f}M params", f"{m['gmacs']:.4g} GMACs",
+    if not record.ok:
+        return f"{head}: FAILED: {record.error}"
+    accuracies = [f"{label + ' ' if label else ''}top-1 {m[metric]:.4f}"
+                  for metric, label in record.accuracies.items() if metric in m]
+    parts = [*accuracies, f"{m['params'] / 1e6:.3f}M params", f"{m['gmacs']:.4g} GMACs",
              f"train {m['train_device_seconds']:.1f} s" if "train_device_seconds" in m else None,
              f"{m['train_img_per_s']:.0f} img/s" if "train_img_per_s" in m else None,
              f"{m['pretrain_exaflops']:.4g} exaFLOPs" if "pretrain_exaflops" in m else None,
@@ -150,13 +104,13 @@ def summary_line(record: dict, settings: str = "") -> str:
     return f"{head}: " + ", ".join(p for p in parts if p)
 
 
-def record_env(env: dict, catalog: Catalog, record: dict) -> dict:
+def record_env(env: dict, catalog: Catalog, record: Record) -> dict:
     """What each record carries of its environment: versions, device, suite commit, and the
     package and version of the plugins that provided its model, dataset and protocol."""
     out = {"versions": {k: env["versions"].get(k) for k in ("benchbench", "torch", "torchvision")},
            "device_name": env.get("device_name"), "git_commit": env.get("git_commit")}
-    for kind in ("model", "dataset", "protocol"):
-        plugin = record.get(f"{kind}_plugin")
+    for kind, plugin in (("model", record.model_plugin), ("dataset", record.dataset_plugin),
+                         ("protocol", record.protocol_plugin)):
         if plugin:
             out[f"{kind}_package"] = plugin_package(plugin)
     return out
@@ -173,7 +127,7 @@ def run_suite(
     done: frozenset[str] = frozenset(),
     show_progress: bool = True,
     echo: Callable[[str], None] = print,
-) -> list[dict]:
+) -> list[Record]:
     """Run the cells whose keys are not in `done`, appending each record as it finishes.
 
     A KeyboardInterrupt (Ctrl-C, or SIGTERM turned into one) propagates: the cell in progress is
@@ -189,10 +143,10 @@ def run_suite(
         for i, cell in enumerate(todo, start=1):
             extra = ", ".join(f"{k}={dict(cell.settings)[k]}" for k in shown if k in dict(cell.settings))
             say(f"[{i}/{len(todo)}] {cell.label}{' ' + extra if extra else ''} ...")
-            record = run_cell(cell, catalog, device, data, show_progress, mac_counts, run_dir)
-            record.update(suite=suite.name, run_id=Path(run_dir).name, quick=suite.quick)
+            record = replace(run_cell(cell, catalog, device, data, show_progress, mac_counts, run_dir),
+                             suite=suite.name, run_id=Path(run_dir).name, quick=suite.quick)
             if env is not None:
-                record["env"] = record_env(env, catalog, record)
+                record = replace(record, env=record_env(env, catalog, record))
             append_record(run_dir, record)
             records.append(record)
             bar.update(1)

@@ -1,22 +1,56 @@
-"""Typed, frozen records that plugins register: models, datasets, protocols."""
+"""Typed, frozen specs that plugins register (models, datasets, protocols), and the model contract.
+
+What the core knows of a model family, a dataset or a protocol, it learns here: the core names no
+built-in plugin.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # keep `import benchbench` free of torch
+    import numpy as np
     import torch
     from torch.utils.data import Dataset
+
+
+@runtime_checkable
+class ClassifierModel(Protocol):
+    """What `ModelSpec.build` returns: an `nn.Module` whose forward gives logits (N, num_classes), and:"""
+
+    def features(self, x: "torch.Tensor") -> "torch.Tensor":
+        """The pre-logits representation (N, D): what the head sees; linear and few-shot probes use it."""
+
+    def reset_head(self, num_classes: int) -> None:
+        """A new head for `num_classes`, weights and bias zero (the paper's fine-tuning head)."""
+
+
+@runtime_checkable
+class AdaptsStateDict(Protocol):
+    """Optional for a model: fit a checkpoint's state dict to this instance before loading it."""
+
+    def adapt_state_dict(self, state_dict: dict[str, "torch.Tensor"]) -> dict[str, "torch.Tensor"]:
+        """E.g. resize position embeddings to this model's patch grid; ValueError when it cannot."""
+
+
+@dataclass(frozen=True)
+class NpzLayout:
+    """A family's checkpoint layout from the paper's code release (.npz of flattened Flax trees).
+
+    `convert(arrays, model)` returns a state dict for `model`; names it does not know are kept as they
+    are (the loader reports them as unexpected); ValueError for arrays that cannot be converted."""
+
+    name: str  # e.g. "vit_jax npz"
+    convert: Callable[[Mapping[str, "np.ndarray"], "torch.nn.Module"], dict[str, "torch.Tensor"]]
 
 
 @dataclass(frozen=True)
 class ModelSpec:
     """One buildable model.
 
-    `build(num_classes=, image_size=, in_chans=)` returns an `nn.Module` whose `forward` gives
-    logits and whose `features(x)` gives the pre-logits representation.
+    `build(num_classes=, image_size=, in_chans=)` returns an `nn.Module` that is a `ClassifierModel`.
     """
 
     id: str
@@ -30,6 +64,18 @@ class ModelSpec:
     resolution_multiple: int = 1
     # Input channels the model is fixed to (torchvision: 3); None: built for the dataset's channels.
     in_chans: int | None = None
+    # The paper's .npz checkpoints of this family, where they exist.
+    npz_layout: NpzLayout | None = None
+    # How plots draw the family: a matplotlib marker and colour.
+    marker: str = "X"
+    color: str = "tab:gray"
+
+    def build_on_meta(self, **shape: int) -> "torch.nn.Module":
+        """The model on the meta device: shapes without memory or arithmetic (for counting)."""
+        import torch
+
+        with torch.device("meta"):
+            return self.build(**shape)
 
 
 @dataclass(frozen=True)
@@ -98,6 +144,11 @@ class ProtocolContext:
     run_dir: Path | None = None
 
 
+def main_top1(settings: Mapping[str, Any]) -> dict[str, str]:
+    """The accuracies of a protocol that reports one: `top1`, the cell's main accuracy (label "")."""
+    return {"top1": ""}
+
+
 @dataclass(frozen=True)
 class ProtocolSpec:
     """One evaluation protocol. `run(ctx)` returns metrics whose names carry units."""
@@ -114,6 +165,13 @@ class ProtocolSpec:
     # False: the protocol only needs the architecture (compute, speed), so the runner may skip
     # random initialisation (seconds instead of a minute for ViT-H/14 on a CPU).
     needs_initialised_model: bool = True
+    # accuracies(settings) -> {metric: label}: which of its metrics are accuracies in [0, 1], in the
+    # order tables show them; label "" for the cell's main top-1, else e.g. "5-shot". A metric's
+    # spread over repeats, where the protocol measures one, is the metric `<name>_std`.
+    accuracies: Callable[[Mapping[str, Any]], Mapping[str, str]] = main_top1
+    # True: the protocol trains on the cell's data, so its `train_img_per_s` is the pace of a real run
+    # (cost estimates before a run use it); False for synthetic benchmarks and frozen-feature probes.
+    trains: bool = True
 
 
 def input_shape(settings: Mapping[str, Any], model_spec: ModelSpec, dataset_spec: DatasetSpec) -> dict[str, int]:

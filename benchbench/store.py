@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from benchbench.errors import BenchError
+from benchbench.record import Record, RecordError
 
 RECORDS = "records.jsonl"
 ENV = "env.json"
@@ -105,9 +106,9 @@ def repair_torn_tail(run_dir: Path) -> str | None:
             f"{len(data) - keep} bytes to {path.name}.torn, and its cell will run again")
 
 
-def append_record(run_dir: Path, record: Mapping[str, Any]) -> None:
+def append_record(run_dir: Path, record: Record) -> None:
     """Append one record as a JSON line, flushed and fsynced so a crash loses at most this line."""
-    line = json.dumps(record, sort_keys=True, allow_nan=True) + "\n"
+    line = json.dumps(record.to_json(), sort_keys=True, allow_nan=True) + "\n"
     # Ctrl-C or SIGTERM wait until the line is on disk (a SIGKILL can still tear it: see repair_torn_tail).
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
@@ -127,8 +128,8 @@ def write_json(path: Path, obj: Mapping[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class ReadResult:
-    records: list[dict[str, Any]]
-    problems: list[str]  # e.g. a torn last line; reported, never fatal
+    records: list[Record]  # upgraded to the current schema
+    problems: list[str]  # e.g. a torn last line, a line that is no record; reported, never fatal
 
 
 def read_records(run_dir: Path) -> ReadResult:
@@ -142,9 +143,11 @@ def read_records(run_dir: Path) -> ReadResult:
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
+            records.append(Record.from_json(json.loads(line)))
         except json.JSONDecodeError as exc:
             last = number == len(lines) and torn_tail
             problems.append(f"{path}:{number}: " + ("torn last line (the run was interrupted while writing it); "
                             "ignored" if last else f"not valid JSON ({exc}); ignored"))
+        except RecordError as exc:
+            problems.append(f"{path}:{number}: not a record this benchbench can read ({exc}); ignored")
     return ReadResult(records, problems)

@@ -12,8 +12,10 @@ Layouts:
 - `compute`: one row per cell: params, GMACs, epochs, pre-training exaFLOPs, and where measured the
   training throughput and the projected device-days (the paper's compute columns).
 
-Accuracies are percentages, seeds aggregated as "mean ± sample std" (n > 1), like the paper's
-"88.55 ± 0.04"; a single few-shot cell shows the std over its own k-shot draws.
+Which metrics are accuracies, and their labels, each record says (`accuracies`, from its protocol's
+spec). Accuracies are percentages, seeds aggregated as "mean ± sample std" (n > 1), like the paper's
+"88.55 ± 0.04"; a single cell that measured its own spread (`<metric>_std`, e.g. over few-shot
+draws) shows that.
 
 A record whose `flops_status` is not "ok" (an operator fvcore could not count, or the two counts
 disagree) is refused unless forced; forced, its GMACs carry a dagger and a footnote.
@@ -22,7 +24,6 @@ disagree) is refused unless forced; forced, its GMACs carry a dagger and a footn
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -33,7 +34,6 @@ from benchbench.settings import varying_settings
 
 FORMATS = ("markdown", "latex", "csv", "html", "json")
 LAYOUTS = ("models", "summary", "paper-transfer", "paper-scaling", "data-scaling", "compute")
-FEWSHOT = re.compile(r"^fewshot_(\d+)shot_top1$")
 DAGGER = "†"
 
 
@@ -160,8 +160,8 @@ def _acc_text(mean: float, std: float, n: int) -> str:
 
 
 def accuracy_rows(df: pd.DataFrame) -> list[tuple[str, str, str, str]]:
-    """(label, dataset, protocol, metric) for every accuracy the cells measured, in record order:
-    `top1`, or one per k for few-shot cells. A (dataset, protocol) whose cells all failed gets a
+    """(label, dataset, protocol, metric) for every accuracy the cells measured, in record order, as
+    their records' `accuracies` declare them. A (dataset, protocol) whose cells all failed gets a
     `top1` entry, so tables can say so."""
     names = dict(zip(df["dataset"], df["dataset_name"]))
     pairs = list(dict.fromkeys(zip(df["dataset"], df["protocol"])))
@@ -169,11 +169,11 @@ def accuracy_rows(df: pd.DataFrame) -> list[tuple[str, str, str, str]]:
     out = []
     for d, p in pairs:
         sel = df[(df["dataset"] == d) & (df["protocol"] == p) & (df["status"] == "ok")]
-        shots = sorted((int(m.group(1)), c) for c in sel.columns if (m := FEWSHOT.match(c)) and sel[c].notna().any())
         label = names[d] + (f" ({p})" if len(protocols_of[d]) > 1 else "")
-        if shots:
-            out += [(f"{label} {k}-shot", d, p, c) for k, c in shots]
-        elif ("top1" in sel and sel["top1"].notna().any()) or sel.empty:
+        declared = dict(pair for accuracies in sel.get("accuracies", ()) for pair in accuracies.items())
+        measured = [(m, tag) for m, tag in declared.items() if m in sel and sel[m].notna().any()]
+        out += [(f"{label} {tag}" if tag else label, d, p, m) for m, tag in measured]
+        if sel.empty:
             out.append((label, d, p, "top1"))
     return out
 
@@ -234,11 +234,11 @@ def transfer_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
 
 
 def _epochs(ok: pd.DataFrame) -> pd.Series:
-    """Pre-training epochs of each cell: the recorded `pretrain_epochs`, else a training cell's
-    `epochs` setting (scratch cells are their own pre-training)."""
+    """Pre-training epochs of each cell: the recorded `pretrain_epochs`, else the epochs a training
+    cell trained for (`train_epochs`: a cell trained from scratch is its own pre-training)."""
     out = ok["pretrain_epochs"] if "pretrain_epochs" in ok else pd.Series(math.nan, index=ok.index)
-    if "setting.epochs" in ok:
-        out = out.fillna(ok["setting.epochs"].where(ok["train_exaflops"].notna() if "train_exaflops" in ok else False))
+    if "train_epochs" in ok:
+        out = out.fillna(ok["train_epochs"])
     return out.astype(float)
 
 
@@ -266,10 +266,8 @@ def scaling_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
 
 
 def train_size(ok: pd.DataFrame) -> pd.Series:
-    """Training examples of each cell: the recorded `train_examples`, else the `train_subset` setting."""
+    """Training examples of each cell: its recorded `train_examples`."""
     out = ok["train_examples"] if "train_examples" in ok else pd.Series(math.nan, index=ok.index)
-    if "setting.train_subset" in ok:
-        out = out.fillna(ok["setting.train_subset"].where(ok["setting.train_subset"] > 0))
     return out.astype(float)
 
 
@@ -279,7 +277,7 @@ def data_scaling_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     ok["_n"] = train_size(ok)
     if ok["_n"].isna().all():
         raise BenchError("data-scaling: no cell records its training-set size (train_examples); "
-                         "this layout needs cells that vary it, e.g. [sweep.scratch] train_subset = [...]")
+                         "this layout needs cells of a training protocol that vary the training-set size (a [sweep])")
     sizes = sorted(ok["_n"].dropna().unique())
     data_rows, rows = [], []
     for model, sel in ok.groupby("model", sort=False):

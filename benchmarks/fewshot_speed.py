@@ -15,11 +15,11 @@ import time
 
 import torch
 
-from benchbench.features import extract, fewshot_eval, shot_draws
+from benchbench_plugins.protocols.features import extract, fewshot_eval, shot_draws
 from benchbench.plugins import load_catalog
 from benchbench.settings import resolve
 from benchbench.specs import DataOptions
-from benchbench.training import fit
+from benchbench_plugins.protocols.training import fit
 
 SHOTS = [1, 5, 10, 25]
 

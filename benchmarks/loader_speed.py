@@ -6,7 +6,7 @@
 
 `--make-folder DIR N` first writes N Fashion-MNIST test images as PNGs in DIR/{train,test}/<class>/
 (an image-folder dataset of the same pictures). Prints one JSON object: the loader's img/s (iterating
-benchbench.training.Loader over the split, as training does, transforms and workers included, nothing
+benchbench_plugins.protocols.loader.Loader over the split, as training does, transforms and workers included, nothing
 else), the training step's img/s (forward, backward, AdamW step, clip, on one batch kept in memory),
 their ratio (> 1: the loader outruns the model), and the training img/s of `fit` with the real loader
 for the same number of steps, whose ratio to the step alone is what loading costs training.
@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from benchbench.plugins import load_catalog
 from benchbench.settings import resolve
 from benchbench.specs import DataOptions, input_shape
-from benchbench.training import Loader, fit, workers
+from benchbench_plugins.protocols.loader import Loader, fit, workers
 
 
 def make_folder(out: Path, n: int) -> None:

@@ -1,4 +1,6 @@
 """benchbench's built-in plugins, installed as the package `benchbench_plugins`.
 
-They load through the same path as third-party plugins (see benchbench.plugins.BUILTIN_PLUGINS).
+Sorted by kind: models/, datasets/, protocols/. Each is listed as an entry point of the benchbench
+distribution (pyproject.toml, group "benchbench") and loads through the same path as a third-party
+plugin; the core names none of them.
 """

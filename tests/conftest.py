@@ -25,6 +25,28 @@ def tiny_data(tmp_path) -> Path:
     return write_fashion_mnist(tmp_path / "data")
 
 
+@pytest.fixture
+def make_record():
+    """Records as the runner writes them (benchbench.record.Record), with defaults for what a test does
+    not look at: make_record(model, dataset, protocol, seed, top1, status=..., **metrics)."""
+    from benchbench.record import Record
+
+    def make(model, dataset="fashion-mnist", protocol="scratch", seed=0, top1=None, *, status="ok", family="vit",
+             settings=None, key=None, accuracies=None, flops_status="ok", device="cpu", dataset_name=None,
+             **metrics) -> Record:
+        m = {"params": 1_000_000, "macs": 5e8, "gmacs": 0.5, **metrics}
+        if top1 is not None:
+            m["top1"] = top1
+        return Record(
+            key=key or f"{model}|{dataset}|{protocol}|{seed}|{sorted((settings or {}).items())}", status=status,
+            model=model, dataset=dataset, protocol=protocol, seed=seed, settings=settings or {}, metrics=m,
+            accuracies={"top1": ""} if accuracies is None else accuracies, model_name=model.upper(),
+            model_family=family, dataset_name=dataset_name or dataset.title(), device=device,
+            flops_status=flops_status, error=None if status == "ok" else "RuntimeError: boom")
+
+    return make
+
+
 @pytest.fixture(scope="session")
 def catalog():
     from benchbench.plugins import load_catalog

@@ -15,9 +15,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benchbench.checkpoints import FORMAT, load_checkpoint, save_checkpoint
+from benchbench.checkpoints import FORMAT, save_checkpoint
+from benchbench.checkpoints import load_checkpoint as load_with_layout
 from benchbench.errors import BenchError
-from benchbench_plugins import hybrid, resnetv2, vit
+from benchbench_plugins.models import bit_npz, hybrid, resnetv2, vit_npz
+from benchbench_plugins.models import vision_transformer as vit
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -226,6 +228,18 @@ def test_meta_must_be_plain_values(tmp_path):
     with pytest.raises(TypeError, match=r"meta\.where"):
         save_checkpoint(vit_mu(0), tmp_path / "m.pt", where=pathlib.Path("x"))
     assert not list(tmp_path.iterdir())
+
+
+def load_checkpoint(model, path, **kw):
+    """Load as the protocols do: with the .npz layout the model's spec declares."""
+    layout = bit_npz.LAYOUT if isinstance(model, resnetv2.ResNetV2) else vit_npz.LAYOUT
+    return load_with_layout(model, path, npz_layout=layout, **kw)
+
+
+def test_npz_without_a_layout_is_a_clear_error(tmp_path):
+    path = write_npz(tmp_path / "paper.npz", vit_jax_arrays(vit_mu(0)))
+    with pytest.raises(BenchError, match="no .npz layout is known for VisionTransformer"):
+        load_with_layout(vit_mu(1), path)
 
 
 # --- the paper's .npz layouts ------------------------------------------------------------------

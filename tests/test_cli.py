@@ -31,7 +31,7 @@ def test_run_writes_records_env_and_prints_the_table(tmp_path, tiny_suite, tiny_
         assert m["train_device_days"] == pytest.approx(m["train_device_seconds"] / 86400)
         assert m["train_exaflops"] == pytest.approx(6 * m["macs"] * 1800 / 1e18)
         assert m["gflops"] == pytest.approx(2 * m["gmacs"])
-        assert r["settings"]["epochs"] == 6 and r["dataset_plugin"] == "benchbench_plugins.fashion_mnist"
+        assert r["settings"]["epochs"] == 6 and r["dataset_plugin"] == "benchbench_plugins.datasets.fashion_mnist"
     # The data is learnable (class = position of a bright band): the CNN must have learnt it.
     assert records[0]["metrics"]["top1"] > 0.9
     env = json.loads((run_dir / "env.json").read_text())
@@ -113,7 +113,7 @@ def test_list_json_has_the_promised_fields(capsys):
     assert main(["list", "models", "--json"]) == 0
     models = json.loads(capsys.readouterr().out)
     vit_b16 = next(m for m in models if m["id"] == "vit-b16")
-    assert vit_b16["name"] == "ViT-B/16" and vit_b16["plugin"] == "benchbench_plugins.vit"
+    assert vit_b16["name"] == "ViT-B/16" and vit_b16["plugin"] == "benchbench_plugins.models.vit"
     assert vit_b16["family"] == "vit" and vit_b16["default_resolution"] == 224
     for kind in ("datasets", "protocols", "suites"):
         assert main(["list", kind, "--json"]) == 0
@@ -127,7 +127,7 @@ def test_plugin_flag_adds_a_model(tmp_path, capsys):
     plugin.write_text(textwrap.dedent("""
         from benchbench import hookimpl
         from benchbench.specs import ModelSpec
-        from benchbench_plugins.vit import create
+        from benchbench_plugins.models.vision_transformer import create
 
         @hookimpl
         def register_models(register):
@@ -172,7 +172,7 @@ def test_console_script_errors_are_clear_without_traceback(tmp_path):
 
 
 def test_missing_data_fails_the_cell_with_how_to(tmp_path, tiny_suite, monkeypatch, capsys):
-    from benchbench_plugins import fashion_mnist
+    from benchbench_plugins.datasets import fashion_mnist
 
     monkeypatch.setattr(fashion_mnist, "DEBIAN_DIR", tmp_path / "not-installed")
     rc = main(["run", str(tiny_suite), "--quick", "--results", str(tmp_path), "--data-root", str(tmp_path / "no"),

@@ -27,7 +27,7 @@ def formula(model, family: str) -> int:
     if family == "torchvision":
         import torchvision
 
-        from benchbench_plugins.torchvision_zoo import BUILD_KWARGS, CpuArithmetic
+        from benchbench_plugins.models.torchvision_zoo import BUILD_KWARGS, CpuArithmetic
 
         name = model.builder_name  # torchvision's own builder, with the aux heads we switch off
         with torch.device("meta"), CpuArithmetic():

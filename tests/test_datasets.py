@@ -8,17 +8,23 @@ from datafiles import (MI_UINT16, cifar_images, solid, write_cifar10, write_cifa
                        write_flowers, write_mat, write_pets)
 from torch.utils.data import TensorDataset
 
-from benchbench import data
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions
-from benchbench.training import Loader
-from benchbench_plugins import cifar, flowers, imagefolder, imagenet, pets, synthetic
+from benchbench_plugins.datasets import locate, transforms
+from benchbench_plugins.protocols import loader, subsets
+from benchbench_plugins.protocols.loader import Loader
+from benchbench_plugins.datasets import cifar
+from benchbench_plugins.datasets import flowers
+from benchbench_plugins.datasets import imagefolder
+from benchbench_plugins.datasets import imagenet
+from benchbench_plugins.datasets import pets
+from benchbench_plugins.datasets import synthetic
 
 
 @pytest.fixture
 def no_cache(tmp_path, monkeypatch):
     """Nothing from the user's download cache may be found."""
-    monkeypatch.setattr(data, "CACHE_DIR", tmp_path / "no-cache")
+    monkeypatch.setattr(locate, "CACHE_DIR", tmp_path / "no-cache")
 
 
 # --- transforms -------------------------------------------------------------------------------------------
@@ -26,11 +32,11 @@ def no_cache(tmp_path, monkeypatch):
 
 def test_grey_is_replicated_exactly_to_three_channels():
     x = torch.rand(4, 1, 5, 5)
-    y = data.match_channels(x, 3)
+    y = transforms.match_channels(x, 3)
     assert y.shape == (4, 3, 5, 5) and all(torch.equal(y[:, c], x[:, 0]) for c in range(3))
-    assert data.match_channels(x, 1) is x and data.match_channels(x, None) is x
+    assert transforms.match_channels(x, 1) is x and transforms.match_channels(x, None) is x
     with pytest.raises(BenchError, match="only grey images are replicated"):
-        data.match_channels(torch.rand(2, 3, 4, 4), 1)
+        transforms.match_channels(torch.rand(2, 3, 4, 4), 1)
 
 
 def _bilinear_1d(v: np.ndarray, n: int) -> np.ndarray:
@@ -46,19 +52,19 @@ def test_batch_resize_is_bilinear_at_pixel_centres():
     img = np.array([[0.0, 1.0, 4.0], [2.0, 3.0, 9.0], [5.0, 7.0, 8.0]])
     expect = np.stack([_bilinear_1d(r, 6) for r in img])  # rows, then columns (separable)
     expect = np.stack([_bilinear_1d(c, 6) for c in expect.T]).T
-    out = data.BatchTransform(size=6)(torch.tensor(img, dtype=torch.float32)[None, None])
+    out = transforms.BatchTransform(size=6)(torch.tensor(img, dtype=torch.float32)[None, None])
     assert out.shape == (1, 1, 6, 6)
     np.testing.assert_allclose(out[0, 0].numpy(), expect, atol=1e-6)
 
 
 def test_uint8_batches_are_scaled_to_minus_one_one():
     x = torch.tensor([0, 51, 255], dtype=torch.uint8).view(1, 1, 1, 3)
-    out = data.BatchTransform(mean=(0.5,), std=(0.5,))(x)
+    out = transforms.BatchTransform(mean=(0.5,), std=(0.5,))(x)
     assert out.flatten().tolist() == pytest.approx([-1.0, 51 / 127.5 - 1, 1.0])
 
 
 def test_fashion_mnist_honours_image_size_and_channels(tiny_data):
-    from benchbench_plugins import fashion_mnist
+    from benchbench_plugins.datasets import fashion_mnist
 
     native = fashion_mnist.load("test", DataOptions(root=tiny_data, image_size=28, in_chans=1))
     assert native.transform is None  # the 28 px fast path: batches are plain slices
@@ -78,26 +84,26 @@ def test_fashion_mnist_honours_image_size_and_channels(tiny_data):
 
 def test_per_class_subset_takes_exactly_n_per_class_seeded_and_nested():
     labels = torch.tensor([c for c in range(5) for _ in range(20)])
-    idx = data.per_class_indices(labels, 3, seed=7)
+    idx = subsets.per_class_indices(labels, 3, seed=7)
     assert torch.bincount(labels[idx]).tolist() == [3] * 5
-    assert torch.equal(idx, data.per_class_indices(labels, 3, seed=7))
-    assert not torch.equal(idx, data.per_class_indices(labels, 3, seed=8))
+    assert torch.equal(idx, subsets.per_class_indices(labels, 3, seed=7))
+    assert not torch.equal(idx, subsets.per_class_indices(labels, 3, seed=8))
     assert torch.equal(idx, torch.sort(idx).values)  # dataset order
-    bigger = set(data.per_class_indices(labels, 10, seed=7).tolist())
+    bigger = set(subsets.per_class_indices(labels, 10, seed=7).tolist())
     assert set(idx.tolist()) <= bigger  # the same seed's draws are nested
     # A class with fewer than n examples gives all of them.
     short = torch.tensor([0] * 10 + [1] * 2)
-    assert torch.bincount(short[data.per_class_indices(short, 5, seed=0)]).tolist() == [5, 2]
+    assert torch.bincount(short[subsets.per_class_indices(short, 5, seed=0)]).tolist() == [5, 2]
 
 
 def test_per_class_subset_keeps_the_fast_path_and_the_transform():
-    ds = data.TensorImages(torch.zeros(40, 1, 4, 4), torch.arange(40) % 4, data.BatchTransform(size=8))
-    sub = data.per_class_subset(ds, 2, seed=0)
-    assert isinstance(sub, data.TensorImages) and sub.transform is ds.transform and len(sub) == 8
-    assert data.per_class_subset(ds, 0, seed=0) is ds
+    ds = transforms.TensorImages(torch.zeros(40, 1, 4, 4), torch.arange(40) % 4, transforms.BatchTransform(size=8))
+    sub = subsets.per_class_subset(ds, 2, seed=0)
+    assert isinstance(sub, transforms.TensorImages) and sub.transform is ds.transform and len(sub) == 8
+    assert subsets.per_class_subset(ds, 0, seed=0) is ds
     with pytest.raises(BenchError, match="at most one of train_per_class and train_subset"):
-        data.training_subset(ds, per_class=2, total=10, seed=0)
-    assert len(data.training_subset(ds, per_class=0, total=10, seed=0)) == 10
+        subsets.training_subset(ds, per_class=2, total=10, seed=0)
+    assert len(subsets.training_subset(ds, per_class=0, total=10, seed=0)) == 10
 
 
 def test_labels_of_reads_torchvision_attributes_without_decoding():
@@ -110,9 +116,9 @@ def test_labels_of_reads_torchvision_attributes_without_decoding():
         def __getitem__(self, i):
             raise AssertionError("labels_of must not decode images")
 
-    assert data.labels_of(Files()).tolist() == [2, 0, 1]
-    assert data.labels_of(torch.utils.data.Subset(Files(), [2, 0])).tolist() == [1, 2]
-    assert data.labels_of(TensorDataset(torch.zeros(2), torch.tensor([5, 6]))).tolist() == [5, 6]
+    assert subsets.labels_of(Files()).tolist() == [2, 0, 1]
+    assert subsets.labels_of(torch.utils.data.Subset(Files(), [2, 0])).tolist() == [1, 2]
+    assert subsets.labels_of(TensorDataset(torch.zeros(2), torch.tensor([5, 6]))).tolist() == [5, 6]
 
 
 # --- CIFAR ------------------------------------------------------------------------------------------------
@@ -162,7 +168,7 @@ def test_cifar_missing_says_where_and_how(tmp_path, no_cache):
 def test_pets_trainval_and_test_layout(tmp_path, no_cache):
     write_pets(tmp_path, {"trainval": 6, "test": 3})
     ds = pets.load("train", DataOptions(root=tmp_path, image_size=32, in_chans=3))
-    assert len(ds) == 6 and data.labels_of(ds).tolist() == [0, 1, 2, 0, 1, 2]
+    assert len(ds) == 6 and subsets.labels_of(ds).tolist() == [0, 1, 2, 0, 1, 2]
     x, y = ds[1]
     assert x.shape == (3, 32, 32) and y == 1
     # A solid JPEG colour survives compression within a few levels; scaled to [-1, 1].
@@ -229,7 +235,7 @@ def test_imagenet_class_folders(imagenet_root, no_cache):
     options = DataOptions(root=imagenet_root.parent, image_size=8, in_chans=3)
     train, val = imagenet.load("train", options), imagenet.load("test", options)
     assert len(train) == len(val) == 1000
-    assert data.labels_of(val).tolist() == list(range(1000))  # sorted wnids, the same in both splits
+    assert subsets.labels_of(val).tolist() == list(range(1000))  # sorted wnids, the same in both splits
     x, y = val[300]
     assert y == 300 and torch.allclose(x[0], torch.full((8, 8), 300 % 256 / 127.5 - 1), atol=1e-6)
 
@@ -261,15 +267,15 @@ def test_imagefolder_binds_through_the_registry(tmp_path, catalog):
     assert spec_id == f"imagefolder:{root}"  # the path keeps its case
     spec = catalog.datasets.get(spec_id)
     assert (spec.num_classes, spec.image_size, spec.in_chans) == (3, 12, 1)
-    assert catalog.datasets.plugin_of[spec.id] == "benchbench_plugins.imagefolder"
+    assert catalog.datasets.plugin_of[spec.id] == "benchbench_plugins.datasets.imagefolder"
     assert catalog.datasets.get(name) is spec  # bound once
     train = spec.load("train", DataOptions(image_size=12, in_chans=1))
-    assert data.labels_of(train).tolist() == [0, 0, 1, 2]
+    assert subsets.labels_of(train).tolist() == [0, 0, 1, 2]
     x, _ = train[1]
     assert x.shape == (1, 12, 12) and torch.allclose(x, torch.full((1, 12, 12), 20 / 127.5 - 1), atol=1e-6)
     # val/ is the test split; it lacks "dog" and keeps the training split's numbering.
     test = spec.load("test", DataOptions(image_size=12, in_chans=3))
-    assert data.labels_of(test).tolist() == [0, 2]
+    assert subsets.labels_of(test).tolist() == [0, 2]
     x, _ = test[1]
     assert x.shape == (3, 12, 12) and torch.equal(x[0], x[1]) and torch.equal(x[1], x[2])
 
@@ -323,13 +329,13 @@ def test_every_dataset_declares_the_protocols_splits(catalog):
 
 
 def test_auto_workers(monkeypatch):
-    assert data.auto_workers(TensorDataset(torch.zeros(1))) == 0
+    assert loader.auto_workers(TensorDataset(torch.zeros(1))) == 0
     files = synthetic.load("test", DataOptions(image_size=8))
     for cpus, expect in ((1, 0), (2, 0), (4, 2), (16, 4)):
-        monkeypatch.setattr(data.os, "sched_getaffinity", lambda _pid, n=cpus: set(range(n)))
-        assert data.auto_workers(files) == expect
+        monkeypatch.setattr(loader.os, "sched_getaffinity", lambda _pid, n=cpus: set(range(n)))
+        assert loader.auto_workers(files) == expect
 
 
 def test_missing_data_messages_name_download_only_where_it_exists(tmp_path, no_cache):
-    err = data.missing_data("x", "files", [tmp_path], "DIR/x/", download=None)
+    err = locate.missing_data("x", "files", [tmp_path], "DIR/x/", download=None)
     assert "no automatic download" in str(err) and "--download" not in str(err)

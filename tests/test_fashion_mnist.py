@@ -6,7 +6,7 @@ from idxfiles import write_fashion_mnist, write_idx
 
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions
-from benchbench_plugins import fashion_mnist
+from benchbench_plugins.datasets import fashion_mnist
 
 
 def test_loads_idx_files_from_data_root(tiny_data):

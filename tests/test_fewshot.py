@@ -9,7 +9,7 @@ import torch
 
 from benchbench.cli import main
 from benchbench.errors import BenchError
-from benchbench.features import (BIAS_FEATURE, Features, RidgeRegression, Whitening, fewshot_eval, shot_draws,
+from benchbench_plugins.protocols.features import (BIAS_FEATURE, Features, RidgeRegression, Whitening, fewshot_eval, shot_draws,
                                  signed_one_hot)
 from benchbench.settings import resolve
 
@@ -81,7 +81,7 @@ def test_settings_are_validated(catalog):
                            ({"shots": "5"}, "expected list"), ({"shots": [1.5]}, "list of integers"),
                            ({"seeds": 0}, "must be in 1..100"), ({"l2_reg": -1.0}, "must be > 0"),
                            ({"init": "model.bin"}, ".pt, .pth or .npz"), ({"k": 5}, "unknown fewshot setting 'k'"),
-                           ({"precision": "fp16"}, "allowed: auto, fp32, bf16")):
+                           ({"precision": "fp8"}, "allowed: auto, fp32, tf32, bf16, fp16")):
         with pytest.raises(BenchError, match=message):
             resolve(fewshot, given, "s")
 

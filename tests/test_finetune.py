@@ -13,9 +13,9 @@ from benchbench.cli import main
 from benchbench.errors import BenchError
 from benchbench.settings import resolve
 from benchbench.specs import DataOptions, ProtocolContext
-from benchbench.init_weights import run_checkpoint
-from benchbench_plugins import finetune
-from benchbench_plugins.vit import resize_pos_embed
+from benchbench_plugins.protocols.init_setting import run_checkpoint
+from benchbench_plugins.protocols import finetune
+from benchbench_plugins.models.vision_transformer import resize_pos_embed
 
 
 def _pretrained(catalog, model_id: str, path: Path, *, num_classes=10, image_size=28, in_chans=1, **meta):

@@ -6,7 +6,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from benchbench.measure.flops import count_macs
-from benchbench_plugins import resnetv2, vit
+from benchbench_plugins.models import resnetv2
+from benchbench_plugins.models import vision_transformer as vit
 
 
 def vit_macs(hidden, depth, mlp, patch, image, in_chans=3, classes=1000):

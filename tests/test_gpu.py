@@ -6,7 +6,7 @@ import torch
 from benchbench import results
 from benchbench.cli import main
 from benchbench.measure.flops import count_macs
-from benchbench_plugins import vit
+from benchbench_plugins.models import vision_transformer as vit
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]
 

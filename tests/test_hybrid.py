@@ -7,7 +7,8 @@ from test_models import vit_params
 
 from benchbench.measure.flops import count_macs
 from benchbench.measure.params import count_params
-from benchbench_plugins import hybrid, vit
+from benchbench_plugins.models import hybrid
+from benchbench_plugins.models import vision_transformer as vit
 
 
 def backbone_params(units, width, in_chans=3, root_k=7):

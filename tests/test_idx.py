@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from idxfiles import idx_bytes, write_idx
 
-from benchbench.idx import IdxError, read_idx
+from benchbench_plugins.datasets.idx import IdxError, read_idx
 
 
 @pytest.mark.parametrize("suffix", ["", ".gz"])

@@ -14,28 +14,27 @@ from benchbench.store import append_record
 from benchbench.tables import build_table, render
 
 
-def rec(model, dataset, protocol, seed, top1=None, family="vit", status="ok", settings=None, key=None, **metrics):
-    m = {"params": 1_000_000, "macs": 5e8, "gmacs": 0.5, **metrics}
-    if top1 is not None:
-        m["top1"] = top1
-    return {"key": key or f"{model}|{dataset}|{protocol}|{seed}|{sorted((settings or {}).items())}",
-            "model": model, "model_name": model.upper(), "model_family": family, "dataset": dataset,
-            "dataset_name": dataset.title(), "protocol": protocol, "seed": seed, "status": status,
-            "error": None if status == "ok" else "RuntimeError: boom", "flops_status": "ok",
-            "settings": settings or {}, "metrics": m}
+@pytest.fixture
+def rec(make_record):
+    return make_record
+
+
+def shots(*ks):
+    """The accuracies a few-shot cell declares (protocol fewshot's spec)."""
+    return {f"fewshot_{k}shot_top1": f"{k}-shot" for k in ks}
 
 
 def frame(*records):
     return results.frame(list(records))
 
 
-def test_transfer_layout_is_datasets_by_models_with_device_days_last():
+def test_transfer_layout_is_datasets_by_models_with_device_days_last(rec):
     df = frame(
         rec("vit", "cifar10", "finetune", 0, 0.9850, train_device_days=0.5),
         rec("vit", "cifar10", "finetune", 1, 0.9860, train_device_days=0.5),
         rec("bit", "cifar10", "finetune", 0, 0.9700, family="bit", train_device_days=2.0),
         rec("vit", "pets", "fewshot", 0, fewshot_1shot_top1=0.40, fewshot_1shot_top1_std=0.02,
-            fewshot_10shot_top1=0.80, fewshot_10shot_top1_std=0.01),
+            fewshot_10shot_top1=0.80, fewshot_10shot_top1_std=0.01, accuracies=shots(1, 10)),
     )
     table = build_table(df, "paper-transfer")
     assert table.headers == ["", "VIT", "BIT"]
@@ -48,20 +47,20 @@ def test_transfer_layout_is_datasets_by_models_with_device_days_last():
     assert "98.55 $\\pm$ 0.07" in render(table, "latex")
 
 
-def test_scaling_layout_groups_model_and_epochs_with_exaflops():
+def test_scaling_layout_groups_model_and_epochs_with_exaflops(rec):
     df = frame(
-        rec("vit", "fmnist", "scratch", 0, 0.80, settings={"epochs": 7}, train_exaflops=1.5),
-        rec("vit", "fmnist", "scratch", 1, 0.82, settings={"epochs": 7}, train_exaflops=1.5),
-        rec("vit", "fmnist", "scratch", 0, 0.85, settings={"epochs": 14}, train_exaflops=3.0),
-        rec("bit", "jft", "measure", 0, family="bit", pretrain_epochs=7.0, pretrain_exaflops=9.5),
+        rec("vit", "fmnist", "scratch", 0, 0.80, settings={"epochs": 7}, train_epochs=7.0, train_exaflops=1.5),
+        rec("vit", "fmnist", "scratch", 1, 0.82, settings={"epochs": 7}, train_epochs=7.0, train_exaflops=1.5),
+        rec("vit", "fmnist", "scratch", 0, 0.85, settings={"epochs": 14}, train_epochs=14.0, train_exaflops=3.0),
+        rec("bit", "jft", "measure", 0, family="bit", pretrain_epochs=7.0, pretrain_exaflops=9.5, accuracies={}),
     )
     table = build_table(df, "paper-scaling")
     assert table.headers == ["Model", "Epochs", "Fmnist top-1 (%)", "Pre-training exaFLOPs"]
     assert table.rows == [["VIT", "7", "81.00 ± 1.41", "1.5"], ["VIT", "14", "85.00", "3"], ["BIT", "7", "-", "9.5"]]
 
 
-def test_data_scaling_layout_has_a_column_per_training_set_size():
-    df = frame(*(rec(m, "fmnist", "scratch", s, acc + 0.01 * s, settings={"train_subset": n})
+def test_data_scaling_layout_has_a_column_per_training_set_size(rec):
+    df = frame(*(rec(m, "fmnist", "scratch", s, acc + 0.01 * s, settings={"train_subset": n}, train_examples=n)
                  for m, accs in (("vit", (0.70, 0.85)), ("bit", (0.78, 0.86)))
                  for n, acc in zip((1000, 60000), accs) for s in (0, 1)))
     table = build_table(df, "data-scaling")
@@ -71,7 +70,7 @@ def test_data_scaling_layout_has_a_column_per_training_set_size():
     assert table.data.loc[1, "60000:top1_pct"] == pytest.approx(86.5)
 
 
-def test_summary_layout_shows_varying_settings_and_failures():
+def test_summary_layout_shows_varying_settings_and_failures(rec):
     df = frame(rec("vit", "fmnist", "scratch", 0, 0.8, settings={"lr": 1e-3, "epochs": 1}),
                rec("vit", "fmnist", "scratch", 0, status="failed", settings={"lr": 3e-3, "epochs": 1}))
     table = build_table(df, "summary")
@@ -86,7 +85,7 @@ def test_direction_of_metrics():
     assert direction("gmacs") == ("exact", 0) and direction("seed") is None and direction("wall_seconds") is None
 
 
-def test_compare_marks_regressions_beyond_the_threshold():
+def test_compare_marks_regressions_beyond_the_threshold(rec):
     a = frame(rec("vit", "d", "scratch", 0, 0.900, key="k1", train_img_per_s=1000.0, train_device_seconds=10.0),
               rec("bit", "d", "scratch", 0, 0.800, key="k2", train_img_per_s=500.0))
     b = frame(rec("vit", "d", "scratch", 0, 0.885, key="k1", train_img_per_s=960.0, train_device_seconds=10.4),
@@ -106,7 +105,7 @@ def _write_run(path, records):
     return path
 
 
-def test_compare_command_exit_status(tmp_path, capsys):
+def test_compare_command_exit_status(tmp_path, capsys, rec):
     a = _write_run(tmp_path / "a", [rec("vit", "d", "scratch", 0, 0.9, key="k", train_img_per_s=100.0)])
     same = _write_run(tmp_path / "same", [rec("vit", "d", "scratch", 0, 0.9, key="k", train_img_per_s=99.0)])
     slow = _write_run(tmp_path / "slow", [rec("vit", "d", "scratch", 0, 0.9, key="k", train_img_per_s=50.0)])
@@ -118,9 +117,10 @@ def test_compare_command_exit_status(tmp_path, capsys):
     assert "no successful cell in common" in capsys.readouterr().err
 
 
-def test_plots_are_written_and_bad_requests_are_clear(tmp_path, capsys):
+def test_plots_are_written_and_bad_requests_are_clear(tmp_path, capsys, rec):
     run = _write_run(tmp_path / "run", [
-        rec(m, "fmnist", "scratch", s, acc + 0.01 * s, family=f, settings={"train_subset": n}, train_exaflops=n * 1e-9)
+        rec(m, "fmnist", "scratch", s, acc + 0.01 * s, family=f, settings={"train_subset": n}, train_examples=n,
+            train_exaflops=n * 1e-9)
         for m, f, accs in (("vit", "vit", (0.7, 0.85)), ("bit", "bit", (0.78, 0.86)))
         for n, acc in zip((1000, 60000), accs) for s in (0, 1)])
     for kind, name in (("data-scaling", "ds.png"), ("accuracy-vs-compute", "avc.svg")):
@@ -130,20 +130,20 @@ def test_plots_are_written_and_bad_requests_are_clear(tmp_path, capsys):
     assert main(["plot", str(run), "--kind", "data-scaling", "-o", str(tmp_path / "x.txt")]) == 2
     assert "must end in one of .png, .svg, .pdf" in capsys.readouterr().err
     with pytest.raises(Exception, match="no cell has both top-1 and its training-set size"):
-        plot(frame(rec("vit", "d", "measure", 0)), "data-scaling", tmp_path / "y.png")
+        plot(frame(rec("vit", "d", "measure", 0, accuracies={})), "data-scaling", tmp_path / "y.png")
 
 
-def test_layout_errors_name_the_allowed_values():
+def test_layout_errors_name_the_allowed_values(rec):
     with pytest.raises(Exception, match="allowed: models, summary, paper-transfer"):
         build_table(frame(rec("vit", "d", "scratch", 0, 0.5)), "paper")
     assert not math.isnan(build_table(frame(rec("vit", "d", "scratch", 0, 0.5)), "models").data["gmacs"][0])
 
 
-def test_models_layout_keeps_protocols_apart():
+def test_models_layout_keeps_protocols_apart(rec):
     """scratch, fine-tune and few-shot accuracies of one dataset are different numbers: one column each."""
     df = frame(rec("vit", "fmnist", "scratch", 0, 0.80), rec("vit", "fmnist", "finetune", 0, 0.85),
                rec("vit", "fmnist", "fewshot", 0, fewshot_5shot_top1=0.70, fewshot_5shot_top1_std=0.01,
-                   top1=0.70),
+                   top1=0.70, accuracies=shots(5)),
                rec("bit", "fmnist", "scratch", 0, status="failed", family="bit"))
     table = build_table(df, "models")
     assert table.headers[3:6] == ["Fmnist (scratch) top-1 (%)", "Fmnist (finetune) top-1 (%)",

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from benchbench.cli import main
 from benchbench.errors import BenchError
-from benchbench.features import Whitening, logistic_regression, top1, topk
+from benchbench_plugins.protocols.features import Whitening, logistic_regression, top1, topk
 from benchbench.settings import resolve
 
 

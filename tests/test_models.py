@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from benchbench.measure.params import count_params
-from benchbench_plugins import resnetv2, vit
+from benchbench_plugins.models import resnetv2
+from benchbench_plugins.models import vision_transformer as vit
 
 
 def vit_params(hidden, depth, mlp, patch, image, in_chans=3, classes=1000):

@@ -1,15 +1,18 @@
 import importlib.metadata
 import textwrap
+from pathlib import Path
 
 import pluggy
 import pytest
 
 from benchbench import hookimpl
 from benchbench.errors import UnknownIdError
-from benchbench.plugins import (BUILTIN_PLUGINS, PluginError, collect, load_catalog, load_plugins,
+from benchbench.plugins import (PluginError, builtin_entry_points, collect, load_catalog, load_plugins,
                                 make_manager)
 from benchbench.registry import DuplicateIdError
 from benchbench.specs import ModelSpec
+
+PLUGIN_FILES = sorted((Path(__file__).resolve().parent.parent / "plugins").glob("*/*.py"))
 
 
 def _model(model_id: str, aliases=()) -> ModelSpec:
@@ -27,12 +30,16 @@ def test_builtins_load_through_the_plugin_manager():
     pm = make_manager()
     failures = load_plugins(pm, entry_points=False)
     assert failures == []
-    assert {name for name, _ in pm.list_name_plugin()} == set(BUILTIN_PLUGINS)
+    # The built-ins are benchbench's own entry points: pyproject.toml lists every plugin module.
+    builtins = {ep.name for ep in builtin_entry_points()}
+    modules = {f"benchbench_plugins.{p.parent.name}.{p.stem}" for p in PLUGIN_FILES if "@hookimpl" in p.read_text()}
+    assert builtins == modules and len(builtins) == 17
+    assert {name for name, _ in pm.list_name_plugin()} == builtins
     cat = collect(pm)
     assert "vit-b16" in cat.models and "bit-r50x1" in cat.models
     assert cat.datasets.get("fashion-mnist").num_classes == 10
     assert cat.protocols.get("scratch").id == "scratch"
-    assert cat.models.plugin_of["vit-b16"] == "benchbench_plugins.vit"
+    assert cat.models.plugin_of["vit-b16"] == "benchbench_plugins.models.vit"
 
 
 def test_inline_plugin_on_a_fresh_manager():
@@ -122,6 +129,7 @@ def test_plugin_raising_in_register_is_isolated_and_not_half_registered(tmp_path
         from benchbench import hookimpl
         from benchbench.specs import ModelSpec
 
+
         @hookimpl
         def register_models(register):
             register(ModelSpec(id="half-net", name="Half", family="t", build=None, default_resolution=28))
@@ -161,6 +169,7 @@ def test_entry_points_load_through_the_same_path(monkeypatch, tmp_path):
     _write(tmp_path, "ep_plugin_mod.py", GOOD_FILE)
     monkeypatch.syspath_prepend(str(tmp_path))
     eps = importlib.metadata.EntryPoints([
+        *importlib.metadata.entry_points(group="benchbench"),  # the built-ins
         importlib.metadata.EntryPoint(name="ep-plugin", value="ep_plugin_mod", group="benchbench"),
         importlib.metadata.EntryPoint(name="ep-broken", value="ep_missing_mod", group="benchbench"),
     ])
@@ -170,7 +179,13 @@ def test_entry_points_load_through_the_same_path(monkeypatch, tmp_path):
     assert cat.models.plugin_of["file-net"] == "ep-plugin"
     assert [f.plugin for f in cat.failures] == ["ep-broken"]
     monkeypatch.setenv("BENCHBENCH_LOAD_ENTRY_POINTS", "0")
-    assert "file-net" not in load_catalog().models
+    assert "file-net" not in load_catalog().models and "vit-b16" in load_catalog().models
+
+
+def test_missing_builtins_are_a_clear_error(monkeypatch):
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: importlib.metadata.EntryPoints([]))
+    with pytest.raises(PluginError, match="built-in plugins are not registered.*pip install -e"):
+        load_catalog()
 
 
 def test_hookspecs_are_documented():

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import math
 
@@ -5,32 +6,36 @@ import pandas as pd
 import pytest
 
 from benchbench import results
-from benchbench.runner import derived_compute
+from benchbench.compute import derived as derived_compute
 from benchbench.store import append_record, read_records
 from benchbench.tables import build_table, model_table, render
 
 
-def rec(model, seed, top1, status="ok", dataset="fashion-mnist", seconds=864.0):
-    metrics = {"params": 2_500_000, "macs": 7_000_000, "gmacs": 0.007}
-    if status == "ok":
-        metrics.update(top1=top1, train_device_seconds=seconds, train_device_days=seconds / 86400)
-    return {"model": model, "model_name": model.upper(), "dataset": dataset, "dataset_name": "Fashion-MNIST",
-            "protocol": "scratch", "seed": seed, "status": status, "error": None if status == "ok" else "boom",
-            "metrics": metrics}
+@pytest.fixture
+def rec(make_record):
+    """A scratch cell on Fashion-MNIST: top-1 and a training time when it succeeded."""
+
+    def make(model, seed, top1, status="ok", seconds=864.0):
+        ok = dict(top1=top1, train_device_seconds=seconds, train_device_days=seconds / 86400) if status == "ok" else {}
+        return make_record(model, "fashion-mnist", "scratch", seed, status=status, dataset_name="Fashion-MNIST",
+                           params=2_500_000, macs=7_000_000, gmacs=0.007, **ok)
+
+    return make
 
 
-def test_append_and_read_back(tmp_path):
-    append_record(tmp_path, {"a": 1})
-    append_record(tmp_path, {"a": 2})
-    assert read_records(tmp_path).records == [{"a": 1}, {"a": 2}]
+def test_append_and_read_back(tmp_path, rec):
+    a, b = rec("a", 0, 0.9), rec("a", 1, 0.8, status="failed")
+    append_record(tmp_path, a)
+    append_record(tmp_path, b)
+    assert read_records(tmp_path).records == [a, b]
 
 
-def test_torn_last_line_is_reported_and_ignored(tmp_path):
-    append_record(tmp_path, {"a": 1})
+def test_torn_last_line_is_reported_and_ignored(tmp_path, rec):
+    append_record(tmp_path, rec("a", 0, 0.9))
     with open(tmp_path / "records.jsonl", "a") as f:
         f.write('{"a": 2, "metr')
     read = read_records(tmp_path)
-    assert read.records == [{"a": 1}]
+    assert read.records == [rec("a", 0, 0.9)]
     assert len(read.problems) == 1 and "torn last line" in read.problems[0] and ":2:" in read.problems[0]
 
 
@@ -39,7 +44,7 @@ def test_missing_records_file_is_a_clear_error(tmp_path):
         results.load(tmp_path)
 
 
-def test_model_table_aggregates_seeds_as_mean_and_std():
+def test_model_table_aggregates_seeds_as_mean_and_std(rec):
     df = results.frame([rec("a", 0, 0.90), rec("a", 1, 0.92), rec("b", 0, 0.80), rec("b", 1, 0, "failed")])
     table = model_table(df)
     a, b = table.data.iloc[0], table.data.iloc[1]
@@ -54,12 +59,12 @@ def test_model_table_aggregates_seeds_as_mean_and_std():
     assert "Fashion-MNIST top-1 (%)" in md and "Train device-days" in md
 
 
-def test_all_failed_cell_shows_failed():
+def test_all_failed_cell_shows_failed(rec):
     table = model_table(results.frame([rec("a", 0, 0, "failed")]))
     assert "failed" in render(table, "markdown")
 
 
-def test_every_format_renders_the_same_numbers(tmp_path):
+def test_every_format_renders_the_same_numbers(tmp_path, rec):
     table = model_table(results.frame([rec("a", 0, 0.9012), rec("b", 0, 0.8)]))
     assert "90.12" in render(table, "markdown")
     latex = render(table, "latex")
@@ -77,9 +82,8 @@ def test_derived_compute_is_the_design_formula():
     assert out["train_exaflops"] == pytest.approx(3 * 2 * 1e6 * 6e4 / 1e18)
 
 
-def test_unverified_flops_are_refused_unless_forced():
-    bad = rec("a", 0, 0.9)
-    bad["flops_status"] = "incomplete: aten::mv"
+def test_unverified_flops_are_refused_unless_forced(rec):
+    bad = dataclasses.replace(rec("a", 0, 0.9), flops_status="incomplete: aten::mv")
     df = results.frame([bad, rec("b", 0, 0.8)])
     with pytest.raises(Exception, match=r"refusing to publish FLOPs that are not verified \(a: incomplete: aten::mv\)"):
         build_table(df, "models")
@@ -88,16 +92,15 @@ def test_unverified_flops_are_refused_unless_forced():
     assert "$^\\dagger$" in render(build_table(df, "models", force_flops=True), "latex")
 
 
-def test_compute_table_rows_and_projection():
+def test_compute_table_rows_and_projection(rec):
     cells = []
     for model, epochs, days in (("vit", 7, None), ("vit", 14, None), ("cnn", 7, 2.5)):
-        r = rec(model, 0, 0.0)
-        r.update(flops_status="ok", device="cuda", dataset_name="JFT-300M")
-        r["metrics"] = {"params": 86_000_000, "gmacs": 17.56, "pretrain_epochs": epochs,
-                        "pretrain_exaflops": 3 * 2 * 17.56e9 * 303e6 * epochs / 1e18}
+        metrics = {"params": 86_000_000, "gmacs": 17.56, "pretrain_epochs": epochs,
+                   "pretrain_exaflops": 3 * 2 * 17.56e9 * 303e6 * epochs / 1e18}
         if days:
-            r["metrics"].update(train_img_per_s=3000.0, projected_device_days=days)
-        cells.append(r)
+            metrics.update(train_img_per_s=3000.0, projected_device_days=days)
+        cells.append(dataclasses.replace(rec(model, 0, 0.0), device="cuda", dataset_name="JFT-300M",
+                                         metrics=metrics, accuracies={}))
     table = build_table(results.frame(cells), "compute")
     assert table.headers[-2:] == ["Train img/s (cuda)", "Projected device-days (cuda)"]
     assert [row[2] for row in table.rows] == ["7", "14", "7"]
@@ -105,6 +108,6 @@ def test_compute_table_rows_and_projection():
     assert table.rows[0][-1] == "-" and table.rows[2][-1] == "2.5"
 
 
-def test_unknown_layout():
+def test_unknown_layout(rec):
     with pytest.raises(Exception, match="allowed: models, summary, paper-transfer, paper-scaling, data-scaling, compute"):
         build_table(results.frame([rec("a", 0, 0.9)]), "transfer")

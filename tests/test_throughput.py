@@ -13,9 +13,10 @@ from benchbench.cli import device_cmd, profile_cmd
 from benchbench.envinfo import device_name
 from benchbench.errors import BenchError
 from benchbench.measure import peaks
-from benchbench.measure.peaks import achieved_flops_per_s, lookup, measured_matmul_flops, mfu, peak_flops_per_s
+from benchbench.compute import achieved_flops_per_s
+from benchbench.measure.peaks import lookup, measured_matmul_flops, mfu, peak_flops_per_s
 from benchbench.measure.throughput import Throughput, is_oom, largest_batch, measure_throughput
-from benchbench_plugins import vit
+from benchbench_plugins.models import vision_transformer as vit
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 FAST = dict(warmup_steps=1, min_steps=2, min_seconds=0.0)  # logic, not timing: as few steps as possible
@@ -154,7 +155,7 @@ def test_precision_and_mode_checks():
         measure_throughput(model, image_size=28, num_classes=10, device="cpu", precision="fp16", **FAST)
     with pytest.raises(BenchError, match="'tf32' needs a CUDA device"):
         measure_throughput(model, image_size=28, num_classes=10, device="cpu", precision="tf32", **FAST)
-    with pytest.raises(BenchError, match="allowed: fp32, tf32, bf16, fp16"):
+    with pytest.raises(BenchError, match="allowed: auto, fp32, tf32, bf16, fp16"):
         measure_throughput(model, image_size=28, num_classes=10, device="cpu", precision="fp8", **FAST)
     with pytest.raises(BenchError, match="allowed: infer, train"):
         measure_throughput(model, image_size=28, num_classes=10, device="cpu", mode="eval", **FAST)

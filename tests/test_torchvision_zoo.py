@@ -8,7 +8,7 @@ from torchvision import models
 
 from benchbench.measure.params import count_params
 from benchbench.plugins import collect, make_manager
-from benchbench_plugins import torchvision_zoo
+from benchbench_plugins.models import torchvision_zoo
 
 BUILDERS = models.list_models(module=models)
 # One builder per torchvision module (resnet, vgg, swin_transformer, ...): the smallest, by the
@@ -21,7 +21,7 @@ for _name in sorted(BUILDERS, key=lambda n: models.get_model_weights(n).DEFAULT.
 @pytest.fixture(scope="module")
 def tv():
     pm = make_manager()
-    name = "benchbench_plugins.torchvision_zoo"
+    name = "benchbench_plugins.models.torchvision_zoo"
     pm.register(importlib.import_module(name), name=name)
     return collect(pm, strict=True)
 
@@ -35,7 +35,7 @@ def test_registers_every_classification_builder(tv):
     spec = tv.models.get("tv/resnet50")
     assert (spec.name, spec.family) == ("torchvision resnet50", "torchvision")
     assert "torchvision.models.resnet50" in spec.description
-    assert tv.models.plugin_of["tv/resnet50"] == "benchbench_plugins.torchvision_zoo"
+    assert tv.models.plugin_of["tv/resnet50"] == "benchbench_plugins.models.torchvision_zoo"
 
 
 def test_default_resolutions_are_torchvisions(tv):

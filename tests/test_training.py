@@ -4,7 +4,9 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from benchbench.training import batches, evaluate, param_groups, subset, warmup_cosine
+from benchbench_plugins.protocols.loader import batches
+from benchbench_plugins.protocols.subsets import random_subset as subset
+from benchbench_plugins.protocols.training import evaluate, param_groups, warmup_cosine
 
 
 def test_warmup_cosine_schedule():
@@ -58,14 +60,15 @@ def test_weight_decay_only_on_matrices_and_kernels():
 
 
 def test_linear_schedule():
-    from benchbench.training import warmup_linear
+    from benchbench_plugins.protocols.training import warmup_linear
 
     f = warmup_linear(total_steps=110, warmup_steps=10)
     assert [f(s) for s in (0, 9, 10, 60, 110)] == pytest.approx([0.1, 1.0, 1.0, 0.5, 0.0])
 
 
 def test_precision_auto_is_bf16_on_cuda_only():
-    from benchbench.training import autocast, resolve_precision
+    from benchbench.precision import autocast
+    from benchbench.precision import resolve as resolve_precision
 
     assert resolve_precision("auto", torch.device("cpu")) == "fp32"
     assert resolve_precision("auto", torch.device("cuda")) == "bf16"
@@ -77,8 +80,8 @@ def test_precision_auto_is_bf16_on_cuda_only():
 
 
 def test_loader_applies_the_batch_transform_and_keeps_the_shuffle():
-    from benchbench.data import BatchTransform, TensorImages
-    from benchbench.training import Loader
+    from benchbench_plugins.datasets.transforms import BatchTransform, TensorImages
+    from benchbench_plugins.protocols.loader import Loader
 
     ds = TensorImages(torch.arange(6, dtype=torch.uint8).view(6, 1, 1, 1), torch.arange(6),
                       BatchTransform(mean=(0.5,), std=(0.5,)))
@@ -102,7 +105,7 @@ def test_scratch_settings_are_validated(catalog):
     assert (s["epochs"], s["batch_size"], s["optimizer"], s["lr"], s["weight_decay"]) == (1, 128, "adamw", 1e-3, 0.05)
     assert (s["train_per_class"], s["save_checkpoint"], s["precision"], s["augment"], s["resolution"]) == \
         (0, False, "auto", False, 0)
-    for given, message in (({"precision": "fp16"}, "allowed: auto, fp32, bf16"),
+    for given, message in (({"precision": "fp8"}, "allowed: auto, fp32, tf32, bf16, fp16"),
                            ({"train_per_class": -1}, "must be >= 0"), ({"save_checkpoint": 1}, "expected bool"),
                            ({"optimizer": "lamb"}, "allowed: adamw, adam, sgd"), ({"beta2": 1.0}, r"\[0, 1\)"),
                            ({"num_workers": -5}, "must be >= -1"), ({"epoch": 1}, "did you mean 'epochs'")):

@@ -26,7 +26,7 @@ def run(args) -> int:
     spec = catalog(args).models.get(args.model)
     resolution = args.resolution or spec.default_resolution
     model = spec.build(num_classes=args.num_classes, image_size=resolution, in_chans=3)
-    report = load_checkpoint(model, args.source, drop_head=args.drop_head)
+    report = load_checkpoint(model, args.source, drop_head=args.drop_head, npz_layout=spec.npz_layout)
     save_checkpoint(model, args.output, model=spec.id, resolution=resolution, num_classes=args.num_classes,
                     source=str(args.source))
     resized = ", position embeddings resized" if report.pos_embed_resized else ""

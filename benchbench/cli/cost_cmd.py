@@ -28,7 +28,7 @@ def add_parser(sub, parent) -> None:
 
 def cost(args) -> dict:
     from benchbench.measure.flops import build_for_counting, count_macs
-    from benchbench.runner import device_days, training_exaflops
+    from benchbench.compute import device_days, training_exaflops
 
     if args.images <= 0 or args.epochs <= 0:
         raise BenchError(f"--images and --epochs must be > 0, got {args.images} and {args.epochs}")
@@ -45,12 +45,14 @@ def cost(args) -> dict:
            "gflops": macs.gflops, "train_exaflops": training_exaflops(macs.macs, seen),
            "flops_status": macs.status}
     if args.device:
-        from benchbench.measure.peaks import achieved_flops_per_s, mfu, peak_flops_per_s
-        from benchbench.measure.throughput import check_precision, measure_throughput
-        from benchbench.runner import pick_device
+        from benchbench import precision as precision_policy
+        from benchbench.compute import achieved_flops_per_s
+        from benchbench.envinfo import pick_device
+        from benchbench.measure.peaks import mfu, peak_flops_per_s
+        from benchbench.measure.throughput import measure_throughput
 
         device = pick_device(args.device)
-        check_precision(device, args.precision)
+        precision_policy.check(device, args.precision)
         result = measure_throughput(model, image_size=resolution, in_chans=3, num_classes=args.num_classes,
                                     mode="train", device=device, precision=args.precision,
                                     batch_size=args.batch_size)

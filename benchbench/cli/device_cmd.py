@@ -6,8 +6,8 @@ import json
 
 from benchbench.envinfo import device_name
 from benchbench.measure.peaks import lookup, measured_matmul_flops
-from benchbench.measure.throughput import PRECISIONS
-from benchbench.runner import pick_device
+from benchbench.envinfo import pick_device
+from benchbench.precision import PRECISIONS
 
 
 def add_parser(sub, parent) -> None:

@@ -9,9 +9,11 @@ import torch
 from benchbench.cli.common import catalog
 from benchbench.errors import BenchError
 from benchbench.measure.flops import count_macs
-from benchbench.measure.peaks import achieved_flops_per_s, lookup, measured_matmul_flops, mfu
-from benchbench.measure.throughput import MODES, PRECISIONS, check_precision, measure_throughput
-from benchbench.runner import pick_device
+from benchbench import precision as precision_policy
+from benchbench.compute import achieved_flops_per_s
+from benchbench.envinfo import pick_device
+from benchbench.measure.peaks import lookup, measured_matmul_flops, mfu
+from benchbench.measure.throughput import MODES, measure_throughput
 
 
 def add_parser(sub, parent) -> None:
@@ -19,7 +21,7 @@ def add_parser(sub, parent) -> None:
                        help="measure a model's throughput, memory and MFU on a device (synthetic inputs)")
     p.add_argument("model", metavar="MODEL", help="model id, e.g. vit-b16 or 'ViT-B/16'")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
-    p.add_argument("--precision", default="fp32", choices=PRECISIONS,
+    p.add_argument("--precision", default="fp32", choices=precision_policy.PRECISIONS,
                    help="fp32 (TF32 off), tf32 (CUDA), bf16 or fp16 (autocast; fp16 needs CUDA); default fp32")
     p.add_argument("--mode", default="infer", choices=MODES,
                    help="infer: forward passes; train: forward, loss, backward, AdamW step (default infer)")
@@ -46,7 +48,7 @@ def add_parser(sub, parent) -> None:
 def profile(args) -> dict:
     spec = catalog(args).models.get(args.model)
     device = pick_device(args.device)
-    check_precision(device, args.precision)  # before building anything large
+    precision_policy.check(device, args.precision)  # before building anything large
     resolution = args.resolution or spec.default_resolution
     try:
         model = spec.build(num_classes=args.num_classes, image_size=resolution, in_chans=args.in_chans)

@@ -21,7 +21,8 @@ from benchbench.cli.common import catalog
 from benchbench.envinfo import device_name, environment
 from benchbench.errors import BenchError
 from benchbench.plan import cell_states, duration, plan, summary, throughput_history, totals
-from benchbench.runner import pick_device, run_suite
+from benchbench.envinfo import pick_device
+from benchbench.runner import run_suite
 from benchbench.specs import DataOptions
 from benchbench.store import ENV, RECORDS, RunLock, latest_run_dir, new_run_dir, read_records, repair_torn_tail, write_json
 from benchbench.suite import REPO_SUITES, load_suite
@@ -87,7 +88,7 @@ def run(args) -> int:
     else:
         run_dir = None if args.fresh else latest_run_dir(root, suite.name, suite.quick)
     earlier = read_records(run_dir).records if run_dir and (run_dir / RECORDS).is_file() else []
-    history = throughput_history([root, PUBLISHED], device_name(device))
+    history = throughput_history([root, PUBLISHED], device_name(device), [p.id for p in cat.protocols if p.trains])
     plans = plan(suite, cat, earlier, history)
     if args.dry_run:
         _dry_run(plans, run_dir)
@@ -126,7 +127,7 @@ def run(args) -> int:
     return _finish(run_dir, suite, records, args.force_flops)
 
 
-def _finish(run_dir: Path, suite, records: list[dict], force_flops: bool) -> int:
+def _finish(run_dir: Path, suite, records: list, force_flops: bool) -> int:
     """Print the suite's table from every record of its cells in the run directory."""
     df = results.load(run_dir)
     df = df[df["key"].isin({c.key for c in suite.cells})]

@@ -19,7 +19,7 @@ from typing import Mapping
 
 import torch
 
-from benchbench.measure.throughput import check_precision, float32_matmul_mode
+from benchbench import precision as precision_policy
 
 T = 1e12
 
@@ -111,13 +111,6 @@ def peak_flops_per_s(device_name: str, precision: str) -> float | None:
     return None if peak is None else peak.flops_per_s.get(precision)
 
 
-def achieved_flops_per_s(img_per_s: float, gflops: float, mode: str) -> float:
-    """Model FLOP/s: forward GFLOPs per image x images per second, x 3 for training (forward + backward)."""
-    if mode not in ("infer", "train"):
-        raise ValueError(f"mode {mode!r}: allowed: infer, train")
-    return img_per_s * gflops * 1e9 * (3 if mode == "train" else 1)
-
-
 def mfu(achieved_flops_per_s: float, peak_flops_per_s: float | None) -> float | None:
     """Model FLOP/s utilisation in [0, 1] (more means the peak is wrong); None without a peak."""
     if peak_flops_per_s is None or peak_flops_per_s <= 0:
@@ -154,7 +147,7 @@ def measured_matmul_flops(device: torch.device | str, precision: str, n: int | N
     other processes' doing. fp32 runs with TF32 off, tf32 with it on; bf16/fp16 are native tensors.
     Default n: 8192 on CUDA; on the CPU the largest whose product takes up to about 0.1 s (256 to 2048)."""
     device = torch.device(device)
-    check_precision(device, precision)
+    precision = precision_policy.check(device, precision)
     dtype = _MATMUL_DTYPES[precision]
     n = n or _default_n(device, dtype)
     a = torch.randn(n, n, device=device, dtype=dtype)
@@ -162,7 +155,7 @@ def measured_matmul_flops(device: torch.device | str, precision: str, n: int | N
     out = torch.empty(n, n, device=device, dtype=dtype)
     stream = torch.cuda.current_stream(device) if device.type == "cuda" else None
     best = float("inf")
-    with float32_matmul_mode(device, precision):
+    with precision_policy.matmul_mode(device, precision):
         for i in range(warmup + repeats):
             if device.type == "cuda":
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

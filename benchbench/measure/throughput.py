@@ -11,11 +11,8 @@ warm-up to the last timed step (tensors only, not the allocator's cache or the C
 CPU it is the process's peak resident set size (`ru_maxrss`) over the process's whole lifetime,
 so it includes everything the process did before, and never goes down.
 
-Precisions: `fp32` is IEEE float32 on CUDA (TF32 switched off for matmuls and convolutions while we
-measure, so it compares with the non-tensor FP32 peak), `tf32` switches TF32 on (CUDA only),
-`bf16` and `fp16` run under autocast with float32 weights (fp16 training adds a GradScaler).
-fp16 on the CPU is refused: CPU autocast accepts it, but almost no CPU computes in fp16, so the
-numbers would be those of a conversion loop; use bf16 or fp32 there.
+Precisions follow benchbench.precision (one policy for training and measuring); a training step
+is benchbench.step.train_step, the step the training protocols run (AdamW, clipping at norm 1).
 """
 
 from __future__ import annotations
@@ -25,21 +22,20 @@ import resource
 import statistics
 import sys
 import time
-from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from benchbench import precision as precision_policy
+from benchbench.clock import sync, time_steps
 from benchbench.envinfo import device_name as _device_name
 from benchbench.errors import BenchError
+from benchbench.step import forward, train_step
 
 MODES = ("infer", "train")
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # The automatic batch-size search doubles from START up to MAX (per device type): there is no
 # out-of-memory signal worth waiting for on a CPU, whose throughput stops growing long before.
 START_BATCH_SIZE = 8
@@ -78,40 +74,6 @@ class Throughput:
     latency_ms_p99: float | None = None
 
 
-def check_precision(device: torch.device, precision: str) -> None:
-    """A BenchError for a precision this harness does not run on this device."""
-    if precision not in PRECISIONS:
-        raise BenchError(f"precision {precision!r}: allowed: {', '.join(PRECISIONS)}")
-    if device.type == "cpu" and precision == "fp16":
-        raise BenchError("precision 'fp16' on the CPU: CPUs do not compute in fp16 (autocast would only add "
-                         "conversions); use bf16 or fp32")
-    if device.type != "cuda" and precision == "tf32":
-        raise BenchError(f"precision 'tf32' needs a CUDA device (TF32 is a tensor-core format); on {device.type} "
-                         "use fp32")
-
-
-@contextmanager
-def float32_matmul_mode(device: torch.device, precision: str) -> Iterator[None]:
-    """fp32 means IEEE fp32 and tf32 means TF32, for matmuls and convolutions alike, restored after.
-
-    PyTorch's own default mixes them (TF32 convolutions, IEEE matmuls), which would make an fp32
-    CNN look faster than an fp32 ViT for a reason that has nothing to do with the models."""
-    if device.type != "cuda" or precision not in ("fp32", "tf32"):
-        yield
-        return
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
-
-
-def _autocast(device: torch.device, precision: str):
-    dtype = AUTOCAST_DTYPES.get(precision)
-    return torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
-
-
 def is_oom(exc: BaseException) -> bool:
     """CUDA's OutOfMemoryError, or the RuntimeError a CPU allocator raises when it cannot allocate."""
     if isinstance(exc, torch.cuda.OutOfMemoryError):
@@ -129,33 +91,13 @@ def _free_memory(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def make_step(model: nn.Module, mode: str, device: torch.device, precision: str,
-              optimizer: torch.optim.Optimizer | None = None,
-              scaler: torch.amp.GradScaler | None = None) -> Callable[[torch.Tensor, torch.Tensor], None]:
-    """One unit of work on a batch (x, labels): a forward pass, or a full optimiser step."""
+              optimizer: torch.optim.Optimizer | None = None) -> Callable[[torch.Tensor, torch.Tensor], object]:
+    """One unit of work on a batch (x, labels): a forward pass, or the training step (benchbench.step)."""
     if mode == "infer":
-        def infer(x: torch.Tensor, y: torch.Tensor) -> None:
-            with torch.inference_mode(), _autocast(device, precision):
-                model(x)
-        return infer
-
-    def train(x: torch.Tensor, y: torch.Tensor) -> None:
-        with _autocast(device, precision):
-            loss = F.cross_entropy(model(x), y)
-        optimizer.zero_grad(set_to_none=True)
-        if scaler is not None:  # fp16 gradients underflow without loss scaling
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            optimizer.step()
-    return train
+        logits = forward(model, device, precision)
+        return lambda x, y: logits(x)
+    return train_step(model, optimizer, device, precision)
 
 
 def _inputs(batch_size: int, image_size: int, in_chans: int, num_classes: int, device: torch.device,
@@ -164,35 +106,6 @@ def _inputs(batch_size: int, image_size: int, in_chans: int, num_classes: int, d
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
     return x, torch.randint(num_classes, (batch_size,), device=device)
-
-
-def time_steps(run: Callable[[], None], device: torch.device, *, min_steps: int, min_seconds: float) -> list[float]:
-    """Seconds of each step, steps run back to back until both minimums are met.
-
-    Marks are taken between steps (CUDA events or perf_counter), so the steps' times add up to the
-    whole timed span, loop overhead included. On CUDA the host clock only decides when to stop
-    queueing work: the host can run ahead of the device, never behind it, so the device's timed span
-    is at least about min_seconds."""
-    if min_steps < 1:
-        raise BenchError(f"min_steps {min_steps}: must be at least 1")
-    if device.type == "cuda":
-        stream = torch.cuda.current_stream(device)  # where this device's kernels are queued
-
-        def mark():
-            event = torch.cuda.Event(enable_timing=True)
-            event.record(stream)
-            return event
-    else:
-        mark = time.perf_counter
-    marks = [mark()]
-    start = time.perf_counter()
-    while len(marks) <= min_steps or time.perf_counter() - start < min_seconds:
-        run()
-        marks.append(mark())
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        return [a.elapsed_time(b) / 1e3 for a, b in zip(marks, marks[1:])]
-    return [b - a for a, b in zip(marks, marks[1:])]
 
 
 def largest_batch(fits: Callable[[int], bool], start: int, maximum: int) -> tuple[int, int]:
@@ -255,7 +168,7 @@ def measure_throughput(
     device = torch.device(device)
     if mode not in MODES:
         raise BenchError(f"mode {mode!r}: allowed: {', '.join(MODES)}")
-    check_precision(device, precision)
+    precision = precision_policy.check(device, precision)
     if batch_size is not None and batch_size < 1:
         raise BenchError(f"batch size {batch_size}: must be at least 1")
     was_training = model.training
@@ -264,12 +177,12 @@ def measure_throughput(
         model.to(memory_format=torch.channels_last)
     model.train(mode == "train")
     # AdamW as in the scratch protocol (and the paper's pre-training); its two moments per weight are
-    # part of the memory a training step needs. lr is irrelevant to speed and small to stay finite.
+    # part of the memory a training step needs. lr is irrelevant to speed and small to stay finite;
+    # the step itself, gradient clipping included, is the training protocols' (benchbench.step).
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5) if mode == "train" else None
-    scaler = torch.amp.GradScaler(device.type) if mode == "train" and precision == "fp16" else None
     runner = torch.compile(model) if compile else model
-    eager = make_step(model, mode, device, precision, optimizer, scaler)
-    measured = make_step(runner, mode, device, precision, optimizer, scaler)
+    eager = make_step(model, mode, device, precision, optimizer)
+    measured = make_step(runner, mode, device, precision, optimizer)
 
     def inputs(batch: int):
         return _inputs(batch, image_size, in_chans, num_classes, device, channels_last)
@@ -283,7 +196,7 @@ def measure_throughput(
         """One eager step at this batch: the search's probe."""
         try:
             eager(*inputs(batch))
-            _sync(device)
+            sync(device)
             return True
         except Exception as exc:  # noqa: BLE001 (anything that is not an OOM is re-raised)
             if not is_oom(exc):
@@ -299,7 +212,7 @@ def measure_throughput(
                 torch.cuda.reset_peak_memory_stats(device)
             for _ in range(warmup_steps):  # first-call costs: allocator, autotuning, compilation
                 measured(x, y)
-            _sync(device)
+            sync(device)
             return time_steps(lambda: measured(x, y), device, min_steps=min_steps, min_seconds=min_seconds)
         except Exception as exc:  # noqa: BLE001
             if not is_oom(exc):
@@ -308,7 +221,7 @@ def measure_throughput(
         return None
 
     try:
-        with float32_matmul_mode(device, precision):
+        with precision_policy.matmul_mode(device, precision):
             batch, oom_retries = batch_size, 0
             if batch is None:
                 cap = max_batch_size or MAX_BATCH_SIZE.get(device.type, 64)
@@ -352,19 +265,20 @@ def latency_percentiles(
     Latency is what one request waits for, so each pass is timed alone on the host clock with a
     synchronisation on both sides: kernel-launch overhead, which dominates at batch 1, counts."""
     device = torch.device(device)
-    check_precision(device, precision)
+    precision = precision_policy.check(device, precision)
     if repeats < 1:
         raise BenchError(f"latency repeats {repeats}: must be at least 1")
     was_training = model.training
     model.to(device).eval()
     x, _ = _inputs(1, image_size, in_chans, 1, device, channels_last)
     times = []
-    with float32_matmul_mode(device, precision), torch.inference_mode(), _autocast(device, precision):
+    with precision_policy.matmul_mode(device, precision):
+        logits = forward(model, device, precision)
         for i in range(warmup_steps + repeats):
-            _sync(device)
+            sync(device)
             start = time.perf_counter()
-            model(x)
-            _sync(device)
+            logits(x)
+            sync(device)
             if i >= warmup_steps:
                 times.append(time.perf_counter() - start)
     model.train(was_training)

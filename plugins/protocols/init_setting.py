@@ -1,4 +1,4 @@
-"""Where a protocol's starting weights come from (`init`): a checkpoint file, or the checkpoint a
+"""Resolves a protocol's `init` setting to starting weights: a checkpoint file, or the checkpoint a
 scratch cell of the same run wrote (`run:<dataset-id>`), with the pre-training cost it recorded."""
 
 from __future__ import annotations
@@ -11,7 +11,10 @@ from typing import Mapping
 import torch
 from torch import nn
 
+from benchbench.checkpoints import load_checkpoint
 from benchbench.errors import BenchError
+from benchbench.specs import ClassifierModel, ProtocolContext, Setting
+from benchbench.store import read_records
 
 def _safe(name: str) -> str:
     return urllib.parse.quote(name, safe="-._")
@@ -31,6 +34,11 @@ INIT_HELP = ("weights to start from: a checkpoint file (.pt/.pth from benchbench
              "model and seed on that dataset wrote earlier in this run")
 
 
+def init_setting(help_suffix: str) -> Setting:
+    """The `init` setting of a protocol that starts from weights; `help_suffix` says what empty means."""
+    return Setting("", str, INIT_HELP + help_suffix, check_init)
+
+
 def check_init(value: str) -> str | None:
     if value.startswith("run:"):
         return None if value[4:].strip() else "run: needs a dataset id, e.g. run:fashion-mnist"
@@ -41,31 +49,27 @@ def check_init(value: str) -> str | None:
 
 def _pretrain_cost(run_dir: Path, model_id: str, dataset_id: str, seed: int) -> dict[str, float]:
     """The training cost recorded by the scratch cell that wrote a run checkpoint; {} when not found."""
-    from benchbench.store import read_records
-
     try:
         records = read_records(run_dir).records
     except BenchError:
         return {}
-    found = [r for r in records if r.get("protocol") == "scratch" and r.get("status") == "ok"
-             and r.get("model") == model_id and r.get("seed") == seed
-             and str(r.get("dataset", "")).lower() == dataset_id.lower()]
+    found = [r for r in records if r.protocol == "scratch" and r.ok and r.model == model_id and r.seed == seed
+             and r.dataset.lower() == dataset_id.lower()]
     if not found:
         return {}
-    m = found[-1].get("metrics", {})
+    m = found[-1].metrics
     out = {"pretrain_device_seconds": m.get("train_device_seconds"),
            "pretrain_images_seen": m.get("train_images_seen"), "pretrain_macs": m.get("macs")}
     return {k: float(v) for k, v in out.items() if v is not None}
 
 
-def load_init(model: nn.Module, init: str, *, run_dir: Path | None, model_id: str, seed: int,
-              protocol: str) -> dict[str, float]:
-    """Load `init` into `model`, keeping the model's own head (the checkpoint's is dropped); position
+def load_init(ctx: ProtocolContext, init: str, *, protocol: str) -> dict[str, float]:
+    """Load `init` into the cell's model, keeping its own head (the checkpoint's is dropped); position
     embeddings are resized to the model's resolution. Returns what is known of the pre-training cost:
     pretrain_device_seconds, pretrain_images_seen and pretrain_macs (MACs per image of the pre-training
     model, which may differ from this cell's at another resolution)."""
-    from benchbench.checkpoints import load_checkpoint
-
+    model, run_dir, model_id, seed = ctx.model, ctx.run_dir, ctx.model_spec.id, ctx.seed
+    npz_layout = ctx.model_spec.npz_layout
     if init == "":
         return {}
     if init.startswith("run:"):
@@ -80,7 +84,7 @@ def load_init(model: nn.Module, init: str, *, run_dir: Path | None, model_id: st
                 f"dataset {dataset_id!r} with seed {seed} and save_checkpoint = true must run first in the same "
                 "run (put it in [suite] or an earlier [[group]] than this cell); "
                 + (f"checkpoints in this run: {', '.join(have)}" if have else "this run has no checkpoints yet"))
-        report = _load(model, path)
+        report = _load(model, path, npz_layout)
         cost = _pretrain_cost(run_dir, model_id, dataset_id, seed)
         if cost:
             return cost
@@ -88,25 +92,24 @@ def load_init(model: nn.Module, init: str, *, run_dir: Path | None, model_id: st
         path = Path(init).expanduser()
         if not path.is_file():
             raise BenchError(f"{protocol}: init = {init!r}: no such file {path.resolve()}")
-        report = _load(model, path)
+        report = _load(model, path, npz_layout)
     # A checkpoint from `scratch` carries its training cost in its metadata; others carry none.
     out = {"pretrain_device_seconds": report.meta.get("train_device_seconds"),
            "pretrain_images_seen": report.meta.get("train_images_seen")}
     return {k: float(v) for k, v in out.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-def _load(model: nn.Module, path: Path):
+def _load(model: nn.Module, path: Path, npz_layout):
     """Load a checkpoint whatever the model calls its head. A benchbench checkpoint names its number
     of classes: the model gets a head of that size, and everything loads (torchvision models' heads
     have no common prefix to drop); other files load with their `head.` weights dropped. The caller
     resets the head afterwards either way."""
-    from benchbench.checkpoints import load_checkpoint
-
     classes = _checkpoint_meta(path).get("num_classes")
-    if isinstance(classes, int) and not isinstance(classes, bool) and classes > 0 and hasattr(model, "reset_head"):
+    if (isinstance(classes, int) and not isinstance(classes, bool) and classes > 0
+            and isinstance(model, ClassifierModel)):
         model.reset_head(classes)
-        return load_checkpoint(model, path)
-    return load_checkpoint(model, path, drop_head=True)
+        return load_checkpoint(model, path, npz_layout=npz_layout)
+    return load_checkpoint(model, path, drop_head=True, npz_layout=npz_layout)
 
 
 def _checkpoint_meta(path: Path) -> dict:

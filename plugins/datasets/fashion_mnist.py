@@ -15,10 +15,10 @@ from pathlib import Path
 import torch
 
 from benchbench import hookimpl
-from benchbench.data import TensorImages, tensor_images
 from benchbench.errors import BenchError
-from benchbench.idx import read_idx
 from benchbench.specs import DataOptions, DatasetSpec
+from benchbench_plugins.datasets.idx import read_idx
+from benchbench_plugins.datasets.transforms import TensorImages, tensor_images
 
 DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
 FILES = {

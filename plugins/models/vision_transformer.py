@@ -1,4 +1,5 @@
-"""Vision Transformer as in Dosovitskiy et al. 2020, "An Image is Worth 16x16 Words".
+"""The Vision Transformer architecture of Dosovitskiy et al. 2020, "An Image is Worth 16x16 Words",
+shared by the ViT and hybrid families (plugins vit and hybrid).
 
 Patches -> linear projection (a conv with kernel = stride = patch), a learnable [class] token,
 learnable 1-D position embeddings, pre-LN encoder blocks (multi-head self-attention, then a GELU
@@ -11,14 +12,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchbench import hookimpl
-from benchbench.specs import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -178,27 +176,3 @@ def resize_pos_embed(pos_embed: torch.Tensor, grid: int) -> torch.Tensor:
 
 def create(width: str, patch_size: int, **kwargs) -> VisionTransformer:
     return VisionTransformer(WIDTHS[width], patch_size, **kwargs)
-
-
-def _spec(width: str, patch: int, resolution: int) -> ModelSpec:
-    w = WIDTHS[width]
-    name = f"ViT-{width}/{patch}"
-    return ModelSpec(
-        id=f"vit-{width.lower()}{patch}",
-        name=name,
-        family="vit",
-        build=partial(create, width, patch),
-        default_resolution=resolution,
-        aliases=(name,),
-        resolution_multiple=patch,
-        description=f"{w.depth} layers, hidden {w.hidden}, MLP {w.mlp}, {w.heads} heads, patch {patch}",
-    )
-
-
-@hookimpl
-def register_models(register) -> None:
-    for width in ("Ti", "S", "B", "L", "H"):
-        for patch in PAPER_PATCHES:
-            register(_spec(width, patch, 224))
-    for patch in SMALL_PATCHES:
-        register(_spec("Mu", patch, SMALL_RESOLUTION))

@@ -13,10 +13,10 @@ from pathlib import Path
 import torch
 
 from benchbench import hookimpl
-from benchbench.data import (VIT_MEAN, VIT_STD, TensorImages, candidate_dirs, check_split, download_dir,
-                             missing_data, tensor_images)
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions, DatasetSpec
+from benchbench_plugins.datasets.locate import candidate_dirs, check_split, download_dir, missing_data
+from benchbench_plugins.datasets.transforms import VIT_MEAN, VIT_STD, TensorImages, tensor_images
 
 SPLITS = ("train", "test")
 SIZES = {"train": 50_000, "test": 10_000}

@@ -12,8 +12,9 @@ import torch
 from torch.utils.data import Dataset
 
 from benchbench import hookimpl
-from benchbench.data import check_split, target_size
 from benchbench.specs import DataOptions, DatasetSpec
+from benchbench_plugins.datasets.locate import check_split
+from benchbench_plugins.datasets.transforms import target_size
 
 ID = "synthetic"
 SPLITS = ("train", "test")

@@ -1,7 +1,7 @@
 """Protocol `linear`: a linear probe on frozen pre-logits features of the full training split.
 
 `method = "ridge"` (default): the closed-form L2-regularised least squares of the few-shot evaluation
-(whitened features, bias feature, {-1, 1} targets; benchbench.features), on every training image.
+(whitened features, bias feature, {-1, 1} targets; features.py), on every training image.
 `method = "logistic"`: multinomial logistic regression on the same whitened features by L-BFGS,
 minimising the summed cross-entropy + l2_reg * ||W||^2. Top-1/top-5 on the test split.
 """
@@ -11,34 +11,31 @@ from __future__ import annotations
 import time
 
 from benchbench import hookimpl
-from benchbench.data import training_subset
-from benchbench.features import RidgeRegression, extract, logistic_regression, top1, topk
-from benchbench.settings import non_negative, one_of, positive
+from benchbench.settings import one_of, positive
 from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
-from benchbench.init_weights import INIT_HELP, check_init, load_init
-from benchbench.training import data_settings, in_range, subset, workers
+from benchbench_plugins.protocols.features import RidgeRegression, extract, logistic_regression, top1, topk
+from benchbench_plugins.protocols.init_setting import init_setting, load_init
+from benchbench_plugins.protocols.loader import workers
+from benchbench_plugins.protocols.subsets import random_subset, training_subset
+from benchbench_plugins.protocols.training_settings import data_settings, in_range, split_sizes, subset_settings
 
 SETTINGS = {
     "method": Setting("ridge", str, "ridge (closed form) | logistic (L-BFGS)", one_of("ridge", "logistic")),
     "l2_reg": Setting(1024.0, float, "L2 penalty on the weights of whitened features", positive),
     "max_iter": Setting(200, int, "L-BFGS iterations (logistic)", in_range(1, 100_000)),
-    "init": Setting("", str, INIT_HELP + "; empty = the model as built (random init)", check_init),
+    "init": init_setting("; empty = the model as built (random init)"),
     "batch_size": Setting(256, int, "feature-extraction batch size", positive),
-    "train_subset": Setting(0, int, "fit on a seeded random subset of this many images; 0 = all", non_negative),
-    "train_per_class": Setting(0, int, "fit on the first N images of each class after a seeded shuffle; 0 = all",
-                               non_negative),
-    "test_subset": Setting(0, int, "evaluate on a seeded random subset; 0 = the whole test split", non_negative),
+    **subset_settings(),
     **data_settings(),
 }
 
 
 def run(ctx: ProtocolContext) -> dict[str, float]:
     s, device, spec = ctx.settings, ctx.device, ctx.dataset_spec
-    pretrain = load_init(ctx.model, s["init"], run_dir=ctx.run_dir, model_id=ctx.model_spec.id, seed=ctx.seed,
-                         protocol="linear")
+    pretrain = load_init(ctx, s["init"], protocol="linear")
     train = training_subset(spec.load("train", ctx.data), per_class=s["train_per_class"], total=s["train_subset"],
                             seed=ctx.seed)
-    test = subset(spec.load("test", ctx.data), s["test_subset"], ctx.seed + 1)
+    test = random_subset(spec.load("test", ctx.data), s["test_subset"], ctx.seed + 1)
     kw = dict(precision=s["precision"])
     train_f = extract(ctx.model, train, device, s["batch_size"], num_workers=workers(s["num_workers"], train), **kw)
     test_f = extract(ctx.model, test, device, s["batch_size"], num_workers=workers(s["num_workers"], test), **kw)
@@ -64,15 +61,9 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
 
 def estimate(settings, dataset_spec) -> dict[str, float]:
     """Forward passes only: the training split (or its subset) and the test split."""
-    n_train, n_test = dataset_spec.num_examples.get("train"), dataset_spec.num_examples.get("test")
+    n_train, n_test = split_sizes(settings, dataset_spec)
     if n_train is None or n_test is None:
         return {"train_images": 0.0}
-    if settings["train_per_class"] > 0:
-        n_train = min(n_train, settings["train_per_class"] * dataset_spec.num_classes)
-    elif settings["train_subset"] > 0:
-        n_train = min(n_train, settings["train_subset"])
-    if settings["test_subset"] > 0:
-        n_test = min(n_test, settings["test_subset"])
     return {"train_images": 0.0, "eval_images": float(n_train + n_test)}
 
 
@@ -86,4 +77,5 @@ def register_protocols(register) -> None:
         aliases=("linear-probe",),
         description="frozen pre-logits of the full training split, closed-form ridge (or L-BFGS logistic)",
         estimate=estimate,
+        trains=False,
     ))

@@ -19,7 +19,8 @@ from torch import nn
 
 from benchbench import hookimpl
 from benchbench.specs import ModelSpec
-from benchbench_plugins.vit import WIDTHS, VisionTransformer
+from benchbench_plugins.models.vision_transformer import WIDTHS, VisionTransformer
+from benchbench_plugins.models.vit_npz import LAYOUT
 
 
 def _same_pads(size: int, kernel: int, stride: int) -> tuple[int, int]:
@@ -129,6 +130,7 @@ def create(units: tuple[int, ...], width: str, *, resnet_width: int = 64, small_
 
 R50_S32, R50_S16 = (3, 4, 6, 3), (3, 4, 9)  # /16: stage 4's 3 units moved into stage 3
 SMALL_UNITS = (1, 1)  # 28 px: 3x3/2 root, then stride 1 and 2: a 7x7 token grid
+STYLE = dict(npz_layout=LAYOUT, marker="^", color="tab:green")
 
 
 @hookimpl
@@ -145,6 +147,7 @@ def register_models(register) -> None:
                 aliases=(name,),
                 resolution_multiple=stride,
                 description=f"ResNet-50 units {units} (output stride {stride}) + ViT-{width}, patch 1 on its features",
+                **STYLE,
             ))
     register(ModelSpec(
         id="r8x1-small+vit-mu4",
@@ -154,4 +157,5 @@ def register_models(register) -> None:
         default_resolution=28,
         resolution_multiple=4,
         description="3x3/2 root + units (1, 1) of width 16 (output stride 4) + ViT-Mu, for 28-64 px",
+        **STYLE,
     ))

@@ -12,9 +12,11 @@ from functools import partial
 from pathlib import Path
 
 from benchbench import hookimpl
-from benchbench.data import FolderImages, check_split, folder_classes, image_folder, photo_transform
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions, DatasetSpec
+from benchbench_plugins.datasets.folders import FolderImages, folder_classes, image_folder
+from benchbench_plugins.datasets.locate import check_split
+from benchbench_plugins.datasets.transforms import photo_transform
 
 ID = "imagefolder"
 SPLITS = ("train", "test")

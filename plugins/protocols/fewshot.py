@@ -1,7 +1,7 @@
 """Protocol `fewshot`: the paper's few-shot linear evaluation on frozen pre-logits features.
 
 For each of `seeds` draws of k training images per class (k in `shots`), an L2-regularised least-
-squares classifier onto {-1, 1}^K targets is solved in closed form (benchbench.features, after
+squares classifier onto {-1, 1}^K targets is solved in closed form (features.py, after
 big_vision's evaluator) and its top-1 measured on the test split. The regulariser is fixed
 (`l2_reg`, default 2^10 = 1024, big_vision's configs' value), not tuned per draw. Features are
 extracted once per cell, only for the training images some draw uses and for the test split, and
@@ -13,13 +13,14 @@ from __future__ import annotations
 import statistics
 
 from benchbench import hookimpl
-from benchbench.data import labels_of, take
 from benchbench.errors import BenchError
-from benchbench.features import extract, fewshot_eval, shot_draws
-from benchbench.settings import non_negative, positive
+from benchbench.settings import positive
 from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
-from benchbench.init_weights import INIT_HELP, check_init, load_init
-from benchbench.training import data_settings, subset, workers
+from benchbench_plugins.protocols.features import extract, fewshot_eval, shot_draws
+from benchbench_plugins.protocols.init_setting import init_setting, load_init
+from benchbench_plugins.protocols.loader import workers
+from benchbench_plugins.protocols.subsets import labels_of, random_subset, take
+from benchbench_plugins.protocols.training_settings import data_settings, split_sizes, subset_settings
 
 MAX_SHOTS = 10_000
 
@@ -41,9 +42,9 @@ SETTINGS = {
                      check_shots),
     "seeds": Setting(5, int, "draws of the k-shot training sets; reported as mean and std", check_seeds),
     "l2_reg": Setting(1024.0, float, "ridge regulariser on whitened features (big_vision: 2^10)", positive),
-    "init": Setting("", str, INIT_HELP + "; empty = the model as built (random init)", check_init),
+    "init": init_setting("; empty = the model as built (random init)"),
     "batch_size": Setting(256, int, "feature-extraction batch size", positive),
-    "test_subset": Setting(0, int, "evaluate on a seeded random subset; 0 = the whole test split", non_negative),
+    **subset_settings(train=False),
     **data_settings(),
 }
 
@@ -51,10 +52,9 @@ SETTINGS = {
 def run(ctx: ProtocolContext) -> dict[str, float]:
     s, device, spec = ctx.settings, ctx.device, ctx.dataset_spec
     shots = sorted(s["shots"])
-    pretrain = load_init(ctx.model, s["init"], run_dir=ctx.run_dir, model_id=ctx.model_spec.id, seed=ctx.seed,
-                         protocol="fewshot")
+    pretrain = load_init(ctx, s["init"], protocol="fewshot")
     train = spec.load("train", ctx.data)
-    test = subset(spec.load("test", ctx.data), s["test_subset"], ctx.seed + 1)
+    test = random_subset(spec.load("test", ctx.data), s["test_subset"], ctx.seed + 1)
     try:
         draws = shot_draws(labels_of(train), spec.num_classes, shots, s["seeds"], ctx.seed)
     except ValueError as exc:
@@ -84,13 +84,15 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
     return metrics
 
 
+def accuracies(settings) -> dict[str, str]:
+    """One accuracy per k: `fewshot_<k>shot_top1`, labelled "<k>-shot" (its std over draws: `..._std`)."""
+    return {f"fewshot_{k}shot_top1": f"{k}-shot" for k in sorted(settings["shots"])}
+
+
 def estimate(settings, dataset_spec) -> dict[str, float]:
     """Forward passes only: the drawn training images (at most) and the test split."""
-    n_test = dataset_spec.num_examples.get("test")
-    if settings["test_subset"] > 0 and n_test is not None:
-        n_test = min(n_test, settings["test_subset"])
+    n_train, n_test = split_sizes(settings, dataset_spec)
     drawn = settings["seeds"] * max(settings["shots"]) * dataset_spec.num_classes
-    n_train = dataset_spec.num_examples.get("train")
     out = {"train_images": 0.0}
     if n_test is not None:
         out["eval_images"] = float(n_test + (drawn if n_train is None else min(drawn, n_train)))
@@ -107,4 +109,6 @@ def register_protocols(register) -> None:
         aliases=("few-shot",),
         description="frozen pre-logits, closed-form ridge on k images/class (1, 5, 10, 25), mean ± std over draws",
         estimate=estimate,
+        accuracies=accuracies,
+        trains=False,
     ))

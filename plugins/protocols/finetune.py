@@ -10,20 +10,17 @@ pretrain_images_seen, so the runner adds pretrain_exaflops).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from torch import nn
 
 from benchbench import hookimpl
-from benchbench.data import training_subset
 from benchbench.errors import BenchError
-from benchbench.init_weights import INIT_HELP, check_init, load_init
-from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
-from benchbench.training import DeviceClock, data_settings, evaluate, fit, subset, train_settings, workers
-from benchbench_plugins.scratch import estimate
+from benchbench.specs import ProtocolContext, ProtocolSpec
+from benchbench_plugins.protocols.init_setting import INIT_HELP, init_setting, load_init
+from benchbench_plugins.protocols.training import estimate, train_and_evaluate
+from benchbench_plugins.protocols.training_settings import data_settings, train_settings
 
 SETTINGS = {
-    "init": Setting("", str, INIT_HELP + " (required)", check_init),
+    "init": init_setting(" (required)"),
     **train_settings(optimizer="sgd", lr=0.01, weight_decay=0.0, batch_size=512, steps=500),
     **data_settings(),
 }
@@ -36,24 +33,14 @@ def prepare(ctx: ProtocolContext) -> tuple[nn.Module, dict[str, float]]:
     if not init:
         raise BenchError("finetune: set init: " + INIT_HELP)
     model = ctx.model
-    pretrain = load_init(model, init, run_dir=ctx.run_dir, model_id=ctx.model_spec.id, seed=ctx.seed,
-                         protocol="finetune")
+    pretrain = load_init(ctx, init, protocol="finetune")
     model.reset_head(ctx.dataset_spec.num_classes)  # zero weights and bias, as the paper fine-tunes
     return model, pretrain
 
 
 def run(ctx: ProtocolContext) -> dict[str, float]:
-    s, device, spec = ctx.settings, ctx.device, ctx.dataset_spec
     model, pretrain = prepare(ctx)
-    train = training_subset(spec.load("train", replace(ctx.data, augment=s["augment"])),
-                            per_class=s["train_per_class"], total=s["train_subset"], seed=ctx.seed)
-    test = subset(spec.load("test", ctx.data), s["test_subset"], ctx.seed + 1)
-    metrics = fit(model, train, s, device, ctx.seed, show_progress=ctx.show_progress,
-                  desc=f"fine-tune {ctx.model_spec.id} on {spec.id}")
-    with DeviceClock(device) as eval_clock:
-        acc = evaluate(model, test, device, s["eval_batch_size"], precision=s["precision"],
-                       num_workers=workers(s["num_workers"], test))
-    metrics.update(top1=acc.top1, top5=acc.top5, eval_images=acc.images, eval_device_seconds=eval_clock.seconds)
+    metrics = train_and_evaluate(ctx, model, desc=f"fine-tune {ctx.model_spec.id} on {ctx.dataset_spec.id}")
     metrics.update(pretrain)
     return metrics
 

@@ -9,6 +9,7 @@ to `projected_device_days`.
 from __future__ import annotations
 
 from benchbench import hookimpl
+from benchbench import precision as precision_policy
 from benchbench.errors import BenchError
 from benchbench.settings import non_negative, one_of, positive
 from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
@@ -18,8 +19,8 @@ SETTINGS = {
     "images": Setting(0, int, "images per epoch; 0 = the dataset's training split", non_negative),
     "throughput": Setting("auto", str, "measure training img/s on the run's device to project device-days: "
                           "on | off | auto (on for CUDA devices)", one_of("auto", "on", "off")),
-    "precision": Setting("fp32", str, "precision of the throughput measurement: fp32 | bf16 | fp16",
-                         one_of("fp32", "bf16", "fp16")),
+    "precision": Setting("fp32", str, "precision of the throughput measurement: " + precision_policy.HELP,
+                         one_of(*precision_policy.CHOICES)),
     "batch_size": Setting(0, int, "batch size of the throughput measurement; 0 = largest that fits",
                           non_negative),
 }
@@ -59,4 +60,6 @@ def register_protocols(register) -> None:
         description="no training: params, GMACs, pre-training exaFLOPs of a schedule, projected device-days",
         needs_initialised_model=False,
         estimate=estimate,
+        accuracies=lambda settings: {},
+        trains=False,
     ))

@@ -19,7 +19,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import Dataset
 
-from benchbench.training import DeviceClock, Loader, autocast
+from benchbench import precision as precision_policy
+from benchbench.clock import DeviceClock
+from benchbench_plugins.protocols.loader import Loader
 
 BIAS_FEATURE = 100.0
 STD_EPS = 1e-5
@@ -36,11 +38,12 @@ class Features:
 def extract(model: nn.Module, dataset: Dataset, device: torch.device, batch_size: int, *,
             precision: str = "fp32", num_workers: int = 0) -> Features:
     """Pre-logits features (`model.features`) of every example, in dataset order, timed."""
+    precision = precision_policy.check(device, precision)
     model = model.to(device).eval()
     xs, ys = [], []
     with DeviceClock(device) as clock:
         for x, y in Loader(dataset, batch_size, num_workers=num_workers, pin_memory=device.type == "cuda"):
-            with autocast(device, precision):
+            with precision_policy.autocast(device, precision):
                 f = model.features(x.to(device, non_blocking=True))
             xs.append(f.float().flatten(1).cpu())
             ys.append(torch.as_tensor(y).long())

@@ -16,6 +16,7 @@ from torch import nn
 
 from benchbench import hookimpl
 from benchbench.specs import ModelSpec
+from benchbench_plugins.models.bit_npz import LAYOUT
 
 
 class StdConv2d(nn.Conv2d):
@@ -144,6 +145,7 @@ def create(depth: str, width_factor: int, **kwargs) -> ResNetV2:
 BIT_VARIANTS = (("R50", 1), ("R50", 2), ("R50", 3), ("R101", 1), ("R101", 3),
                 ("R152", 1), ("R152", 2), ("R152", 4), ("R200", 3))
 SMALL_BASE_WIDTH, SMALL_GROUPS, SMALL_RESOLUTION = 16, 8, 28
+STYLE = dict(npz_layout=LAYOUT, marker="s", color="tab:orange")
 
 
 @hookimpl
@@ -158,6 +160,7 @@ def register_models(register) -> None:
             default_resolution=224,
             aliases=(f"ResNet{depth[1:]}x{wf}",) + (("BiT-L",) if (depth, wf) == ("R152", 4) else ()),
             description=f"ResNet-v2 {depth} (units {d.units}), width x{wf}, GN + WS",
+            **STYLE,
         ))
     register(ModelSpec(
         id="bit-r20x1-small",
@@ -167,4 +170,5 @@ def register_models(register) -> None:
         default_resolution=SMALL_RESOLUTION,
         description=f"ResNet-v2 R20 (units {DEPTHS['R20'].units}), base width {SMALL_BASE_WIDTH}, "
                     f"3x3/1 stem, GN({SMALL_GROUPS}) + WS, for 28-64 px",
+        **STYLE,
     ))

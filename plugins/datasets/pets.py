@@ -12,9 +12,10 @@ from pathlib import Path
 from torch.utils.data import Dataset
 
 from benchbench import hookimpl
-from benchbench.data import candidate_dirs, check_split, download_dir, missing_data, photo_transform
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions, DatasetSpec
+from benchbench_plugins.datasets.locate import candidate_dirs, check_split, download_dir, missing_data
+from benchbench_plugins.datasets.transforms import photo_transform
 
 ID = "oxford-iiit-pets"
 SPLITS = ("train", "test")

@@ -148,4 +148,6 @@ def register_models(register) -> None:
             default_resolution=default_resolution(name),
             in_chans=3,
             description=f"torchvision.models.{name}(weights=None), randomly initialised",
+            marker="D",
+            color="tab:purple",
         ))

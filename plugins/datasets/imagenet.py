@@ -11,10 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchbench import hookimpl
-from benchbench.data import (FolderImages, candidate_dirs, check_split, folder_classes, image_folder,
-                             missing_data, photo_transform)
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions, DatasetSpec
+from benchbench_plugins.datasets.folders import FolderImages, folder_classes, image_folder
+from benchbench_plugins.datasets.locate import candidate_dirs, check_split, missing_data
+from benchbench_plugins.datasets.transforms import photo_transform
 
 ID = "imagenet"
 SPLITS = ("train", "test")

@@ -1,0 +1,105 @@
+"""The typed record a cell appends to its run: what ran, what it measured, where, and how it ended.
+
+On disk a record is one JSON object per line of records.jsonl (flat, as below). Its `schema` says
+which version wrote it:
+- 2 (current): adds `accuracies`, {metric: label} of the metrics that are accuracies in [0, 1],
+  declared by the protocol's spec (`ProtocolSpec.accuracies`); label "" is the cell's main top-1.
+- 1: no `accuracies`. Read through `upgrade`: the metric `top1` is the main accuracy, and a metric
+  `<prefix>_<k>shot_top1` is a k-shot accuracy labelled "<k>-shot" (the only ones schema 1 had).
+  Nothing on disk is rewritten; a record is upgraded each time it is read.
+A newer schema than this code knows, or an object that is not a record, is a `RecordError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from benchbench.errors import BenchError
+
+SCHEMA = 2
+STATUSES = ("ok", "failed")
+_SHOT = re.compile(r"^\w+?_(\d+)shot_top1$")
+
+
+class RecordError(BenchError):
+    """A JSON object that is not a record this code can read."""
+
+
+@dataclass(frozen=True)
+class Record:
+    key: str  # the cell's stable key (hash of its resolved settings)
+    status: str  # "ok" | "failed"
+    model: str
+    dataset: str
+    protocol: str
+    seed: int
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    metrics: Mapping[str, Any] = field(default_factory=dict)  # names carry units; whatever was measured
+    accuracies: Mapping[str, str] = field(default_factory=dict)  # metric -> label ("" = the main top-1)
+    model_name: str = ""
+    model_family: str = ""
+    model_plugin: str = ""
+    dataset_name: str = ""
+    dataset_plugin: str = ""
+    protocol_plugin: str = ""
+    resolution: int | None = None
+    device: str = ""
+    devices: int = 1
+    flops_status: str | None = None
+    error: str | None = None  # "<ExceptionType>: message" of a failed cell
+    traceback: str | None = None  # "" for input errors (BenchError), whose message says it all
+    started_at: str | None = None
+    finished_at: str | None = None
+    wall_seconds: float | None = None
+    suite: str | None = None
+    run_id: str | None = None
+    quick: bool = False
+    env: Mapping[str, Any] | None = None  # versions, device name, git commit, plugin packages
+    schema: int = SCHEMA
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_json(self) -> dict[str, Any]:
+        """The object written as one line of records.jsonl."""
+        out = dataclasses.asdict(self)
+        if out["env"] is None:
+            del out["env"]
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "Record":
+        """A record from one parsed line, upgraded to the current schema; RecordError if it is none."""
+        if not isinstance(obj, Mapping):
+            raise RecordError(f"a JSON {type(obj).__name__}, not an object")
+        obj = upgrade(obj)
+        missing = [k for k in ("key", "status", "model", "dataset", "protocol", "seed") if k not in obj]
+        if missing:
+            raise RecordError(f"not a benchbench record: no {', '.join(missing)}")
+        if obj["status"] not in STATUSES:
+            raise RecordError(f"status {obj['status']!r}: allowed: {', '.join(STATUSES)}")
+        for name in ("settings", "metrics", "accuracies"):
+            if not isinstance(obj.get(name, {}), Mapping):
+                raise RecordError(f"{name!r} is a {type(obj[name]).__name__}, not an object")
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in obj.items() if k in known})
+
+
+def upgrade(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A record object of any known schema as the current schema (see the module docstring)."""
+    schema = obj.get("schema", 1)
+    if not isinstance(schema, int) or schema < 1 or schema > SCHEMA:
+        raise RecordError(f"record schema {schema!r}: this benchbench reads schemas 1 to {SCHEMA}; "
+                          "upgrade benchbench to read it")
+    out = dict(obj)
+    if schema == 1:
+        metrics = out.get("metrics") if isinstance(out.get("metrics"), Mapping) else {}
+        shots = sorted((int(m.group(1)), name) for name in metrics if (m := _SHOT.match(name)))
+        out["accuracies"] = ({name: f"{k}-shot" for k, name in shots} if shots
+                             else {"top1": ""} if "top1" in metrics else {})
+        out["schema"] = SCHEMA
+    return out

@@ -1,0 +1,64 @@
+"""The one training step, and the one forward pass, that training and the throughput benchmark run.
+
+`fit()` (the training protocols) and `measure_throughput(mode="train")` (`benchbench profile`, `cost`,
+the `measure` protocol) call the same `train_step`, so a measured img/s is the speed of the step
+training runs: forward under the precision's autocast, cross-entropy in float32, backward (loss
+scaled for fp16), gradient-norm clipping, optimiser step, schedule step.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from benchbench import precision as precision_policy
+
+# Training defaults that the throughput benchmark takes as well (the scratch protocol's defaults).
+CLIP_GRAD_NORM = 1.0
+
+
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device, precision: str, *,
+               clip_grad_norm: float = CLIP_GRAD_NORM, label_smoothing: float = 0.0,
+               scheduler: torch.optim.lr_scheduler.LRScheduler | None = None) -> Callable[[torch.Tensor, torch.Tensor],
+                                                                                         torch.Tensor]:
+    """step(x, y) -> the batch's loss (a tensor: reading it waits for the device). A precision this
+    device does not run (benchbench.precision.check) is a BenchError here, before any step."""
+    precision = precision_policy.check(device, precision)
+    scaler = precision_policy.grad_scaler(device, precision)
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        with precision_policy.autocast(device, precision):
+            logits = model(x)
+        loss = F.cross_entropy(logits.float(), y, label_smoothing=label_smoothing)
+        optimizer.zero_grad(set_to_none=True)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            if clip_grad_norm > 0:
+                scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            if clip_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
+            optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
+        return loss
+
+    return step
+
+
+def forward(model: nn.Module, device: torch.device, precision: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """logits(x): one inference forward pass under the precision's autocast, without autograd."""
+    precision = precision_policy.check(device, precision)
+
+    def logits(x: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode(), precision_policy.autocast(device, precision):
+            return model(x)
+
+    return logits

@@ -1,0 +1,165 @@
+"""Images as models take them: uint8 -> normalised float, resized, grey replicated to the model's
+channels, augmented for training.
+
+Two kinds of datasets come out of the dataset plugins:
+- `TensorImages`: the whole split in memory (Fashion-MNIST, CIFAR). Batches are slices of one tensor;
+  resizing, channel replication and augmentation run once per batch on the batch (`BatchTransform`),
+  so the 28 px fast path costs nothing and 224 px never materialises the resized split.
+- file-backed datasets (torchvision's classes, folders): one image per item through `photo_transform`,
+  batched by a DataLoader with worker processes.
+
+Normalisation: Fashion-MNIST keeps its published mean/std; every other dataset is scaled to [-1, 1]
+as the ViT paper's code does (`image / 127.5 - 1`, i.e. mean = std = 0.5 per channel).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import TensorDataset
+
+from benchbench.errors import BenchError
+from benchbench.specs import DataOptions
+
+VIT_MEAN = VIT_STD = (0.5, 0.5, 0.5)  # [0, 1] -> [-1, 1], the ViT paper's input scaling
+
+
+def match_channels(x: torch.Tensor, in_chans: int | None) -> torch.Tensor:
+    """(..., C, H, W) with C = in_chans: grey (C = 1) is replicated; anything else must already fit."""
+    c = x.shape[-3]
+    if in_chans is None or c == in_chans:
+        return x
+    if c == 1:
+        return x.expand(*x.shape[:-3], in_chans, *x.shape[-2:]).clone()
+    raise BenchError(f"cannot feed {c}-channel images to a model that takes {in_chans} channels "
+                     "(only grey images are replicated)")
+
+
+def target_size(options: DataOptions, native: int) -> int:
+    return int(options.image_size or native)
+
+
+class BatchTransform:
+    """What in-memory images need per batch (N, C, H, W): uint8 -> [0, 1], normalise, resize to
+    `size` (bilinear, antialiased when shrinking), random horizontal flip (`flip`), grey -> in_chans.
+    """
+
+    def __init__(self, *, mean: Sequence[float] | None = None, std: Sequence[float] | None = None,
+                 size: int | None = None, in_chans: int | None = None, flip: bool = False):
+        self.mean = None if mean is None else torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
+        self.std = None if std is None else torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
+        self.size, self.in_chans, self.flip = size, in_chans, flip
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.uint8:
+            x = x.float().div_(255.0)
+        if self.mean is not None:
+            x = (x - self.mean) / self.std
+        if self.size is not None and tuple(x.shape[-2:]) != (self.size, self.size):
+            x = F.interpolate(x, size=(self.size, self.size), mode="bilinear", align_corners=False,
+                              antialias=self.size < max(x.shape[-2:]))
+        if self.flip:
+            flipped = torch.rand(len(x)) < 0.5
+            x = torch.where(flipped[:, None, None, None], x.flip(-1), x)
+        return match_channels(x, self.in_chans)
+
+    @property
+    def is_identity(self) -> bool:
+        return self.mean is None and self.size is None and self.in_chans is None and not self.flip
+
+
+class TensorImages(TensorDataset):
+    """A split held in memory: images (N, C, H, W) and labels (N,), plus a per-batch transform.
+
+    `tensors` are the stored images (as read, possibly uint8); `transform` turns a batch of them into
+    what the model takes. Training code slices `tensors` and calls `transform` once per batch.
+    """
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, transform: BatchTransform | None = None):
+        super().__init__(images, labels)
+        self.transform = None if transform is None or transform.is_identity else transform
+
+    def __getitem__(self, index):
+        x, y = self.tensors[0][index], self.tensors[1][index]
+        if self.transform is not None:
+            x = self.transform(x[None])[0]
+        return x, y
+
+    def apply(self, x: torch.Tensor) -> torch.Tensor:
+        """A batch of stored images as the model takes them."""
+        return x if self.transform is None else self.transform(x)
+
+
+def tensor_images(images: torch.Tensor, labels: torch.Tensor, options: DataOptions, *, native_size: int,
+                  mean: Sequence[float] | None = None, std: Sequence[float] | None = None) -> TensorImages:
+    """In-memory images honouring `options`: resized to image_size, channels to in_chans, augmented."""
+    size = target_size(options, native_size)
+    transform = BatchTransform(mean=mean, std=std, size=None if size == native_size else size,
+                               in_chans=None if options.in_chans in (None, images.shape[1]) else options.in_chans,
+                               flip=options.augment)
+    return TensorImages(images, labels, transform)
+
+
+class SquareResize:
+    """PIL image -> (size, size), bilinear with PIL's antialiasing; untouched when already that size."""
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def __call__(self, img):
+        from PIL import Image
+
+        if img.size == (self.size, self.size):
+            return img
+        return img.resize((self.size, self.size), Image.Resampling.BILINEAR)
+
+
+class NormalisedTensor:
+    """PIL image -> float tensor (C, H, W), (pixel / 255 - mean) / std as one multiply-add per pixel in
+    numpy, grey replicated up to `in_chans`. (torchvision's v2 PILToTensor + ToDtype + Normalize chain
+    costs about 250 us per small image, this about 40 us: on two CPU cores, the difference between a
+    loader that keeps up with a small model and one that does not.)"""
+
+    def __init__(self, mean: Sequence[float], std: Sequence[float], in_chans: int | None):
+        import numpy as np
+
+        self.scale = (1.0 / (255.0 * np.asarray(std, dtype=np.float32))).astype(np.float32)
+        self.offset = (np.asarray(mean, dtype=np.float32) / np.asarray(std, dtype=np.float32)).astype(np.float32)
+        self.in_chans = in_chans
+
+    def __call__(self, img) -> torch.Tensor:
+        import numpy as np
+
+        a = np.asarray(img, dtype=np.float32)
+        if a.ndim == 2:  # grey: (H, W)
+            x = torch.from_numpy((a * self.scale[0] - self.offset[0])[None])
+        else:  # (H, W, C) -> (C, H, W)
+            c = a.shape[2]
+            x = torch.from_numpy(np.ascontiguousarray((a * self.scale[:c] - self.offset[:c]).transpose(2, 0, 1)))
+        return match_channels(x, self.in_chans)
+
+
+def photo_transform(options: DataOptions, native_size: int, *, mean: Sequence[float] = VIT_MEAN,
+                    std: Sequence[float] = VIT_STD):
+    """PIL image -> normalised float tensor (C, size, size).
+
+    Evaluation (and features): resize to a square of `size` without cropping, as the paper's code
+    evaluates. Training with `augment`: an Inception-style random crop resized to `size`, and a random
+    horizontal flip (torchvision's RandomResizedCrop, RandomHorizontalFlip).
+    """
+    from torchvision.transforms import v2
+
+    size = target_size(options, native_size)
+    steps = ([v2.RandomResizedCrop((size, size), antialias=True), v2.RandomHorizontalFlip()] if options.augment
+             else [SquareResize(size)])
+    return v2.Compose([*steps, NormalisedTensor(mean, std, options.in_chans)])
+
+
+def open_image(path: str, mode: str = "RGB"):
+    """An image file as a PIL image in `mode` ("RGB" or "L"); picklable for DataLoader workers."""
+    from PIL import Image
+
+    with open(path, "rb") as f:
+        return Image.open(f).convert(mode)

@@ -1,0 +1,173 @@
+"""Training and evaluation as the training protocols run them: optimiser, schedule, `fit` (the loop
+around benchbench.step.train_step), `evaluate`, and `train_and_evaluate`, a cell's whole run."""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+from benchbench import precision as precision_policy
+from benchbench.clock import DeviceClock
+from benchbench.errors import BenchError
+from benchbench.specs import DatasetSpec, ProtocolContext
+from benchbench.step import forward, train_step
+from benchbench_plugins.protocols.loader import Loader, workers
+from benchbench_plugins.protocols.subsets import random_subset, training_subset
+from benchbench_plugins.protocols.training_settings import split_sizes
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Weight decay on weight matrices and kernels only; none on biases, norms, embeddings' scales."""
+    decay, no_decay = [], []
+    for p in model.parameters():
+        if p.requires_grad:
+            (decay if p.ndim >= 2 else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def make_optimizer(model: nn.Module, s: Mapping[str, Any]) -> torch.optim.Optimizer:
+    groups = param_groups(model, s["weight_decay"])
+    if s["optimizer"] == "sgd":
+        return torch.optim.SGD(groups, lr=s["lr"], momentum=s["momentum"])
+    cls = torch.optim.AdamW if s["optimizer"] == "adamw" else torch.optim.Adam
+    return cls(groups, lr=s["lr"], betas=(0.9, s["beta2"]))
+
+
+def warmup_cosine(total_steps: int, warmup_steps: int):
+    """Multiplier on the base learning rate: linear warm-up from 0, then cosine decay to 0."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+    return factor
+
+
+def warmup_linear(total_steps: int, warmup_steps: int):
+    """Linear warm-up from 0, then linear decay to 0 at `total_steps`."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+    return factor
+
+
+def make_schedule(total: int, warmup: int, kind: str):
+    return (warmup_cosine if kind == "cosine" else warmup_linear)(total, warmup)
+
+
+def total_steps(s: Mapping[str, Any], train_images: int) -> int:
+    return s["steps"] or s["epochs"] * math.ceil(train_images / s["batch_size"])
+
+
+def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.device, seed: int, *,
+        show_progress: bool = False, desc: str = "train") -> dict[str, float]:
+    """Train `model` on `train` with the settings of `train_settings`; training metrics, timed."""
+    from tqdm import tqdm
+
+    total = total_steps(s, len(train))
+    if total <= 0:
+        raise BenchError("nothing to train; set epochs >= 1 or steps >= 1")
+    gen = torch.Generator().manual_seed(seed)
+    loader = Loader(train, s["batch_size"], shuffle=True, generator=gen,
+                    num_workers=workers(s.get("num_workers", 0), train), pin_memory=device.type == "cuda")
+    model = model.to(device)
+    opt = make_optimizer(model, s)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, make_schedule(total, int(s["warmup_fraction"] * total),
+                                                                 s["schedule"]))
+    precision = s.get("precision", "fp32")
+    step = train_step(model, opt, device, precision, clip_grad_norm=s["clip_grad_norm"],
+                      label_smoothing=s["label_smoothing"], scheduler=sched)
+    done, images, last_loss = 0, 0, float("nan")
+    bar = tqdm(total=total, desc=desc, unit="step", leave=False, disable=not show_progress, dynamic_ncols=True,
+               mininterval=0.2 if sys.stderr.isatty() else 15.0)  # sparse lines in a log file
+    model.train()
+    with precision_policy.matmul_mode(device, precision), DeviceClock(device) as clock:
+        while done < total:
+            for x, y in loader:
+                loss = step(x.to(device, non_blocking=True), y.to(device, non_blocking=True))
+                done, images = done + 1, images + len(y)
+                if done % 20 == 0 or done == total:
+                    last_loss = loss.item()  # syncs; so only every 20 steps
+                    if not math.isfinite(last_loss):
+                        raise FloatingPointError(f"training loss became {last_loss} at step {done}")
+                    bar.set_postfix(loss=f"{last_loss:.3f}", img_s=f"{images / clock.elapsed():.0f}", refresh=False)
+                bar.update(1)
+                if done >= total:
+                    break
+    bar.close()
+    return {
+        "train_loss": last_loss,
+        "train_examples": len(train),  # distinct training images (the subset's size)
+        "train_steps": done,
+        "train_images_seen": images,
+        "train_epochs": images / len(train),
+        "train_device_seconds": clock.seconds,
+        "train_img_per_s": images / clock.seconds,
+    }
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    top1: float
+    top5: float
+    images: int
+
+
+def evaluate(model: nn.Module, dataset: Dataset, device: torch.device, batch_size: int, *,
+             precision: str = "fp32", num_workers: int = 0) -> Accuracy:
+    model.eval()
+    logits_of = forward(model, device, precision)
+    hit1 = hit5 = n = 0
+    with precision_policy.matmul_mode(device, precision):
+        for x, y in Loader(dataset, batch_size, num_workers=num_workers, pin_memory=device.type == "cuda"):
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            logits = logits_of(x)
+            k = min(5, logits.shape[1])
+            top = logits.float().topk(k, dim=1).indices
+            correct = top.eq(y[:, None])
+            hit1 += int(correct[:, 0].sum())
+            hit5 += int(correct.any(dim=1).sum())
+            n += len(y)
+    if n == 0:
+        raise ValueError("evaluation split is empty")
+    return Accuracy(top1=hit1 / n, top5=hit5 / n, images=n)
+
+
+def train_and_evaluate(ctx: ProtocolContext, model: nn.Module, desc: str) -> dict[str, float]:
+    """A training cell's run: `fit` on the training split (its subset settings, augmented when asked),
+    then top-1/top-5 on the test split (or its subset), each timed on the device."""
+    s, device, spec = ctx.settings, ctx.device, ctx.dataset_spec
+    train = training_subset(spec.load("train", replace(ctx.data, augment=s["augment"])),
+                            per_class=s["train_per_class"], total=s["train_subset"], seed=ctx.seed)
+    test = random_subset(spec.load("test", ctx.data), s["test_subset"], ctx.seed + 1)
+    metrics = fit(model, train, s, device, ctx.seed, show_progress=ctx.show_progress, desc=desc)
+    with DeviceClock(device) as eval_clock:
+        acc = evaluate(model, test, device, s["eval_batch_size"], precision=s["precision"],
+                       num_workers=workers(s["num_workers"], test))
+    metrics.update(top1=acc.top1, top5=acc.top5, eval_images=acc.images, eval_device_seconds=eval_clock.seconds)
+    return metrics
+
+
+def estimate(settings: Mapping[str, Any], dataset_spec: DatasetSpec) -> dict[str, float]:
+    """A training protocol's images: trained on (forward + backward) and evaluated, from the settings
+    and the dataset's split sizes."""
+    n_train, n_test = split_sizes(settings, dataset_spec)
+    out: dict[str, float] = {}
+    if settings["steps"] > 0:
+        out["train_images"] = float(settings["steps"] * settings["batch_size"])
+    elif n_train is not None:
+        out["train_images"] = float(settings["epochs"] * n_train)
+    if n_test is not None:
+        out["eval_images"] = float(n_test)
+    return out

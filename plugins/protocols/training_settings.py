@@ -1,0 +1,87 @@
+"""The settings the built-in protocols share: data (resolution, workers, precision), subsets, and the
+optimisation settings of `fit`, each declared once with protocol-specific defaults."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchbench import precision
+from benchbench.settings import non_negative, one_of, positive, unit_interval
+from benchbench.specs import Setting
+
+
+def at_least(low: int):
+    def check(value) -> str | None:
+        return None if value >= low else f"must be >= {low}"
+
+    return check
+
+
+def in_range(low: float, high: float):
+    def check(value) -> str | None:
+        return None if low <= value <= high else f"must be in [{low}, {high}]"
+
+    return check
+
+
+def subset_settings(*, train: bool = True) -> dict[str, Setting]:
+    """Which examples a protocol uses: seeded subsets of the test split and (`train`) the training split."""
+    out = {
+        "train_subset": Setting(0, int, "train (or fit the probe) on a seeded random subset of this many images; "
+                                "0 = all", non_negative),
+        "train_per_class": Setting(0, int, "train (or fit the probe) on the first N images of each class after a "
+                                   "seeded shuffle; 0 = all (not together with train_subset)", non_negative),
+        "test_subset": Setting(0, int, "evaluate on a seeded random subset; 0 = the whole test split", non_negative),
+    }
+    return out if train else {"test_subset": out["test_subset"]}
+
+
+def split_sizes(settings: Any, dataset_spec: Any) -> tuple[int | None, int | None]:
+    """(training images, test images) a cell uses after its subset settings; None where the dataset
+    does not declare a split's size."""
+    n_train = dataset_spec.num_examples.get("train")
+    n_test = dataset_spec.num_examples.get("test")
+    if settings.get("train_per_class", 0) > 0 and n_train is not None:
+        n_train = min(n_train, settings["train_per_class"] * dataset_spec.num_classes)
+    elif settings.get("train_subset", 0) > 0 and n_train is not None:
+        n_train = min(n_train, settings["train_subset"])
+    if settings["test_subset"] > 0 and n_test is not None:
+        n_test = min(n_test, settings["test_subset"])
+    return n_train, n_test
+
+
+def data_settings(**defaults: Any) -> dict[str, Setting]:
+    """Settings every protocol that reads images has: resolution, loader workers, precision."""
+    out = {
+        "resolution": Setting(0, int, "input resolution in px; 0 = the dataset's native size", non_negative),
+        "num_workers": Setting(-1, int, "DataLoader worker processes; -1 = auto (0 for in-memory data "
+                               "and on <= 2 CPUs, else min(4, CPUs / 2))", at_least(-1)),
+        "precision": Setting("auto", str, precision.HELP, one_of(*precision.CHOICES)),
+    }
+    for key, value in defaults.items():
+        out[key] = Setting(value, out[key].type, out[key].help, out[key].check)
+    return out
+
+
+def train_settings(**defaults: Any) -> dict[str, Setting]:
+    """The optimisation settings of `fit`, with protocol-specific defaults."""
+    out = {
+        "epochs": Setting(1, int, "passes over the training split (ignored when steps > 0)", non_negative),
+        "steps": Setting(0, int, "optimiser steps; 0 means use epochs", non_negative),
+        "batch_size": Setting(128, int, "training batch size", positive),
+        "optimizer": Setting("adamw", str, "adamw | adam | sgd", one_of("adamw", "adam", "sgd")),
+        "lr": Setting(1e-3, float, "peak learning rate", positive),
+        "weight_decay": Setting(0.05, float, "on weight matrices and kernels only", non_negative),
+        "beta2": Setting(0.999, float, "Adam's second-moment decay", unit_interval),
+        "momentum": Setting(0.9, float, "SGD momentum", unit_interval),
+        "schedule": Setting("cosine", str, "decay after warm-up: cosine | linear", one_of("cosine", "linear")),
+        "warmup_fraction": Setting(0.05, float, "fraction of steps with linear warm-up", unit_interval),
+        "clip_grad_norm": Setting(1.0, float, "global gradient-norm clip; 0 disables", non_negative),
+        "label_smoothing": Setting(0.0, float, "cross-entropy label smoothing", unit_interval),
+        "augment": Setting(False, bool, "random crop + flip on training images (flip only for in-memory data)"),
+        **subset_settings(),
+        "eval_batch_size": Setting(512, int, "evaluation batch size", positive),
+    }
+    for key, value in defaults.items():
+        out[key] = Setting(value, out[key].type, out[key].help, out[key].check)
+    return out
