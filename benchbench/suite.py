@@ -184,7 +184,8 @@ def _overrides(doc: Any, where: str, catalog: Catalog) -> list[Override]:
         label = f"[[override]] #{n}"
         _check_keys(o, OVERRIDE_KEYS, f"{where}: {label}")
         if "settings" not in o:
-            raise SuiteError(f"{where}: {label}: has no settings (e.g. settings.scratch = {{ lr = 1e-3 }})")
+            raise SuiteError(f"{where}: {label}: has no settings (e.g. settings.<protocol> = {{ lr = 1e-3 }}; "
+                             f"protocols: {', '.join(p.id for p in catalog.protocols)})")
         match = {k: frozenset(_resolve_ids(o[k], k, f"{where}: {label}.{k}", catalog))
                  for k in LIST_KEYS if k in o}
         settings = _settings_tables(o["settings"], where, f"override.{n}.settings", catalog)

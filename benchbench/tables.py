@@ -225,7 +225,7 @@ def transfer_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
         data_rows.append(r)
         rows.append(row)
     if not rows:
-        raise BenchError("paper-transfer: no cell measured an accuracy; this layout needs top-1 or few-shot results")
+        raise BenchError("paper-transfer: no cell measured an accuracy; this layout needs cells of protocols that report one")
     days = {m: float(ok.loc[ok["model"] == m, "train_device_days"].sum()) if "train_device_days" in ok else math.nan
             for m in models}
     data_rows.append({"row": "train_device_days", **{f"{m}:train_device_days": v for m, v in days.items()}})

@@ -11,7 +11,7 @@ from benchbench.cli.common import catalog
 def add_parser(sub, parent) -> None:
     p = sub.add_parser("convert", parents=[parent],
                        help="load a checkpoint (ours, or the paper's .npz) into a model and save it as ours")
-    p.add_argument("model", metavar="MODEL", help="model id, e.g. vit-b16 or 'ViT-B/16'")
+    p.add_argument("model", metavar="MODEL", help="a model id or alias (benchbench list models)")
     p.add_argument("source", metavar="IN", help="a .npz of the paper's code release, or a .pt/.pth")
     p.add_argument("-o", "--output", required=True, metavar="OUT.pt")
     p.add_argument("--resolution", type=int, help="build the model at this resolution (position "

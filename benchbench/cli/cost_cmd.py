@@ -14,8 +14,8 @@ from benchbench.errors import BenchError
 
 def add_parser(sub, parent) -> None:
     p = sub.add_parser("cost", parents=[parent], help="pre-training exaFLOPs (and device-days) of a schedule")
-    p.add_argument("model", metavar="MODEL", help="model id, e.g. vit-b16 or 'ViT-B/16'")
-    p.add_argument("--images", type=int, required=True, metavar="N", help="images per epoch (JFT-300M: 303000000)")
+    p.add_argument("model", metavar="MODEL", help="a model id or alias (benchbench list models)")
+    p.add_argument("--images", type=int, required=True, metavar="N", help="images per epoch of the pre-training data set")
     p.add_argument("--epochs", type=float, required=True, metavar="E")
     p.add_argument("--resolution", type=int, metavar="R", help="default: the model's default")
     p.add_argument("--num-classes", type=int, default=1000, metavar="K", help="classes of the head (default 1000)")

@@ -9,7 +9,7 @@ from benchbench.cli.common import catalog
 
 def add_parser(sub, parent) -> None:
     p = sub.add_parser("info", parents=[parent], help="parameters and forward MACs/FLOPs of one model")
-    p.add_argument("model", metavar="MODEL", help="model id, e.g. vit-b16 or 'ViT-B/16'")
+    p.add_argument("model", metavar="MODEL", help="a model id or alias (benchbench list models)")
     p.add_argument("--resolution", type=int, help="input resolution (default: the model's default)")
     p.add_argument("--num-classes", type=int, default=1000, help="classes of the head (default 1000)")
     p.add_argument("--in-chans", type=int, default=3, help="input channels (default 3)")

@@ -1,0 +1,103 @@
+"""The core (benchbench/) imports and names no built-in plugin (plugins/, package benchbench_plugins).
+
+What the core must know of a model family, a dataset or a protocol comes through the specs the
+plugins register. This walks every core module's imports and string constants (docstrings aside)
+and fails on any that name a built-in: its module, a model, dataset or protocol id or alias, or a
+model family. Ids come from the built-in plugins themselves, so a new built-in is covered too.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+CORE = Path(__file__).resolve().parent.parent / "benchbench"
+PLUGIN_PACKAGES = ("benchbench_plugins", "plugins")
+# Words that are also a built-in's name but mean something else in the core: the torchvision
+# package (a dependency whose version records carry), not the `torchvision` model family.
+NOT_PLUGIN_NAMES = {"torchvision"}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def core_modules() -> list[Path]:
+    return sorted(CORE.rglob("*.py"))
+
+
+def imports_and_strings(path: Path) -> tuple[list[str], list[tuple[int, str]]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    docs = _docstrings(tree)
+    imports, strings = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imports += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imports.append(node.module)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            strings.append((node.lineno, node.value))
+    return imports, strings
+
+
+def forbidden_names(catalog) -> tuple[set[str], set[str]]:
+    """(names that may not appear as a word of a string: model and dataset ids and aliases with a
+    digit or a hyphen, which no English word has; names that may not be a whole string or a dotted
+    or colon-separated part of one: every id, alias and family)."""
+    specs = [*catalog.models, *catalog.datasets, *catalog.protocols]
+    names = {n.lower() for s in specs for n in (s.id, *s.aliases)} | {m.family.lower() for m in catalog.models}
+    names -= NOT_PLUGIN_NAMES
+    distinctive = {n for n in names if re.search(r"[0-9/+-]", n) and not n.startswith("tv/")}
+    return distinctive, names
+
+
+def offences(text: str, distinctive: set[str], names: set[str]) -> list[str]:
+    low = text.lower()
+    found = []
+    if low.strip() in names:
+        found.append(low.strip())
+    for token in re.findall(r"[a-z0-9_./:+-]+", low):
+        token = token.strip(".:-")
+        if token.startswith("aten::"):
+            continue  # a torch operator's name (aten::linear), not a protocol
+        if token in distinctive:
+            found.append(token)
+        parts = re.split(r"[.:]", token)
+        if len(parts) > 1:
+            found += [p for p in parts if p in names]
+    if any(pkg in low for pkg in ("benchbench_plugins",)):
+        found.append("benchbench_plugins")
+    return found
+
+
+def test_core_imports_no_plugin_module():
+    bad = [f"{p.relative_to(CORE.parent)}: import {m}" for p in core_modules()
+           for m in imports_and_strings(p)[0] if m.split(".")[0] in PLUGIN_PACKAGES]
+    assert bad == []
+
+
+def test_core_strings_name_no_builtin(catalog):
+    distinctive, names = forbidden_names(catalog)
+    assert {"vit-b16", "fashion-mnist", "r50x1+vit-b16"} <= distinctive and {"scratch", "bit", "hybrid"} <= names
+    bad = [f"{p.relative_to(CORE.parent)}:{line}: {text!r} names {hit!r}"
+           for p in core_modules() for line, text in imports_and_strings(p)[1]
+           for hit in offences(text, distinctive, names)]
+    assert bad == []
+
+
+def test_the_check_catches_what_it_should():
+    distinctive, names = {"vit-b16", "fashion-mnist"}, {"vit-b16", "fashion-mnist", "scratch", "vit", "measure"}
+    assert offences("scratch", distinctive, names) == ["scratch"]
+    assert offences("e.g. vit-b16 or 'ViT-B/16'", distinctive, names) == ["vit-b16"]
+    assert offences("[sweep.scratch] train_subset", distinctive, names) == ["scratch"]
+    assert offences("init = run:fashion-mnist", distinctive, names) == ["fashion-mnist"]
+    assert offences("benchbench_plugins.models.vit", distinctive, names) == ["vit", "benchbench_plugins"]
+    assert offences("measure a model's throughput", distinctive, names) == []
+    assert offences("aten::linear", distinctive, names | {"linear"}) == []
