@@ -1,4 +1,5 @@
-"""The core (benchbench/) imports and names no built-in plugin (plugins/, package benchbench_plugins).
+"""The house's rules: the core (benchbench/) imports and names no built-in plugin (plugins/, package
+benchbench_plugins); no plugin imports another; every module states its job in a docstring.
 
 What the core must know of a model family, a dataset or a protocol comes through the specs the
 plugins register. This walks every core module's imports and string constants (docstrings aside)
@@ -101,3 +102,26 @@ def test_the_check_catches_what_it_should():
     assert offences("benchbench_plugins.models.vit", distinctive, names) == ["vit", "benchbench_plugins"]
     assert offences("measure a model's throughput", distinctive, names) == []
     assert offences("aten::linear", distinctive, names | {"linear"}) == []
+
+
+PLUGINS = CORE.parent / "plugins"
+
+
+def _is_plugin(path: Path) -> bool:
+    return "@hookimpl" in path.read_text()
+
+
+def test_no_plugin_imports_another():
+    """A plugin file may import support modules of its kind (plugins/<kind>/*.py without hooks), never
+    another plugin file: what two plugins share lives in a support module."""
+    plugin_modules = {f"benchbench_plugins.{p.parent.name}.{p.stem}" for p in PLUGINS.glob("*/*.py") if _is_plugin(p)}
+    assert len(plugin_modules) >= 17
+    bad = [f"{p.relative_to(PLUGINS.parent)} imports {m}" for p in PLUGINS.rglob("*.py")
+           for m in imports_and_strings(p)[0] if m in plugin_modules]
+    assert bad == []
+
+
+def test_every_module_states_its_job():
+    missing = [str(p.relative_to(CORE.parent)) for p in (*core_modules(), *PLUGINS.rglob("*.py"))
+               if not (ast.get_docstring(ast.parse(p.read_text())) or "").strip()]
+    assert missing == []

@@ -1,3 +1,5 @@
+"""`python -m benchbench.cli`: the same as the `benchbench` command."""
+
 import sys
 
 from benchbench.cli import main
