@@ -16,10 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-import torch
-
 from benchbench.compute import TRAIN_PASSES, flops
-from benchbench.measure.flops import torch_count_macs
+from benchbench.measure.flops import meta_macs
 from benchbench.plugins import Catalog
 from benchbench.record import Record
 from benchbench.specs import input_shape
@@ -101,9 +99,7 @@ def plan(suite: Suite, catalog: Catalog, records: Iterable[Record],
 
 def _meta_gmacs(spec, shape: dict) -> float | None:
     try:
-        model = spec.build_on_meta(**shape)
-        x = torch.zeros(1, shape["in_chans"], shape["image_size"], shape["image_size"], device="meta")
-        return torch_count_macs(model.eval(), x) / 1e9
+        return meta_macs(spec, **shape) / 1e9
     except Exception:  # noqa: BLE001 - an estimate must not stop a run; the cell reports its own error
         return None
 

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 
-import torch
-
-from benchbench.cli.common import catalog
-from benchbench.errors import BenchError
-from benchbench.measure.flops import count_macs
 from benchbench import precision as precision_policy
+from benchbench.cli.common import catalog
 from benchbench.compute import achieved_flops_per_s
 from benchbench.envinfo import pick_device
+from benchbench.errors import BenchError
+from benchbench.measure.flops import count_macs
 from benchbench.measure.peaks import lookup, measured_matmul_flops, mfu
 from benchbench.measure.throughput import MODES, measure_throughput
 
@@ -54,8 +52,8 @@ def profile(args) -> dict:
         model = spec.build(num_classes=args.num_classes, image_size=resolution, in_chans=args.in_chans)
     except ValueError as exc:  # e.g. a resolution that the patch size does not divide
         raise BenchError(f"{spec.id} at {resolution} px: {exc}") from exc
-    with torch.device("meta"):  # the second count runs on a meta copy: free
-        meta = spec.build(num_classes=args.num_classes, image_size=resolution, in_chans=args.in_chans)
+    # the second count runs on a meta copy: free
+    meta = spec.build_on_meta(num_classes=args.num_classes, image_size=resolution, in_chans=args.in_chans)
     macs = count_macs(model, resolution, args.in_chans, meta_model=meta)  # CPU, fp32: before the model moves
     result = measure_throughput(
         model, image_size=resolution, in_chans=args.in_chans, num_classes=args.num_classes, mode=args.mode,

@@ -155,6 +155,13 @@ def count_macs(model: nn.Module, image_size: int, in_chans: int = 3, *, cross_ch
     return MacCount(macs=total, by_operator=by_op, uncounted_ops=missing, second_macs=second)
 
 
+def meta_macs(spec, *, num_classes: int, image_size: int, in_chans: int) -> int:
+    """MACs of one image by the second counter on the model built on the meta device: no memory, no
+    arithmetic (an estimate for plans; a cell's record has both counts, `count_macs`)."""
+    model = spec.build_on_meta(num_classes=num_classes, image_size=image_size, in_chans=in_chans)
+    return torch_count_macs(model.eval(), torch.zeros(1, in_chans, image_size, image_size, device="meta"))
+
+
 def build_for_counting(spec, *, num_classes: int, image_size: int, in_chans: int) -> tuple[nn.Module, nn.Module]:
     """(a CPU model to trace, the same model on the meta device) without paying for initialisation.
 
@@ -163,8 +170,7 @@ def build_for_counting(spec, *, num_classes: int, image_size: int, in_chans: int
     models with integer buffers (e.g. Swin's relative-position index) are built normally.
     """
     kwargs = dict(num_classes=num_classes, image_size=image_size, in_chans=in_chans)
-    with torch.device("meta"):
-        meta = spec.build(**kwargs)
+    meta = spec.build_on_meta(**kwargs)
     if all(b.is_floating_point() for b in meta.buffers()):
         real = copy.deepcopy(meta).to_empty(device="cpu")  # a meta model copies for free
         with torch.no_grad():

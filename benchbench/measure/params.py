@@ -26,9 +26,7 @@ def count_params(model: nn.Module, trainable_only: bool = False) -> int:
 
 def params_at_default(spec: ModelSpec, num_classes: int = 1000) -> int:
     """Parameters of a model at its default resolution, built on the meta device (no memory)."""
-    with torch.device("meta"):
-        model = spec.build(num_classes=num_classes, image_size=spec.default_resolution, in_chans=3)
-    return count_params(model)
+    return count_params(spec.build_on_meta(num_classes=num_classes, image_size=spec.default_resolution, in_chans=3))
 
 
 def _source_stamp(spec: ModelSpec) -> str:
