@@ -26,8 +26,9 @@ def bare(model, x, y, mode, seconds):
     def step():
         with torch.autocast("cuda", dtype=torch.bfloat16):
             out = model(x)
-        if opt is not None:
+        if opt is not None:  # the step training runs (benchbench.step.train_step): clipping included
             F.cross_entropy(out.float(), y).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)
 

@@ -23,13 +23,14 @@ import torch.nn.functional as F
 from benchbench.plugins import load_catalog
 from benchbench.settings import resolve
 from benchbench.specs import DataOptions, input_shape
-from benchbench_plugins.protocols.loader import Loader, fit, workers
+from benchbench_plugins.protocols.loader import Loader, workers
+from benchbench_plugins.protocols.training import fit
 
 
 def make_folder(out: Path, n: int) -> None:
     from PIL import Image
 
-    from benchbench_plugins import fashion_mnist
+    from benchbench_plugins.datasets import fashion_mnist
 
     images, labels = (fashion_mnist.read_idx(p) for p in fashion_mnist.locate("test", DataOptions()))
     for split, rows in (("train", range(n)), ("test", range(n, min(len(labels), n + n // 5)))):
