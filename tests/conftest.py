@@ -1,12 +1,33 @@
+"""Shared fixtures. Tests get every helper from here as a fixture: no test module imports another one
+(or this file), and nothing here touches sys.path.
+
+- `catalog`: the built-in plugins' catalog, loaded once; `@pytest.mark.each_model(where=...)` makes one
+  test per registered model id (argument `model_id`), generated when such a test is collected.
+- `idx`, `tiny_data`, `datafiles`, `real_fashion_mnist`: tiny datasets in their real on-disk formats.
+- `formulas`: the architectures' parameter and MAC counts written out by hand, for the family tests
+  and the contract over every model.
+- `make_record`: records as the runner writes them.
+- `tiny_suite`, `run_suite`: write a suite, run it through the CLI (in process or as a child process),
+  read back its records.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import os
+import pickle
+import signal
+import struct
+import subprocess
 import sys
 import textwrap
+import zlib
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))  # tests' helper modules (idxfiles)
-
-from idxfiles import write_fashion_mnist  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
@@ -20,9 +41,317 @@ def no_entry_points(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("BENCHBENCH_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
 
 
+# --- the catalog ------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _catalog():
+    """Loaded on first use (a fixture, or collecting an `each_model` test), never at import time."""
+    from benchbench.plugins import load_catalog
+
+    return load_catalog(entry_points=False)
+
+
+@pytest.fixture(scope="session")
+def catalog():
+    return _catalog()
+
+
+def pytest_generate_tests(metafunc):
+    """`@pytest.mark.each_model(where=lambda spec: ...)`: one test per registered model id (argument
+    `model_id`), in registration order, optionally only those `where` accepts. The catalog is loaded
+    here, once per session, and only when such a test is collected (ids must exist before -m or -k
+    can deselect one); collecting any other test never loads it."""
+    marker = metafunc.definition.get_closest_marker("each_model")
+    if marker is None:
+        return
+    where = marker.kwargs.get("where") or (lambda spec: True)
+    ids = [spec.id for spec in _catalog().models if where(spec)]
+    assert ids, f"{metafunc.definition.nodeid}: each_model selects no registered model"
+    metafunc.parametrize("model_id", ids)
+
+
+# --- IDX files ((Fashion-)MNIST's on-disk format) ---------------------------------------------------------
+
+IDX_CODES = {np.dtype(np.uint8): 0x08, np.dtype(np.int8): 0x09, np.dtype(">i2"): 0x0B, np.dtype(">i4"): 0x0C,
+             np.dtype(">f4"): 0x0D, np.dtype(">f8"): 0x0E}
+
+
+def _idx_bytes(array: np.ndarray) -> bytes:
+    array = np.asarray(array)
+    big = array.astype(array.dtype.newbyteorder(">")) if array.dtype.itemsize > 1 else array
+    header = struct.pack(">BBBB", 0, 0, IDX_CODES[big.dtype], array.ndim) + struct.pack(f">{array.ndim}I",
+                                                                                        *array.shape)
+    return header + big.tobytes()
+
+
+def _write_idx(path: Path, array: np.ndarray) -> Path:
+    data = _idx_bytes(array)
+    if str(path).endswith(".gz"):
+        with gzip.open(path, "wb") as f:
+            f.write(data)
+    else:
+        Path(path).write_bytes(data)
+    return Path(path)
+
+
+def _learnable_images(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """28x28 uint8 images whose class (0..9) is a bright horizontal band at row 2 * label + 4."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 10, size=n).astype(np.uint8)
+    images = rng.integers(0, 60, size=(n, 28, 28)).astype(np.uint8)
+    for i, y in enumerate(labels):
+        images[i, 2 * y + 4: 2 * y + 6, 4:24] = 250
+    return images, labels
+
+
+def _write_fashion_mnist(root: Path, n_train: int = 300, n_test: int = 100, gz: bool = True) -> Path:
+    """A Fashion-MNIST-shaped data root (root/fashion-mnist/*-ubyte[.gz]) with learnable images."""
+    d = Path(root) / "fashion-mnist"
+    d.mkdir(parents=True, exist_ok=True)
+    ext = ".gz" if gz else ""
+    for prefix, n, seed in (("train", n_train, 0), ("t10k", n_test, 1)):
+        images, labels = _learnable_images(n, seed)
+        _write_idx(d / f"{prefix}-images-idx3-ubyte{ext}", images)
+        _write_idx(d / f"{prefix}-labels-idx1-ubyte{ext}", labels)
+    return Path(root)
+
+
+@pytest.fixture(scope="session")
+def idx() -> SimpleNamespace:
+    """Writers for tiny IDX files: idx_bytes(array), write_idx(path, array) (gzip if path ends in .gz),
+    learnable_images(n, seed), write_fashion_mnist(root, n_train=300, n_test=100, gz=True)."""
+    return SimpleNamespace(idx_bytes=_idx_bytes, write_idx=_write_idx, learnable_images=_learnable_images,
+                           write_fashion_mnist=_write_fashion_mnist)
+
+
 @pytest.fixture
 def tiny_data(tmp_path) -> Path:
-    return write_fashion_mnist(tmp_path / "data")
+    return _write_fashion_mnist(tmp_path / "data")
+
+
+@pytest.fixture
+def real_fashion_mnist() -> Path:
+    """The installed Fashion-MNIST (Debian's dataset-fashion-mnist); the test is skipped without it."""
+    if not (FASHION_MNIST_DIR / "t10k-labels-idx1-ubyte.gz").is_file():
+        pytest.skip("dataset-fashion-mnist is not installed")
+    return FASHION_MNIST_DIR
+
+
+# --- other datasets' on-disk formats ----------------------------------------------------------------------
+# CIFAR's pickled batches, the Oxford-IIIT Pet and Flowers-102 folders with their annotation files (MATLAB
+# v5 for Flowers), ImageNet-style class folders.
+
+# CIFAR: python-version batches, dicts pickled with "data" (N, 3072) uint8, rows = R(1024) G(1024)
+# B(1024) of a 32x32 image in row-major order, and "labels" (CIFAR-10) or "fine_labels" (CIFAR-100).
+def _cifar_images(n: int, seed: int) -> tuple[np.ndarray, list[int]]:
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 256, size=(n, 32, 32, 3), dtype=np.uint8), rng.integers(0, 10, size=n).tolist()
+
+
+def _pickle(path: Path, obj: dict) -> None:
+    with open(path, "wb") as f:
+        pickle.dump(obj, f)
+
+
+def _cifar_rows(images: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(images.transpose(0, 3, 1, 2).reshape(len(images), 3 * 32 * 32))
+
+
+def _write_cifar10(root: Path, train: tuple[np.ndarray, list[int]], test: tuple[np.ndarray, list[int]]) -> Path:
+    """root/cifar-10-batches-py/ with data_batch_1..5 (the training images split in five), test_batch,
+    batches.meta. Images are (N, 32, 32, 3) uint8."""
+    d = Path(root) / "cifar-10-batches-py"
+    d.mkdir(parents=True, exist_ok=True)
+    images, labels = train
+    for i, chunk in enumerate(np.array_split(np.arange(len(images)), 5), start=1):
+        _pickle(d / f"data_batch_{i}", {"data": _cifar_rows(images[chunk]), "labels": [labels[j] for j in chunk],
+                                         "batch_label": f"training batch {i} of 5"})
+    _pickle(d / "test_batch", {"data": _cifar_rows(test[0]), "labels": list(test[1])})
+    _pickle(d / "batches.meta", {"label_names": [f"class{i}" for i in range(10)], "num_cases_per_batch": 10000})
+    return Path(root)
+
+
+def _write_cifar100(root: Path, train: tuple[np.ndarray, list[int]], test: tuple[np.ndarray, list[int]]) -> Path:
+    d = Path(root) / "cifar-100-python"
+    d.mkdir(parents=True, exist_ok=True)
+    for name, (images, labels) in (("train", train), ("test", test)):
+        _pickle(d / name, {"data": _cifar_rows(images), "fine_labels": list(labels),
+                           "coarse_labels": [y // 5 for y in labels]})
+    _pickle(d / "meta", {"fine_label_names": [f"fine{i}" for i in range(100)],
+                         "coarse_label_names": [f"coarse{i}" for i in range(20)]})
+    return Path(root)
+
+
+def _solid(color, size=(40, 30), mode="RGB"):
+    from PIL import Image
+
+    return Image.new(mode, size, color)
+
+
+# Oxford-IIIT Pet: oxford-iiit-pet/images/<Breed_name>_<n>.jpg and annotations/{trainval,test}.txt,
+# lines "<image id> <class id 1..37> <species 1 cat | 2 dog> <breed id>".
+PET_BREEDS = ["Abyssinian", "american_bulldog", "Bengal"]  # class ids 1, 2, 3
+
+
+def _write_pets(root: Path, per_split: dict[str, int]) -> Path:
+    base = Path(root) / "oxford-iiit-pet"
+    (base / "images").mkdir(parents=True, exist_ok=True)
+    (base / "annotations").mkdir(parents=True, exist_ok=True)
+    n = 0
+    for split, count in per_split.items():
+        lines = []
+        for i in range(count):
+            n += 1
+            cls = i % len(PET_BREEDS)
+            image_id = f"{PET_BREEDS[cls]}_{n}"
+            _solid((20 * cls, 100, 200)).save(base / "images" / f"{image_id}.jpg")
+            lines.append(f"{image_id} {cls + 1} {1 if PET_BREEDS[cls][0].isupper() else 2} {i + 1}")
+        (base / "annotations" / f"{split}.txt").write_text("\n".join(lines) + "\n")
+    return Path(root)
+
+
+# MATLAB v5 MAT-files (MathWorks, "MAT-File Format", level 5): a 128-byte header (text, subsystem
+# offset, version 0x0100, endian indicator "IM" on little-endian), then data elements, each an 8-byte
+# tag (type, byte count) and data padded to 8 bytes. A numeric matrix is a miMATRIX element holding
+# array flags (miUINT32), dimensions (miINT32), name (miINT8) and the real part, which MATLAB may
+# store in a smaller integer type than its class. miCOMPRESSED wraps an element in zlib.
+MI_INT8, MI_UINT16, MI_INT32, MI_UINT32, MI_DOUBLE, MI_MATRIX, MI_COMPRESSED = 1, 4, 5, 6, 9, 14, 15
+MX_DOUBLE = 6
+
+
+def _mat_element(kind: int, payload: bytes) -> bytes:
+    return struct.pack("<II", kind, len(payload)) + payload + b"\0" * (-len(payload) % 8)
+
+
+def _mat_matrix(name: str, values: np.ndarray, stored_as: int) -> bytes:
+    values = np.atleast_2d(values)
+    real = values.ravel(order="F").astype({MI_DOUBLE: "<f8", MI_UINT16: "<u2"}[stored_as]).tobytes()
+    body = (_mat_element(MI_UINT32, struct.pack("<II", MX_DOUBLE, 0))
+            + _mat_element(MI_INT32, struct.pack(f"<{values.ndim}i", *values.shape))
+            + _mat_element(MI_INT8, name.encode())
+            + _mat_element(stored_as, real))
+    return _mat_element(MI_MATRIX, body)
+
+
+def _write_mat(path: Path, arrays: dict[str, np.ndarray], *, compress: bool = False,
+               stored_as: int = MI_DOUBLE) -> Path:
+    header = b"MATLAB 5.0 MAT-file, written by benchbench tests".ljust(116, b" ") + b"\0" * 8
+    out = header + struct.pack("<H", 0x0100) + b"IM"
+    for name, values in arrays.items():
+        element = _mat_matrix(name, np.asarray(values, dtype=np.float64), stored_as)
+        out += struct.pack("<II", MI_COMPRESSED, len(z := zlib.compress(element))) + z if compress else element
+    Path(path).write_bytes(out)
+    return Path(path)
+
+
+def _write_flowers(root: Path, labels: list[int], trnid: list[int], valid: list[int], tstid: list[int]) -> Path:
+    """root/flowers-102/: jpg/image_00001.jpg ... (one per label), imagelabels.mat ('labels', 1..102),
+    setid.mat ('trnid', 'valid', 'tstid': 1-based image ids)."""
+    base = Path(root) / "flowers-102"
+    (base / "jpg").mkdir(parents=True, exist_ok=True)
+    for i, label in enumerate(labels, start=1):
+        _solid((label, 50, 50), size=(50, 40)).save(base / "jpg" / f"image_{i:05d}.jpg")
+    _write_mat(base / "imagelabels.mat", {"labels": np.array([labels])}, compress=True, stored_as=MI_UINT16)
+    _write_mat(base / "setid.mat", {"trnid": np.array([trnid]), "valid": np.array([valid]),
+                                    "tstid": np.array([tstid])})
+    return Path(root)
+
+
+def _write_class_folders(root: Path, splits: dict[str, dict[str, list]], ext: str = "png") -> Path:
+    """root/<split>/<class>/<n>.<ext> for each image."""
+    for split, classes in splits.items():
+        for cls, images in classes.items():
+            d = Path(root) / split / cls
+            d.mkdir(parents=True, exist_ok=True)
+            for i, img in enumerate(images):
+                img.save(d / f"{i}.{ext}")
+    return Path(root)
+
+
+DATAFILES = SimpleNamespace(
+    cifar_images=_cifar_images, write_cifar10=_write_cifar10, write_cifar100=_write_cifar100, solid=_solid,
+    PET_BREEDS=PET_BREEDS, write_pets=_write_pets, MI_DOUBLE=MI_DOUBLE, MI_UINT16=MI_UINT16, write_mat=_write_mat,
+    write_flowers=_write_flowers, write_class_folders=_write_class_folders)
+
+
+@pytest.fixture(scope="session")
+def datafiles() -> SimpleNamespace:
+    """Writers for tiny datasets in their real on-disk formats: cifar_images(n, seed),
+    write_cifar10(root, train, test), write_cifar100(root, train, test), solid(color, size, mode) (a PIL
+    image), write_pets(root, {split: n}), write_mat(path, arrays, compress=, stored_as=MI_DOUBLE |
+    MI_UINT16), write_flowers(root, labels, trnid, valid, tstid), write_class_folders(root, splits)."""
+    return DATAFILES
+
+
+# --- the architectures' counts, written out by hand -------------------------------------------------------
+
+
+def _vit_params(hidden, depth, mlp, patch, image, in_chans=3, classes=1000):
+    """Parameters of the paper's ViT, written out from its definition."""
+    tokens = (image // patch) ** 2 + 1
+    embed = in_chans * patch * patch * hidden + hidden        # patch projection (conv) + bias
+    cls_pos = hidden + tokens * hidden                        # class token + 1-D position embeddings
+    block = (2 * 2 * hidden                                   # two LayerNorms
+             + 4 * hidden * hidden + 4 * hidden               # Q, K, V and output projections
+             + 2 * hidden * mlp + mlp + hidden)               # MLP
+    return embed + cls_pos + depth * block + 2 * hidden + hidden * classes + classes
+
+
+def _vit_macs(hidden, depth, mlp, patch, image, in_chans=3, classes=1000):
+    """The paper's ViT, one image: patch projection, QKV + output projection, Q K^T and A V, MLP, head."""
+    n = (image // patch) ** 2 + 1
+    embed = (n - 1) * hidden * in_chans * patch * patch
+    per_layer = (4 * n * hidden * hidden       # Q, K, V and output projections
+                 + 2 * n * n * hidden          # the two attention products, summed over heads
+                 + 2 * n * hidden * mlp)       # MLP
+    return embed + depth * per_layer + hidden * classes
+
+
+def _bit_params(units, base, in_chans=3, classes=1000, stem_k=7):
+    """Parameters of BiT ResNet-v2 (bias-free convs, GroupNorm affine), from its definition."""
+    total = in_chans * base * stem_k * stem_k
+    cin = base
+    for i, n in enumerate(units):
+        cmid, cout = base * 2 ** i, 4 * base * 2 ** i
+        for j in range(n):
+            c = cin if j == 0 else cout
+            total += 2 * c + c * cmid + 2 * cmid + 9 * cmid * cmid + 2 * cmid + cmid * cout
+            if j == 0 and (i > 0 or c != cout):
+                total += c * cout
+        cin = cout
+    return total + 2 * cin + cin * classes + classes
+
+
+def _backbone_params(units, width, in_chans=3, root_k=7):
+    """The hybrids' ResNet, as the ViT code release has it (post-activation units, GN affine, bias-free
+    convs): (parameters, output channels)."""
+    total = in_chans * width * root_k * root_k + 2 * width
+    cin = width
+    for i, n in enumerate(units):
+        f = width * 2 ** i
+        for j in range(n):
+            c = cin if j == 0 else 4 * f
+            total += c * f + 2 * f + 9 * f * f + 2 * f + f * 4 * f + 2 * 4 * f
+            if j == 0:
+                total += c * 4 * f + 2 * 4 * f  # projection conv + its GroupNorm
+        cin = 4 * f
+    return total, cin
+
+
+FORMULAS = SimpleNamespace(vit_params=_vit_params, vit_macs=_vit_macs, bit_params=_bit_params,
+                           backbone_params=_backbone_params)
+
+
+@pytest.fixture(scope="session")
+def formulas() -> SimpleNamespace:
+    """vit_params(hidden, depth, mlp, patch, image, in_chans=3, classes=1000), vit_macs(same arguments),
+    bit_params(units, base, in_chans=3, classes=1000, stem_k=7), backbone_params(units, width, in_chans=3,
+    root_k=7) -> (params, channels): counts written out from each architecture's definition."""
+    return FORMULAS
+
+
+# --- records ----------------------------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -47,16 +376,7 @@ def make_record():
     return make
 
 
-@pytest.fixture(scope="session")
-def catalog():
-    from benchbench.plugins import load_catalog
-
-    return load_catalog(entry_points=False)
-
-
-def real_fashion_mnist() -> bool:
-    return (FASHION_MNIST_DIR / "t10k-labels-idx1-ubyte.gz").is_file()
-
+# --- suites: write, run, read back ------------------------------------------------------------------------
 
 TINY_SUITE = """
     # benchbench run tiny
@@ -83,3 +403,119 @@ def tiny_suite(tmp_path) -> Path:
     path = tmp_path / "tiny.toml"
     path.write_text(textwrap.dedent(TINY_SUITE))
     return path
+
+
+def _foreground() -> None:
+    """As a terminal's foreground job: SIGINT at its default. (A shell starts background jobs with
+    SIGINT ignored, and Python then installs no KeyboardInterrupt handler, so a CI runner that
+    backgrounds the tests would otherwise make a child deaf to Ctrl-C.)"""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+class SuiteRun:
+    """One test's suite: written under tmp_path, run by `benchbench run` with results in tmp_path/r,
+    read back from there.
+
+    write(toml) and plugin(code) write files (the text is dedented); the suite run is the last one
+    written unless `suite=` names another (a path, or a shipped suite's name). argv(*extra) is the
+    `benchbench run` command line: the suite, --results, --data-root (the `data` attribute; a tiny
+    Fashion-MNIST unless changed, None for none), --device (`device`, "cpu" unless changed, None for
+    none), --no-progress, --plugin for each plugin file, then `extra`. run(*extra) runs it in this
+    process and returns the exit status; start(*extra) starts it as a child process (the console
+    script; stdout and stderr piped); cli(*args) runs any console-script command to completion.
+    run_dir is the one run directory under the results (run_dirs() lists them); records() reads its
+    records (benchbench.record.Record), frame() its results table (benchbench.results.load).
+    """
+
+    def __init__(self, tmp_path: Path, data: Path | None):
+        self.dir = tmp_path
+        self.results = tmp_path / "r"
+        self.data = data
+        self.device: str | None = "cpu"
+        self.suite: str | None = None
+        self.plugins: list[Path] = []
+        self.children: list[subprocess.Popen] = []
+        self.exe = Path(sys.executable).with_name("benchbench")
+
+    def write(self, toml: str, name: str = "suite.toml") -> Path:
+        path = self.dir / name
+        path.write_text(textwrap.dedent(toml))
+        self.suite = str(path)
+        return path
+
+    def plugin(self, code: str, name: str = "plugin.py") -> Path:
+        path = self.dir / name
+        path.write_text(textwrap.dedent(code))
+        self.plugins.append(path)
+        return path
+
+    def argv(self, *extra: str, suite: str | Path | None = None) -> list[str]:
+        suite = suite or self.suite
+        assert suite is not None, "run_suite: write a suite first, or pass suite="
+        argv = ["run", str(suite), "--results", str(self.results)]
+        if self.data is not None:
+            argv += ["--data-root", str(self.data)]
+        if self.device is not None:
+            argv += ["--device", self.device]
+        argv.append("--no-progress")
+        for path in self.plugins:
+            argv += ["--plugin", str(path)]
+        return [*argv, *map(str, extra)]
+
+    def run(self, *extra: str, suite: str | Path | None = None) -> int:
+        from benchbench.cli import main
+
+        return main(self.argv(*extra, suite=suite))
+
+    def env(self, env: dict[str, str] | None = None) -> dict[str, str]:
+        return {**os.environ, "BENCHBENCH_LOAD_ENTRY_POINTS": "0", **(env or {})}
+
+    def start(self, *extra: str, suite: str | Path | None = None, env: dict[str, str] | None = None
+              ) -> subprocess.Popen:
+        """The run as a child process, started as a foreground job would be; killed at the test's end
+        if still running."""
+        proc = subprocess.Popen([str(self.exe), *self.argv(*extra, suite=suite)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=self.env(env), preexec_fn=_foreground)
+        self.children.append(proc)
+        return proc
+
+    def cli(self, *args: str, env: dict[str, str] | None = None, timeout: float = 600
+            ) -> subprocess.CompletedProcess:
+        """`benchbench <args>` as a child process, from the repository root, to completion."""
+        return subprocess.run([str(self.exe), *map(str, args)], capture_output=True, text=True, cwd=REPO,
+                              env=self.env(env), timeout=timeout)
+
+    def run_dirs(self) -> list[Path]:
+        return sorted(p for p in self.results.glob("*/*") if p.is_dir())
+
+    @property
+    def run_dir(self) -> Path:
+        dirs = self.run_dirs()
+        assert len(dirs) == 1, f"expected one run directory under {self.results}, found {dirs}"
+        return dirs[0]
+
+    def records(self, run_dir: Path | None = None) -> list:
+        from benchbench.store import read_records
+
+        read = read_records(run_dir or self.run_dir)
+        assert read.problems == [], read.problems
+        return read.records
+
+    def frame(self, run_dir: Path | None = None, **kwargs):
+        from benchbench import results
+
+        return results.load(run_dir or self.run_dir, **kwargs)
+
+    def close(self) -> None:
+        for proc in self.children:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+
+
+@pytest.fixture
+def run_suite(tmp_path, tiny_data):
+    """A `SuiteRun` for this test (see its docstring): write a suite, run it, read its records."""
+    runner = SuiteRun(tmp_path, tiny_data)
+    yield runner
+    runner.close()

@@ -1,45 +1,41 @@
 """The CLI end to end, on a few hundred images in Fashion-MNIST's on-disk format."""
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import REPO, real_fashion_mnist
 
 from benchbench import results
 from benchbench.cli import main
 
+REPO = Path(__file__).resolve().parent.parent
 
-def test_run_writes_records_env_and_prints_the_table(tmp_path, tiny_suite, tiny_data, capsys):
-    out_dir = tmp_path / "results"
-    rc = main(["run", str(tiny_suite), "--results", str(out_dir), "--data-root", str(tiny_data),
-               "--device", "cpu", "--no-progress"])
+
+def test_run_writes_records_env_and_prints_the_table(run_suite, tiny_suite, capsys):
+    rc = run_suite.run(suite=tiny_suite)
     captured = capsys.readouterr()
     assert rc == 0, captured.err
-    (run_dir,) = (out_dir / "tiny").iterdir()
-    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
-    assert [r["model"] for r in records] == ["bit-r20x1-small", "vit-mu7"]
+    (run_dir,) = (run_suite.results / "tiny").iterdir()
+    records = run_suite.records()
+    assert [r.model for r in records] == ["bit-r20x1-small", "vit-mu7"]
     for r in records:
-        assert r["status"] == "ok" and r["error"] is None and r["flops_status"] == "ok"
-        m = r["metrics"]
+        assert r.status == "ok" and r.error is None and r.flops_status == "ok"
+        m = r.metrics
         assert m["train_images_seen"] == 6 * 300 and m["train_steps"] == 6 * 10
         assert m["eval_images"] == 100
         assert m["train_device_days"] == pytest.approx(m["train_device_seconds"] / 86400)
         assert m["train_exaflops"] == pytest.approx(6 * m["macs"] * 1800 / 1e18)
         assert m["gflops"] == pytest.approx(2 * m["gmacs"])
-        assert r["settings"]["epochs"] == 6 and r["dataset_plugin"] == "benchbench_plugins.datasets.fashion_mnist"
+        assert r.settings["epochs"] == 6 and r.dataset_plugin == "benchbench_plugins.datasets.fashion_mnist"
     # The data is learnable (class = position of a bright band): the CNN must have learnt it.
-    assert records[0]["metrics"]["top1"] > 0.9
+    assert records[0].metrics["top1"] > 0.9
     env = json.loads((run_dir / "env.json").read_text())
     assert env["versions"]["torch"] and env["device"] == "cpu" and env["suite"] == "tiny"
     assert "--data-root" in env["command"]
     assert "| BiT-R20x1 (28px) |" in captured.out and "Fashion-MNIST top-1 (%)" in captured.out
     assert (run_dir / "table.md").read_text() == captured.out
-    df = results.load(run_dir)
+    df = run_suite.frame()
     assert list(df["status"]) == ["ok", "ok"]
 
     for fmt, marker in (("markdown", "| Model"), ("latex", "\\toprule"), ("csv", "model,model_name"),
@@ -48,20 +44,18 @@ def test_run_writes_records_env_and_prints_the_table(tmp_path, tiny_suite, tiny_
         assert marker in capsys.readouterr().out
 
 
-def test_impossible_resolution_is_refused_before_anything_runs(tmp_path, tiny_data, capsys):
-    suite = tmp_path / "mixed.toml"
-    suite.write_text(textwrap.dedent("""
+def test_impossible_resolution_is_refused_before_anything_runs(run_suite, capsys):
+    suite = run_suite.write("""
         [suite]
         models = ["vit-b16", "vit-mu7"]
         datasets = ["fashion-mnist"]
         protocols = ["scratch"]
-    """))
-    rc = main(["run", str(suite), "--results", str(tmp_path / "r"), "--data-root", str(tiny_data),
-               "--no-progress", "--device", "cpu"])
+    """, "mixed.toml")
+    rc = run_suite.run()
     err = capsys.readouterr().err
     assert rc == 2 and str(suite) in err and "vit-b16 cannot take 28 px" in err and "multiple of 16" in err
     assert "resolution = 32 or 16" in err and "Traceback" not in err
-    assert not (tmp_path / "r").exists()
+    assert not run_suite.results.exists()
 
 
 RAISING_PLUGIN = """
@@ -78,32 +72,28 @@ def register_protocols(register):
 """
 
 
-def test_failing_cell_is_recorded_and_the_suite_goes_on(tmp_path, tiny_data, capsys):
-    plugin = tmp_path / "explode.py"
-    plugin.write_text(RAISING_PLUGIN)
-    suite = tmp_path / "mixed.toml"
-    suite.write_text(textwrap.dedent("""
+def test_failing_cell_is_recorded_and_the_suite_goes_on(run_suite, capsys):
+    run_suite.plugin(RAISING_PLUGIN, "explode.py")
+    run_suite.write("""
         [suite]
         models = ["vit-mu7"]
         datasets = ["fashion-mnist"]
         protocols = ["explode", "scratch"]
         [settings.scratch]
         steps = 1
-    """))
-    argv = ["run", str(suite), "--results", str(tmp_path / "r"), "--data-root", str(tiny_data),
-            "--no-progress", "--device", "cpu", "--plugin", str(plugin)]
-    rc = main(argv)
+    """, "mixed.toml")
+    rc = run_suite.run()
     err = capsys.readouterr().err
     assert rc == 1 and "1 of 2 cells failed" in err
-    (run_dir,) = (tmp_path / "r" / "mixed").iterdir()
-    failed, ok = results.load(run_dir).to_dict("records")
+    (run_dir,) = (run_suite.results / "mixed").iterdir()
+    failed, ok = run_suite.frame().to_dict("records")
     assert failed["status"] == "failed" and failed["error"] == "RuntimeError: plugin bug in the middle of a cell"
     assert failed["params"] > 0  # what was measured before the failure is kept
-    record = json.loads((run_dir / "records.jsonl").read_text().splitlines()[0])
-    assert "in run" in record["traceback"] and record["protocol_plugin"].startswith("file:")
+    record = run_suite.records()[0]
+    assert "in run" in record.traceback and record.protocol_plugin.startswith("file:")
     assert ok["status"] == "ok"
     # Resuming retries only the failed cell (and it fails again): the done cell is not re-run.
-    assert main(argv) == 1
+    assert run_suite.run() == 1
     err = capsys.readouterr().err
     assert "1 done, 1 to run" in err and "ran 1 cells now" in err
     assert len(results.load(run_dir, all_attempts=True)) == 3 and len(results.load(run_dir)) == 2
@@ -157,45 +147,40 @@ def test_broken_plugin_warns_and_strict_fails(tmp_path, capsys):
     assert "error: plugin" in capsys.readouterr().err
 
 
-def _cli(*args, env=None):
-    exe = Path(sys.executable).with_name("benchbench")
-    return subprocess.run([str(exe), *args], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "BENCHBENCH_LOAD_ENTRY_POINTS": "0", **(env or {})}, timeout=300)
-
-
-def test_console_script_errors_are_clear_without_traceback(tmp_path):
-    proc = _cli("run", "quickstrat", "--results", str(tmp_path))
+def test_console_script_errors_are_clear_without_traceback(run_suite, tmp_path):
+    proc = run_suite.cli("run", "quickstrat", "--results", tmp_path)
     assert proc.returncode == 2
     assert "did you mean 'quickstart'?" in proc.stderr and "Traceback" not in proc.stderr
-    proc = _cli("table", str(tmp_path))
+    proc = run_suite.cli("table", tmp_path)
     assert proc.returncode == 2 and "no records.jsonl" in proc.stderr
 
 
-def test_missing_data_fails_the_cell_with_how_to(tmp_path, tiny_suite, monkeypatch, capsys):
+def test_missing_data_fails_the_cell_with_how_to(run_suite, tmp_path, tiny_suite, monkeypatch, capsys):
     from benchbench_plugins.datasets import fashion_mnist
 
     monkeypatch.setattr(fashion_mnist, "DEBIAN_DIR", tmp_path / "not-installed")
-    rc = main(["run", str(tiny_suite), "--quick", "--results", str(tmp_path), "--data-root", str(tmp_path / "no"),
-               "--no-progress"])
-    assert rc == 1
-    (run_dir,) = (tmp_path / "tiny").iterdir()
-    for record in results.load(run_dir).to_dict("records"):
+    run_suite.data = tmp_path / "no"
+    assert run_suite.run("--quick", suite=tiny_suite) == 1
+    (run_dir,) = (run_suite.results / "tiny").iterdir()
+    for record in run_suite.frame(run_dir).to_dict("records"):
         assert "apt-get install dataset-fashion-mnist" in record["error"]
         assert record["params"] > 0  # measured before the failure, and kept
 
 
-@pytest.mark.skipif(not real_fashion_mnist(), reason="dataset-fashion-mnist is not installed")
-def test_quickstart_quick_on_real_data(tmp_path):
-    proc = _cli("run", "quickstart", "--quick", "--results", str(tmp_path), "--no-progress")
+def test_quickstart_quick_on_real_data(run_suite, real_fashion_mnist):
+    run_suite.data = run_suite.device = None  # README's command: the installed data, the default device
+    proc = run_suite.cli(*run_suite.argv("--quick", suite="quickstart"))
     assert proc.returncode == 0, proc.stderr
     assert "| ViT-Mu/7" in proc.stdout and "| BiT-R20x1 (28px)" in proc.stdout
-    (run_dir,) = (tmp_path / "quickstart").iterdir()
-    df = results.load(run_dir)
+    (run_dir,) = (run_suite.results / "quickstart").iterdir()
+    df = run_suite.frame(run_dir)
     assert list(df["train_images_seen"]) == [20 * 128] * 2 and list(df["eval_images"]) == [256] * 2
     assert df["top1"].between(0.0, 1.0).all()
 
 
 def test_info_prints_params_and_verified_flops(capsys):
+    # The default run's full-size FLOP check (ViT-B/16 at 224, both counters); the other full-size traces
+    # in tests/test_flops.py and tests/test_hybrid.py are `slow`.
     assert main(["info", "ViT-B/16", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["id"] == "vit-b16" and info["params"] == 86_567_656 and info["resolution"] == 224
@@ -205,12 +190,13 @@ def test_info_prints_params_and_verified_flops(capsys):
     assert "not divisible by patch size 16" in capsys.readouterr().err
 
 
-def test_paper_compute_quick_projects_exaflops(tmp_path, capsys):
-    assert main(["run", "paper-compute", "--quick", "--results", str(tmp_path), "--no-progress"]) == 0
+def test_paper_compute_quick_projects_exaflops(run_suite, capsys):
+    run_suite.data = run_suite.device = None  # measures, reads no data
+    assert run_suite.run("--quick", suite="paper-compute") == 0
     out = capsys.readouterr().out
     assert "Pre-training exaFLOPs" in out and "| ViT-B/32 " in out
-    (run_dir,) = (tmp_path / "paper-compute").iterdir()
-    df = results.load(run_dir)
+    (run_dir,) = (run_suite.results / "paper-compute").iterdir()
+    df = run_suite.frame(run_dir)
     assert sorted(set(df["pretrain_epochs"])) == [7, 14]
     for _, r in df.iterrows():  # 3 x forward FLOPs x JFT-300M's 303M images x epochs
         assert r["pretrain_exaflops"] == pytest.approx(6 * r["macs"] * 303e6 * r["pretrain_epochs"] / 1e18)

@@ -4,8 +4,6 @@ import numpy as np
 import pytest
 import torch
 import torchvision.datasets.cifar
-from datafiles import (MI_UINT16, cifar_images, solid, write_cifar10, write_cifar100, write_class_folders,
-                       write_flowers, write_mat, write_pets)
 from torch.utils.data import TensorDataset
 
 from benchbench.errors import BenchError
@@ -130,9 +128,9 @@ def cifar_md5_off(monkeypatch):
     monkeypatch.setattr(torchvision.datasets.cifar, "check_integrity", lambda *a, **k: True)
 
 
-def test_cifar10_pickle_round_trip(tmp_path, cifar_md5_off, no_cache):
-    train, test = cifar_images(10, seed=0), cifar_images(4, seed=1)
-    write_cifar10(tmp_path, train, test)
+def test_cifar10_pickle_round_trip(tmp_path, datafiles, cifar_md5_off, no_cache):
+    train, test = datafiles.cifar_images(10, seed=0), datafiles.cifar_images(4, seed=1)
+    datafiles.write_cifar10(tmp_path, train, test)
     ds = cifar.load("cifar10", "train", DataOptions(root=tmp_path, image_size=32, in_chans=3))
     assert len(ds) == 10 and ds.tensors[1].tolist() == train[1]
     stored = ds.tensors[0]
@@ -144,10 +142,10 @@ def test_cifar10_pickle_round_trip(tmp_path, cifar_md5_off, no_cache):
     assert t.tensors[1].tolist() == test[1] and t[0][0].shape == (3, 32, 32)
 
 
-def test_cifar100_fine_labels_and_resize(tmp_path, cifar_md5_off, no_cache):
-    images, _ = cifar_images(6, seed=2)
+def test_cifar100_fine_labels_and_resize(tmp_path, datafiles, cifar_md5_off, no_cache):
+    images, _ = datafiles.cifar_images(6, seed=2)
     labels = [0, 99, 42, 7, 7, 63]
-    write_cifar100(tmp_path / "cifar100", (images, labels), (images[:2], labels[:2]))
+    datafiles.write_cifar100(tmp_path / "cifar100", (images, labels), (images[:2], labels[:2]))
     ds = cifar.load("cifar100", "train", DataOptions(root=tmp_path, image_size=64, in_chans=3))
     assert ds.tensors[1].tolist() == labels
     (x, _), = list(Loader(ds, batch_size=6))
@@ -165,8 +163,8 @@ def test_cifar_missing_says_where_and_how(tmp_path, no_cache):
 # --- Oxford-IIIT Pet ---------------------------------------------------------------------------------------
 
 
-def test_pets_trainval_and_test_layout(tmp_path, no_cache):
-    write_pets(tmp_path, {"trainval": 6, "test": 3})
+def test_pets_trainval_and_test_layout(tmp_path, datafiles, no_cache):
+    datafiles.write_pets(tmp_path, {"trainval": 6, "test": 3})
     ds = pets.load("train", DataOptions(root=tmp_path, image_size=32, in_chans=3))
     assert len(ds) == 6 and subsets.labels_of(ds).tolist() == [0, 1, 2, 0, 1, 2]
     x, y = ds[1]
@@ -184,13 +182,14 @@ def test_pets_missing(tmp_path, no_cache):
 # --- Flowers-102 -------------------------------------------------------------------------------------------
 
 
-def test_mat_reader_reads_matlab_v5_numeric_arrays(tmp_path):
+def test_mat_reader_reads_matlab_v5_numeric_arrays(tmp_path, datafiles):
     a = np.array([[1.5, 2.0, -3.0], [4.0, 5.0, 6.25]])
-    write_mat(tmp_path / "plain.mat", {"a": a, "ids": np.array([[7, 8, 9, 10]])})
+    datafiles.write_mat(tmp_path / "plain.mat", {"a": a, "ids": np.array([[7, 8, 9, 10]])})
     got = flowers.read_mat(tmp_path / "plain.mat")
     np.testing.assert_array_equal(got["a"], a)  # column-major storage, read back in MATLAB's shape
     np.testing.assert_array_equal(got["ids"], [[7, 8, 9, 10]])
-    write_mat(tmp_path / "packed.mat", {"labels": np.array([[1, 102, 77]])}, compress=True, stored_as=MI_UINT16)
+    datafiles.write_mat(tmp_path / "packed.mat", {"labels": np.array([[1, 102, 77]])}, compress=True,
+                        stored_as=datafiles.MI_UINT16)
     got = flowers.read_mat(tmp_path / "packed.mat")["labels"]
     assert got.dtype == np.float64 and got.tolist() == [[1.0, 102.0, 77.0]]
     (tmp_path / "bad.mat").write_bytes(b"\x89HDF" + b"\0" * 200)
@@ -198,9 +197,9 @@ def test_mat_reader_reads_matlab_v5_numeric_arrays(tmp_path):
         flowers.read_mat(tmp_path / "bad.mat")
 
 
-def test_flowers_train_is_trnid_plus_valid(tmp_path, no_cache):
+def test_flowers_train_is_trnid_plus_valid(tmp_path, datafiles, no_cache):
     labels = [1, 2, 3, 102, 5, 6, 7]  # image k has label labels[k - 1], 1-based
-    write_flowers(tmp_path, labels, trnid=[1, 2], valid=[4], tstid=[3, 5, 6, 7])
+    datafiles.write_flowers(tmp_path, labels, trnid=[1, 2], valid=[4], tstid=[3, 5, 6, 7])
     train = flowers.load("train", DataOptions(root=tmp_path, image_size=16, in_chans=3))
     assert train.targets == [0, 1, 101] and [f[-15:] for f in train.files] == [
         "image_00001.jpg", "image_00002.jpg", "image_00004.jpg"]
@@ -219,7 +218,7 @@ def test_flowers_missing(tmp_path, no_cache):
 
 
 @pytest.fixture(scope="module")
-def imagenet_root(tmp_path_factory):
+def imagenet_root(tmp_path_factory, datafiles):
     """1000 wnid folders of one 8x8 PNG each in train/ and val/, pixel = class index mod 256."""
     root = tmp_path_factory.mktemp("imagenet-data") / "imagenet"
     wnids = [f"n{i:08d}" for i in range(1000)]
@@ -227,7 +226,7 @@ def imagenet_root(tmp_path_factory):
         for i, w in enumerate(wnids):
             d = root / split / w
             d.mkdir(parents=True)
-            solid((i % 256, 0, 0), size=(8, 8)).save(d / f"{w}_{split}.png")
+            datafiles.solid((i % 256, 0, 0), size=(8, 8)).save(d / f"{w}_{split}.png")
     return root
 
 
@@ -240,8 +239,9 @@ def test_imagenet_class_folders(imagenet_root, no_cache):
     assert y == 300 and torch.allclose(x[0], torch.full((8, 8), 300 % 256 / 127.5 - 1), atol=1e-6)
 
 
-def test_imagenet_wrong_layouts(tmp_path, no_cache):
-    write_class_folders(tmp_path / "imagenet", {"train": {"n1": [solid(0, (4, 4))]}, "val": {}})
+def test_imagenet_wrong_layouts(tmp_path, datafiles, no_cache):
+    datafiles.write_class_folders(tmp_path / "imagenet", {"train": {"n1": [datafiles.solid(0, (4, 4))]},
+                                                          "val": {}})
     (tmp_path / "imagenet" / "val").mkdir(exist_ok=True)
     with pytest.raises(BenchError, match="1 class folders, expected 1000"):
         imagenet.load("train", DataOptions(root=tmp_path))
@@ -253,14 +253,15 @@ def test_imagenet_wrong_layouts(tmp_path, no_cache):
 # --- imagefolder:<path> ---------------------------------------------------------------------------------------
 
 
-def _grey_folder(root):
-    grey = lambda v: solid(v, size=(12, 12), mode="L")  # noqa: E731
-    return write_class_folders(root, {"train": {"cat": [grey(10), grey(20)], "dog": [grey(30)], "emu": [grey(40)]},
-                                      "val": {"cat": [grey(50)], "emu": [grey(60)]}})
+def _grey_folder(datafiles, root):
+    grey = lambda v: datafiles.solid(v, size=(12, 12), mode="L")  # noqa: E731
+    return datafiles.write_class_folders(root, {"train": {"cat": [grey(10), grey(20)], "dog": [grey(30)],
+                                                          "emu": [grey(40)]},
+                                                "val": {"cat": [grey(50)], "emu": [grey(60)]}})
 
 
-def test_imagefolder_binds_through_the_registry(tmp_path, catalog):
-    root = _grey_folder(tmp_path / "MyData")
+def test_imagefolder_binds_through_the_registry(tmp_path, catalog, datafiles):
+    root = _grey_folder(datafiles, tmp_path / "MyData")
     name = f"ImageFolder:{root}"
     assert name in catalog.datasets
     spec_id = catalog.datasets.resolve(name)
@@ -280,7 +281,7 @@ def test_imagefolder_binds_through_the_registry(tmp_path, catalog):
     assert x.shape == (3, 12, 12) and torch.equal(x[0], x[1]) and torch.equal(x[1], x[2])
 
 
-def test_imagefolder_errors(tmp_path, catalog):
+def test_imagefolder_errors(tmp_path, catalog, datafiles):
     with pytest.raises(BenchError, match="no such folder"):
         catalog.datasets.resolve(f"imagefolder:{tmp_path / 'missing'}")
     (tmp_path / "empty" / "train").mkdir(parents=True)
@@ -288,18 +289,18 @@ def test_imagefolder_errors(tmp_path, catalog):
         catalog.datasets.resolve(f"imagefolder:{tmp_path / 'empty'}")
     with pytest.raises(BenchError, match="takes an argument"):
         catalog.datasets.resolve("imagefolder")
-    root = write_class_folders(tmp_path / "rgb", {"train": {"a": [solid((1, 2, 3), (20, 10))]},
-                                                  "test": {"b": [solid((1, 2, 3), (20, 10))]}})
+    root = datafiles.write_class_folders(tmp_path / "rgb", {"train": {"a": [datafiles.solid((1, 2, 3), (20, 10))]},
+                                                            "test": {"b": [datafiles.solid((1, 2, 3), (20, 10))]}})
     spec = catalog.datasets.get(f"imagefolder:{root}")
     assert (spec.image_size, spec.in_chans) == (imagefolder.DEFAULT_SIZE, 3)  # not square: 224
     with pytest.raises(BenchError, match="class folders the training split lacks: b"):
         spec.load("test", DataOptions())
 
 
-def test_imagefolder_in_a_suite(tmp_path, catalog):
+def test_imagefolder_in_a_suite(tmp_path, catalog, datafiles):
     from benchbench.suite import load_suite
 
-    root = _grey_folder(tmp_path / "d")
+    root = _grey_folder(datafiles, tmp_path / "d")
     suite = tmp_path / "s.toml"
     suite.write_text(f'[suite]\nmodels = ["vit-mu4"]\ndatasets = ["imagefolder:{root}"]\nprotocols = ["scratch"]\n')
     (cell,) = load_suite(str(suite), catalog).cells

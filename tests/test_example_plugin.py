@@ -7,14 +7,12 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "benchbench-convmixer"
-EXE = Path(sys.executable).with_name("benchbench")
 
 
 @pytest.fixture(scope="module")
@@ -30,10 +28,6 @@ def installed(tmp_path_factory) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(target), "BENCHBENCH_LOAD_ENTRY_POINTS": "1"}
 
 
-def _cli(env, *args):
-    return subprocess.run([str(EXE), *args], capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
-
-
 def convmixer_params(dim, depth, kernel, patch, classes, in_chans=3) -> int:
     """Trockman & Kolter's architecture, counted by hand: patch conv + BN, per block a depthwise
     conv + BN and a pointwise conv + BN, a linear head (all convs with bias)."""
@@ -43,8 +37,8 @@ def convmixer_params(dim, depth, kernel, patch, classes, in_chans=3) -> int:
     return stem + depth * block + dim * classes + classes
 
 
-def test_listed_through_its_entry_point(installed):
-    proc = _cli(installed, "list", "models", "--json")
+def test_listed_through_its_entry_point(installed, run_suite):
+    proc = run_suite.cli("list", "models", "--json", env=installed)
     assert proc.returncode == 0, proc.stderr
     models = {m["id"]: m for m in json.loads(proc.stdout)}
     mixer = models["convmixer-768-32"]
@@ -53,12 +47,12 @@ def test_listed_through_its_entry_point(installed):
     assert models["convmixer-1536-20"]["params"] == convmixer_params(1536, 20, 9, 7, 1000)  # 51.6M
     assert "vit-b16" in models  # the built-ins are still there
 
-    without = _cli({**installed, "BENCHBENCH_LOAD_ENTRY_POINTS": "0"}, "list", "models")
+    without = run_suite.cli("list", "models", env={**installed, "BENCHBENCH_LOAD_ENTRY_POINTS": "0"})
     assert "convmixer" not in without.stdout
 
 
-def test_a_tiny_run_records_the_plugin_package(installed, tmp_path, tiny_data):
-    (tmp_path / "mix.toml").write_text(textwrap.dedent("""
+def test_a_tiny_run_records_the_plugin_package(installed, run_suite):
+    run_suite.write("""
         [suite]
         models = ["convmixer-64-4-small", "vit-mu7"]
         datasets = ["fashion-mnist"]
@@ -66,13 +60,12 @@ def test_a_tiny_run_records_the_plugin_package(installed, tmp_path, tiny_data):
         [settings.scratch]
         steps = 2
         batch_size = 16
-    """))
-    proc = _cli(installed, "run", str(tmp_path / "mix.toml"), "--results", str(tmp_path / "r"), "--data-root",
-                str(tiny_data), "--no-progress", "--device", "cpu")
+    """, "mix.toml")
+    proc = run_suite.cli(*run_suite.argv(), env=installed)
     assert proc.returncode == 0, proc.stderr
     assert "| ConvMixer-64/4 (28px) |" in proc.stdout
-    (records,) = (tmp_path / "r").glob("mix/*/records.jsonl")
-    mixer, vit = (json.loads(line) for line in records.read_text().splitlines())
-    assert mixer["env"]["model_package"] == {"package": "benchbench-convmixer", "version": "0.1.0"}
-    assert mixer["metrics"]["params"] == convmixer_params(64, 4, 5, 2, 10, in_chans=1)
-    assert vit["env"]["model_package"]["package"] == "benchbench"
+    assert run_suite.run_dir.parent.name == "mix"
+    mixer, vit = run_suite.records()
+    assert mixer.env["model_package"] == {"package": "benchbench-convmixer", "version": "0.1.0"}
+    assert mixer.metrics["params"] == convmixer_params(64, 4, 5, 2, 10, in_chans=1)
+    assert vit.env["model_package"]["package"] == "benchbench"

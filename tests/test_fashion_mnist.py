@@ -1,8 +1,6 @@
 import numpy as np
 import pytest
 import torch
-from conftest import real_fashion_mnist
-from idxfiles import write_fashion_mnist, write_idx
 
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions
@@ -21,8 +19,8 @@ def test_loads_idx_files_from_data_root(tiny_data):
     assert len(fashion_mnist.load("test", DataOptions(root=tiny_data))) == 100
 
 
-def test_uncompressed_files_and_flat_root(tmp_path):
-    write_fashion_mnist(tmp_path, n_train=20, n_test=10, gz=False)
+def test_uncompressed_files_and_flat_root(tmp_path, idx):
+    idx.write_fashion_mnist(tmp_path, n_train=20, n_test=10, gz=False)
     ds = fashion_mnist.load("test", DataOptions(root=tmp_path / "fashion-mnist"))
     assert len(ds) == 10
 
@@ -37,8 +35,8 @@ def test_missing_files_say_how_to_get_them(tmp_path, monkeypatch):
         assert hint in msg
 
 
-def test_label_count_mismatch_is_an_error(tiny_data):
-    write_idx(tiny_data / "fashion-mnist" / "t10k-labels-idx1-ubyte.gz", np.zeros(99, dtype=np.uint8))
+def test_label_count_mismatch_is_an_error(tiny_data, idx):
+    idx.write_idx(tiny_data / "fashion-mnist" / "t10k-labels-idx1-ubyte.gz", np.zeros(99, dtype=np.uint8))
     with pytest.raises(BenchError, match="99 labels for 100 images"):
         fashion_mnist.load("test", DataOptions(root=tiny_data))
 
@@ -48,8 +46,7 @@ def test_unknown_split(tiny_data):
         fashion_mnist.load("val", DataOptions(root=tiny_data))
 
 
-@pytest.mark.skipif(not real_fashion_mnist(), reason="dataset-fashion-mnist is not installed")
-def test_real_files_are_the_official_split():
+def test_real_files_are_the_official_split(real_fashion_mnist):
     train = fashion_mnist.load("train", DataOptions())
     test = fashion_mnist.load("test", DataOptions())
     assert len(train) == 60_000 and len(test) == 10_000

@@ -3,11 +3,6 @@ the error and traceback, and the next cell runs."""
 
 from __future__ import annotations
 
-import json
-import textwrap
-
-from benchbench.cli import main
-
 OOM_PLUGIN = """
 import torch
 from benchbench import hookimpl
@@ -22,9 +17,9 @@ def register_protocols(register):
 """
 
 
-def test_nan_loss_and_out_of_memory_become_failed_records(tmp_path, tiny_data, capsys):
-    (tmp_path / "oom.py").write_text(OOM_PLUGIN)
-    (tmp_path / "faults.toml").write_text(textwrap.dedent("""
+def test_nan_loss_and_out_of_memory_become_failed_records(run_suite, capsys):
+    run_suite.plugin(OOM_PLUGIN, "oom.py")
+    run_suite.write("""
         [suite]
         models = ["vit-mu7"]
         datasets = ["fashion-mnist"]
@@ -36,19 +31,17 @@ def test_nan_loss_and_out_of_memory_become_failed_records(tmp_path, tiny_data, c
         [[override]]
         seeds = [0]
         settings.scratch = { lr = 1e30, clip_grad_norm = 0.0 }
-    """))
-    rc = main(["run", str(tmp_path / "faults.toml"), "--results", str(tmp_path / "r"), "--data-root",
-               str(tiny_data), "--no-progress", "--device", "cpu", "--plugin", str(tmp_path / "oom.py")])
-    assert rc == 1
+    """, "faults.toml")
+    assert run_suite.run() == 1
     assert "3 of 4 cells failed" in capsys.readouterr().err
-    (path,) = (tmp_path / "r").glob("faults/*/records.jsonl")
-    by = {(r["protocol"], r["seed"]): r for r in map(json.loads, path.read_text().splitlines())}
+    assert run_suite.run_dir.parent.name == "faults"
+    by = {(r.protocol, r.seed): r for r in run_suite.records()}
     for seed in (0, 1):
         oom = by["oom", seed]
-        assert oom["status"] == "failed" and oom["error"].startswith("OutOfMemoryError: CUDA out of memory")
-        assert "raise torch.cuda.OutOfMemoryError" in oom["traceback"]
+        assert oom.status == "failed" and oom.error.startswith("OutOfMemoryError: CUDA out of memory")
+        assert "raise torch.cuda.OutOfMemoryError" in oom.traceback
     diverged = by["scratch", 0]
-    assert diverged["status"] == "failed" and diverged["settings"]["lr"] == 1e30
-    assert "FloatingPointError: training loss became" in diverged["error"]
-    assert diverged["metrics"]["params"] > 0  # measured before the failure, kept
-    assert by["scratch", 1]["status"] == "ok" and by["scratch", 1]["settings"]["lr"] != 1e30
+    assert diverged.status == "failed" and diverged.settings["lr"] == 1e30
+    assert "FloatingPointError: training loss became" in diverged.error
+    assert diverged.metrics["params"] > 0  # measured before the failure, kept
+    assert by["scratch", 1].status == "ok" and by["scratch", 1].settings["lr"] != 1e30

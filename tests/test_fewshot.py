@@ -1,13 +1,9 @@
 """Few-shot linear evaluation: the closed-form solver against numpy, the draws, and a run end to end."""
 
-import json
-import textwrap
-
 import numpy as np
 import pytest
 import torch
 
-from benchbench.cli import main
 from benchbench.errors import BenchError
 from benchbench_plugins.protocols.features import (BIAS_FEATURE, Features, RidgeRegression, Whitening, fewshot_eval, shot_draws,
                                  signed_one_hot)
@@ -86,9 +82,8 @@ def test_settings_are_validated(catalog):
             resolve(fewshot, given, "s")
 
 
-def test_fewshot_end_to_end(tmp_path, tiny_data, capsys):
-    suite = tmp_path / "fs.toml"
-    suite.write_text(textwrap.dedent("""
+def test_fewshot_end_to_end(run_suite, capsys):
+    run_suite.write("""
         [suite]
         models = ["vit-mu7"]
         datasets = ["fashion-mnist"]
@@ -97,14 +92,12 @@ def test_fewshot_end_to_end(tmp_path, tiny_data, capsys):
         shots = [1, 5, 10]
         seeds = 3
         batch_size = 64
-    """))
-    rc = main(["run", str(suite), "--results", str(tmp_path / "r"), "--data-root", str(tiny_data),
-               "--device", "cpu", "--no-progress"])
-    assert rc == 0, capsys.readouterr().err
-    (run_dir,) = (tmp_path / "r" / "fs").iterdir()
-    (record,) = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
-    m = record["metrics"]
-    assert record["status"] == "ok"
+    """, "fs.toml")
+    assert run_suite.run() == 0, capsys.readouterr().err
+    assert run_suite.run_dir.parent.name == "fs"
+    (record,) = run_suite.records()
+    m = record.metrics
+    assert record.status == "ok"
     for k in (1, 5, 10):
         assert 0 <= m[f"fewshot_{k}shot_top1"] <= 1 and m[f"fewshot_{k}shot_top1_std"] >= 0
     assert m["top1"] == m["fewshot_10shot_top1"]

@@ -1,15 +1,12 @@
 """Fine-tuning: the new head is zero, weights and position embeddings come from the checkpoint, a
 run's scratch cell hands its model and its cost to a finetune cell."""
 
-import json
-import textwrap
 from pathlib import Path
 
 import pytest
 import torch
 
 from benchbench.checkpoints import save_checkpoint
-from benchbench.cli import main
 from benchbench.errors import BenchError
 from benchbench.settings import resolve
 from benchbench.specs import DataOptions, ProtocolContext
@@ -113,9 +110,8 @@ def test_checkpoint_names_are_safe_and_distinct(tmp_path):
     assert len(long.name) < 255
 
 
-def test_scratch_then_finetune_in_one_run(tmp_path, tiny_data, capsys):
-    suite = tmp_path / "ft.toml"
-    suite.write_text(textwrap.dedent("""
+def test_scratch_then_finetune_in_one_run(run_suite, capsys):
+    run_suite.write("""
         [suite]
         models = ["vit-mu7"]
         datasets = ["fashion-mnist"]
@@ -132,17 +128,15 @@ def test_scratch_then_finetune_in_one_run(tmp_path, tiny_data, capsys):
         batch_size = 50
         [[group]]
         protocols = ["finetune"]
-    """))
-    rc = main(["run", str(suite), "--results", str(tmp_path / "r"), "--data-root", str(tiny_data),
-               "--device", "cpu", "--no-progress"])
-    assert rc == 0, capsys.readouterr().err
-    (run_dir,) = (tmp_path / "r" / "ft").iterdir()
-    scratch, tuned = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
-    assert (scratch["protocol"], tuned["protocol"]) == ("scratch", "finetune")
-    assert tuned["status"] == "ok", tuned["error"]
+    """, "ft.toml")
+    assert run_suite.run() == 0, capsys.readouterr().err
+    (run_dir,) = (run_suite.results / "ft").iterdir()
+    scratch, tuned = run_suite.records()
+    assert (scratch.protocol, tuned.protocol) == ("scratch", "finetune")
+    assert tuned.status == "ok", tuned.error
     assert (run_dir / "checkpoints" / "vit-mu7--fashion-mnist--seed0.pt").is_file()
-    s, f = scratch["metrics"], tuned["metrics"]
-    assert tuned["resolution"] == 56 and f["gmacs"] > s["gmacs"]
+    s, f = scratch.metrics, tuned.metrics
+    assert tuned.resolution == 56 and f["gmacs"] > s["gmacs"]
     # Pre-training cost: the scratch cell's; fine-tuning cost: this cell's own.
     assert f["pretrain_device_seconds"] == s["train_device_seconds"]
     assert f["pretrain_images_seen"] == s["train_images_seen"] == 150

@@ -1,4 +1,9 @@
-"""Forward MACs pinned to analytic formulas and to a second counter (torch's FlopCounterMode)."""
+"""Forward MACs pinned to analytic formulas (the `formulas` fixture and bit_macs below) and to a second
+counter (torch's FlopCounterMode).
+
+Tracing a full-size model at 224 px or more takes seconds to tens of seconds on a CPU, so the full-size
+checks are `slow` (CI runs them in their own step); the default run checks the same formulas on the
+same architectures at a small resolution or width."""
 
 import pytest
 import torch
@@ -10,16 +15,6 @@ from benchbench_plugins.models import resnetv2
 from benchbench_plugins.models import vision_transformer as vit
 
 
-def vit_macs(hidden, depth, mlp, patch, image, in_chans=3, classes=1000):
-    """The paper's ViT, one image: patch projection, QKV + output projection, Q K^T and A V, MLP, head."""
-    n = (image // patch) ** 2 + 1
-    embed = (n - 1) * hidden * in_chans * patch * patch
-    per_layer = (4 * n * hidden * hidden       # Q, K, V and output projections
-                 + 2 * n * n * hidden          # the two attention products, summed over heads
-                 + 2 * n * hidden * mlp)       # MLP
-    return embed + depth * per_layer + hidden * classes
-
-
 def second_tool_macs(model, image, in_chans):
     """FlopCounterMode (FLOPs = 2 x MACs); the math SDPA kernel so it sees the attention matmuls."""
     model.eval()
@@ -28,15 +23,20 @@ def second_tool_macs(model, image, in_chans):
     return counter.get_total_flops() // 2
 
 
-@pytest.mark.parametrize("width,patch,image", [("B", 16, 224), ("B", 32, 384), ("Ti", 14, 224), ("S", 16, 384)])
-def test_vit_macs_match_formula(width, patch, image):
+@pytest.mark.parametrize("width,patch,image", [
+    ("Ti", 16, 64), ("S", 32, 128),
+    *(pytest.param(*full, marks=pytest.mark.slow) for full in [("B", 16, 224), ("B", 32, 384), ("Ti", 14, 224),
+                                                               ("S", 16, 384)]),
+])
+def test_vit_macs_match_formula(formulas, width, patch, image):
     w = vit.WIDTHS[width]
     model = vit.create(width, patch, image_size=image)
     count = count_macs(model, image)
-    assert count.macs == vit_macs(w.hidden, w.depth, w.mlp, patch, image)
+    assert count.macs == formulas.vit_macs(w.hidden, w.depth, w.mlp, patch, image)
     assert count.status == "ok"
 
 
+@pytest.mark.slow  # the default run checks ViT-B/16's 17.56 GMACs through `benchbench info` (tests/test_cli.py)
 def test_vit_b16_is_17_6_gmacs_with_attention_counted():
     count = count_macs(vit.create("B", 16), 224)
     assert count.gmacs == pytest.approx(17.56, abs=0.01)
@@ -45,10 +45,10 @@ def test_vit_b16_is_17_6_gmacs_with_attention_counted():
 
 
 @pytest.mark.parametrize("patch", [4, 7])
-def test_small_vit_macs_match_formula_and_second_tool(patch):
+def test_small_vit_macs_match_formula_and_second_tool(formulas, patch):
     model = vit.create("Mu", patch, image_size=28, in_chans=1, num_classes=10)
     count = count_macs(model, 28, in_chans=1)
-    assert count.macs == vit_macs(64, 6, 128, patch, 28, in_chans=1, classes=10)
+    assert count.macs == formulas.vit_macs(64, 6, 128, patch, 28, in_chans=1, classes=10)
     assert count.macs == second_tool_macs(model, 28, 1)
 
 
@@ -78,10 +78,13 @@ def bit_macs(units, base, image, in_chans=3, classes=1000, stem="bit", stem_stri
     return total + cin * classes
 
 
-@pytest.mark.parametrize("depth,wf", [("R50", 1), ("R101", 1), ("R50", 2)])
-def test_bit_macs_match_formula(depth, wf):
+@pytest.mark.parametrize("depth,wf,image", [
+    ("R50", 1, 64),
+    *(pytest.param(*full, marks=pytest.mark.slow) for full in [("R50", 1, 224), ("R101", 1, 224), ("R50", 2, 224)]),
+])
+def test_bit_macs_match_formula(depth, wf, image):
     model = resnetv2.create(depth, wf)
-    assert count_macs(model, 224).macs == bit_macs(resnetv2.DEPTHS[depth].units, 64 * wf, 224)
+    assert count_macs(model, image).macs == bit_macs(resnetv2.DEPTHS[depth].units, 64 * wf, image)
 
 
 def test_bit_small_macs_match_formula_and_second_tool():
@@ -92,6 +95,7 @@ def test_bit_small_macs_match_formula_and_second_tool():
     assert count.macs == second_tool_macs(model, 28, 1)
 
 
+@pytest.mark.slow
 def test_bit_r50_agrees_with_torchvision_resnet50():
     """Same conv shapes as torchvision's ResNet-50 (v1.5 stride placement): ~4.09 GMACs."""
     import torchvision
@@ -116,15 +120,21 @@ def test_unhandled_mac_operator_is_flagged():
     assert count.status == "incomplete: aten::mv"
 
 
-def test_torchvision_vit_fused_attention_is_counted():
+@pytest.mark.parametrize("image,hidden,depth,mlp,heads", [
+    # torchvision's ViT class (the modules and fused attention of vit_b_16), small
+    pytest.param(32, 64, 2, 128, 4, id="small"),
+    pytest.param(224, 768, 12, 3072, 12, marks=pytest.mark.slow, id="vit_b_16"),
+])
+def test_torchvision_vit_fused_attention_is_counted(formulas, image, hidden, depth, mlp, heads):
     """The known trap: fvcore alone reads torchvision's vit_b_16 in eval mode as ~11.3 GMACs, because
     the fused multi-head-attention op is invisible to it; the true figure is our ViT-B/16's 17.56."""
-    import torchvision
+    from torchvision.models.vision_transformer import VisionTransformer, vit_b_16
 
-    model = torchvision.models.vit_b_16()
-    count = count_macs(model, 224)
+    model = vit_b_16() if image == 224 else VisionTransformer(image_size=image, patch_size=16, num_layers=depth,
+                                                               num_heads=heads, hidden_dim=hidden, mlp_dim=mlp)
+    count = count_macs(model, image)
     assert count.by_operator["_native_multi_head_attention"] > 0
-    assert count.macs == count.second_macs == vit_macs(768, 12, 3072, 16, 224)
+    assert count.macs == count.second_macs == formulas.vit_macs(hidden, depth, mlp, 16, image)
     assert count.status == "ok"
 
 
@@ -136,15 +146,20 @@ def test_disagreeing_counts_are_flagged():
     assert MacCount(1000, {}, ("aten::mv",), second_macs=1000).status == "incomplete: aten::mv"
 
 
-def test_counting_on_zero_weights_and_meta_reference_matches(catalog):
+@pytest.mark.parametrize("model_id,classes,image,in_chans", [
+    ("r8x1-small+vit-mu4", 10, 28, 1),
+    pytest.param("r50x1+vit-b16", 1000, 224, 3, marks=pytest.mark.slow),
+])
+def test_counting_on_zero_weights_and_meta_reference_matches(catalog, model_id, classes, image, in_chans):
     from benchbench.measure.flops import build_for_counting
 
-    spec = catalog.models.get("r50x1+vit-b16")
-    real, meta = build_for_counting(spec, num_classes=1000, image_size=224, in_chans=3)
+    spec = catalog.models.get(model_id)
+    real, meta = build_for_counting(spec, num_classes=classes, image_size=image, in_chans=in_chans)
     assert next(meta.parameters()).device.type == "meta" and torch.count_nonzero(real.pos_embed) == 0
-    count = count_macs(real, 224, meta_model=meta)
+    count = count_macs(real, image, in_chans, meta_model=meta)
     assert count.status == "ok" and count.macs == count.second_macs
-    assert count.macs == count_macs(spec.build(), 224, cross_check=False).macs
+    built = spec.build(num_classes=classes, image_size=image, in_chans=in_chans)
+    assert count.macs == count_macs(built, image, in_chans, cross_check=False).macs
 
 
 @pytest.mark.parametrize("padding", ["same", "valid"])

@@ -3,20 +3,17 @@
 import pytest
 import torch
 
-from benchbench import results
-from benchbench.cli import main
 from benchbench.measure.flops import count_macs
 from benchbench_plugins.models import vision_transformer as vit
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]
 
 
-def test_cell_runs_on_cuda(tmp_path, tiny_suite, tiny_data):
-    rc = main(["run", str(tiny_suite), "--results", str(tmp_path / "r"), "--data-root", str(tiny_data),
-               "--device", "cuda", "--no-progress"])
-    assert rc == 0
-    (run_dir,) = (tmp_path / "r" / "tiny").iterdir()
-    df = results.load(run_dir)
+def test_cell_runs_on_cuda(run_suite, tiny_suite):
+    run_suite.device = "cuda"
+    assert run_suite.run(suite=tiny_suite) == 0
+    (run_dir,) = (run_suite.results / "tiny").iterdir()
+    df = run_suite.frame(run_dir)
     assert list(df["device"]) == ["cuda", "cuda"] and (df["train_device_seconds"] > 0).all()
     assert df["top1"].iloc[0] > 0.9
 

@@ -1,29 +1,14 @@
-"""R50 + ViT hybrids: structure, parameters and MACs against written-out formulas."""
+"""R50 + ViT hybrids: structure, parameters and MACs against written-out formulas (the `formulas` fixture
+and backbone_macs below). Full-size MAC traces are `slow`; the default run traces the same unit layouts,
+narrower, under a smaller ViT at 64 px."""
 
 import pytest
 import torch
-from test_flops import vit_macs
-from test_models import vit_params
 
 from benchbench.measure.flops import count_macs
 from benchbench.measure.params import count_params
 from benchbench_plugins.models import hybrid
 from benchbench_plugins.models import vision_transformer as vit
-
-
-def backbone_params(units, width, in_chans=3, root_k=7):
-    """The code release's ResNet (post-activation units, GN affine, bias-free convs)."""
-    total = in_chans * width * root_k * root_k + 2 * width
-    cin = width
-    for i, n in enumerate(units):
-        f = width * 2 ** i
-        for j in range(n):
-            c = cin if j == 0 else 4 * f
-            total += c * f + 2 * f + 9 * f * f + 2 * f + f * 4 * f + 2 * 4 * f
-            if j == 0:
-                total += c * 4 * f + 2 * 4 * f  # projection conv + its GroupNorm
-        cin = 4 * f
-    return total, cin
 
 
 def backbone_macs(units, width, image, in_chans=3, small_root=False):
@@ -51,13 +36,13 @@ def backbone_macs(units, width, image, in_chans=3, small_root=False):
 
 @pytest.mark.parametrize("units,width,stride", [(hybrid.R50_S16, "B", 16), (hybrid.R50_S32, "B", 32),
                                                 (hybrid.R50_S16, "L", 16), (hybrid.R50_S32, "L", 32)])
-def test_hybrid_params_match_formula(units, width, stride):
+def test_hybrid_params_match_formula(formulas, units, width, stride):
     w = vit.WIDTHS[width]
     with torch.device("meta"):
         model = hybrid.create(units, width)
-    bb, channels = backbone_params(units, 64)
+    bb, channels = formulas.backbone_params(units, 64)
     # A ViT on a (224 / stride)^2 grid whose patch projection is a 1x1 conv on the backbone's channels.
-    expected = vit_params(w.hidden, w.depth, w.mlp, stride, 224, in_chans=3) \
+    expected = formulas.vit_params(w.hidden, w.depth, w.mlp, stride, 224, in_chans=3) \
         - (3 * stride * stride * w.hidden) + channels * w.hidden + bb
     assert count_params(model) == expected
     assert model.pos_embed.shape == (1, (224 // stride) ** 2 + 1, w.hidden)
@@ -69,26 +54,33 @@ def test_s16_moves_stage4_units_into_stage3():
     assert hybrid.ResNetBackbone(hybrid.R50_S32, 64, 3).stride == 32
 
 
-@pytest.mark.parametrize("units,stride", [(hybrid.R50_S16, 16), (hybrid.R50_S32, 32)])
-def test_hybrid_macs_match_formula(units, stride):
-    model = hybrid.create(units, "B")
-    bb, channels = backbone_macs(units, 64, 224)
-    w = vit.WIDTHS["B"]
-    grid = 224 // stride
-    expected = bb + vit_macs(w.hidden, w.depth, w.mlp, stride, 224) \
+@pytest.mark.parametrize("units,stride,width,resnet_width,image", [
+    # R50's unit layouts at a quarter of its channels, under ViT-Ti, at 64 px
+    pytest.param(hybrid.R50_S16, 16, "Ti", 16, 64, id="R50_S16-narrow+Ti-64px"),
+    pytest.param(hybrid.R50_S32, 32, "Ti", 16, 64, id="R50_S32-narrow+Ti-64px"),
+    pytest.param(hybrid.R50_S16, 16, "B", 64, 224, marks=pytest.mark.slow, id="R50_S16+B-224px"),
+    pytest.param(hybrid.R50_S32, 32, "B", 64, 224, marks=pytest.mark.slow, id="R50_S32+B-224px"),
+])
+def test_hybrid_macs_match_formula(formulas, units, stride, width, resnet_width, image):
+    groups = 32 if resnet_width == 64 else 8
+    model = hybrid.create(units, width, resnet_width=resnet_width, groups=groups, image_size=image)
+    bb, channels = backbone_macs(units, resnet_width, image)
+    w = vit.WIDTHS[width]
+    grid = image // stride
+    expected = bb + formulas.vit_macs(w.hidden, w.depth, w.mlp, stride, image) \
         - grid * grid * w.hidden * 3 * stride * stride + grid * grid * w.hidden * channels
-    count = count_macs(model, 224)
+    count = count_macs(model, image)
     assert count.macs == expected and count.status == "ok"
 
 
-def test_small_hybrid_forward_and_macs():
+def test_small_hybrid_forward_and_macs(formulas):
     model = hybrid.create(hybrid.SMALL_UNITS, "Mu", resnet_width=16, small_root=True, groups=8, num_classes=10,
                           image_size=28, in_chans=1)
     assert model.grid == 7 and model.patch_embed.backbone.stride == 4
     with torch.no_grad():
         assert model.eval()(torch.randn(2, 1, 28, 28)).shape == (2, 10)
     bb, channels = backbone_macs(hybrid.SMALL_UNITS, 16, 28, in_chans=1, small_root=True)
-    expected = bb + vit_macs(64, 6, 128, 4, 28, in_chans=1, classes=10) - 49 * 64 * 16 + 49 * 64 * channels
+    expected = bb + formulas.vit_macs(64, 6, 128, 4, 28, in_chans=1, classes=10) - 49 * 64 * 16 + 49 * 64 * channels
     assert count_macs(model, 28, in_chans=1).macs == expected
 
 

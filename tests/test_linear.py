@@ -1,13 +1,9 @@
 """Linear probe on frozen features: the L-BFGS logistic regression at its optimum, and a run end to end."""
 
-import json
-import textwrap
-
 import pytest
 import torch
 import torch.nn.functional as F
 
-from benchbench.cli import main
 from benchbench.errors import BenchError
 from benchbench_plugins.protocols.features import Whitening, logistic_regression, top1, topk
 from benchbench.settings import resolve
@@ -53,9 +49,8 @@ def test_settings_are_validated(catalog):
 
 
 @pytest.mark.parametrize("method", ["ridge", "logistic"])
-def test_linear_end_to_end(tmp_path, tiny_data, capsys, method):
-    suite = tmp_path / "lin.toml"
-    suite.write_text(textwrap.dedent(f"""
+def test_linear_end_to_end(run_suite, capsys, method):
+    run_suite.write(f"""
         [suite]
         models = ["vit-mu7"]
         datasets = ["fashion-mnist"]
@@ -64,13 +59,11 @@ def test_linear_end_to_end(tmp_path, tiny_data, capsys, method):
         method = "{method}"
         train_per_class = 20
         max_iter = 50
-    """))
-    rc = main(["run", str(suite), "--results", str(tmp_path / "r"), "--data-root", str(tiny_data),
-               "--device", "cpu", "--no-progress"])
-    assert rc == 0, capsys.readouterr().err
-    (run_dir,) = (tmp_path / "r" / "lin").iterdir()
-    (record,) = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
-    m = record["metrics"]
-    assert record["status"] == "ok" and m["linear_train_images"] == 200 and m["eval_images"] == 100
+    """, "lin.toml")
+    assert run_suite.run() == 0, capsys.readouterr().err
+    assert run_suite.run_dir.parent.name == "lin"
+    (record,) = run_suite.records()
+    m = record.metrics
+    assert record.status == "ok" and m["linear_train_images"] == 200 and m["eval_images"] == 100
     assert m["features_images"] == 300 and m["linear_solve_seconds"] > 0
     assert m["top1"] <= m["top5"] and m["top1"] > 0.5  # the tiny data's bands are linearly separable

@@ -1,4 +1,5 @@
-"""Model structure, output shapes and parameter counts against the families' formulas."""
+"""Model structure, output shapes and parameter counts against the families' formulas (the `formulas`
+fixture, tests/conftest.py)."""
 
 import pytest
 import torch
@@ -8,23 +9,12 @@ from benchbench_plugins.models import resnetv2
 from benchbench_plugins.models import vision_transformer as vit
 
 
-def vit_params(hidden, depth, mlp, patch, image, in_chans=3, classes=1000):
-    """Parameters of the paper's ViT, written out from its definition."""
-    tokens = (image // patch) ** 2 + 1
-    embed = in_chans * patch * patch * hidden + hidden        # patch projection (conv) + bias
-    cls_pos = hidden + tokens * hidden                        # class token + 1-D position embeddings
-    block = (2 * 2 * hidden                                   # two LayerNorms
-             + 4 * hidden * hidden + 4 * hidden               # Q, K, V and output projections
-             + 2 * hidden * mlp + mlp + hidden)               # MLP
-    return embed + cls_pos + depth * block + 2 * hidden + hidden * classes + classes
-
-
 @pytest.mark.parametrize("width,patch", [("B", 16), ("B", 32), ("L", 16), ("H", 14), ("Ti", 16), ("S", 32)])
-def test_vit_params_match_formula(width, patch):
+def test_vit_params_match_formula(formulas, width, patch):
     w = vit.WIDTHS[width]
     with torch.device("meta"):
         model = vit.create(width, patch)
-    assert count_params(model) == vit_params(w.hidden, w.depth, w.mlp, patch, 224)
+    assert count_params(model) == formulas.vit_params(w.hidden, w.depth, w.mlp, patch, 224)
 
 
 def test_vit_params_match_the_paper_table1():
@@ -74,26 +64,11 @@ def test_bit_r152x4_trunk_matches_the_bit_paper():
     assert trunk / 1e6 == pytest.approx(928, rel=0.01)  # BiT paper: "928M parameters" for BiT-L
 
 
-def bit_params(units, base, in_chans=3, classes=1000, stem_k=7):
-    """Parameters of BiT ResNet-v2 (bias-free convs, GroupNorm affine), from its definition."""
-    total = in_chans * base * stem_k * stem_k
-    cin = base
-    for i, n in enumerate(units):
-        cmid, cout = base * 2 ** i, 4 * base * 2 ** i
-        for j in range(n):
-            c = cin if j == 0 else cout
-            total += 2 * c + c * cmid + 2 * cmid + 9 * cmid * cmid + 2 * cmid + cmid * cout
-            if j == 0 and (i > 0 or c != cout):
-                total += c * cout
-        cin = cout
-    return total + 2 * cin + cin * classes + classes
-
-
 @pytest.mark.parametrize("depth,wf", [("R50", 1), ("R101", 3), ("R152", 2), ("R200", 3)])
-def test_bit_params_match_formula(depth, wf):
+def test_bit_params_match_formula(formulas, depth, wf):
     with torch.device("meta"):
         model = resnetv2.create(depth, wf)
-    assert count_params(model) == bit_params(resnetv2.DEPTHS[depth].units, 64 * wf)
+    assert count_params(model) == formulas.bit_params(resnetv2.DEPTHS[depth].units, 64 * wf)
 
 
 def test_bit_uses_weight_standardisation_and_group_norm():

@@ -1,27 +1,17 @@
 """The full default suite on real data: the numbers README publishes must hold."""
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-from conftest import REPO, real_fashion_mnist
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not real_fashion_mnist(), reason="dataset-fashion-mnist is not installed")]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("real_fashion_mnist")]
 
 
-def test_quickstart_reaches_published_small_cnn_accuracy(tmp_path):
-    exe = Path(sys.executable).with_name("benchbench")
-    proc = subprocess.run([str(exe), "run", "quickstart", "--results", str(tmp_path), "--no-progress",
-                           "--device", "cpu"], capture_output=True, text=True, cwd=REPO, timeout=1800,
-                          env={**os.environ, "BENCHBENCH_LOAD_ENTRY_POINTS": "0"})
+def test_quickstart_reaches_published_small_cnn_accuracy(run_suite):
+    run_suite.data = None  # the installed dataset, found by itself
+    proc = run_suite.cli(*run_suite.argv(suite="quickstart"), timeout=1800)
     assert proc.returncode == 0, proc.stderr
-    (run_dir,) = (tmp_path / "quickstart").iterdir()
-    records = {r["model"]: r for r in map(json.loads, (run_dir / "records.jsonl").read_text().splitlines())}
-    cnn, vit = records["bit-r20x1-small"]["metrics"], records["vit-mu7"]["metrics"]
+    (run_dir,) = (run_suite.results / "quickstart").iterdir()
+    records = {r.model: r for r in run_suite.records(run_dir)}
+    cnn, vit = records["bit-r20x1-small"].metrics, records["vit-mu7"].metrics
     # Fashion-MNIST's published two-conv CNN baselines are about 0.88-0.90 top-1 (the benchmark
     # table of zalandoresearch/fashion-mnist); one epoch from scratch must reach that range.
     # (Measured: 0.8857 with seed 0 on 2 CPU cores.)

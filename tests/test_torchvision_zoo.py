@@ -1,4 +1,7 @@
-"""The torchvision zoo plugin: every classification builder registered, built and wrapped."""
+"""The torchvision zoo plugin: every classification builder registered, built and wrapped.
+
+The builder names parametrizing tests come from torchvision when the tests are collected
+(pytest_generate_tests below), not when this module is imported."""
 
 import importlib
 
@@ -10,12 +13,25 @@ from benchbench.measure.params import count_params
 from benchbench.plugins import collect, make_manager
 from benchbench_plugins.models import torchvision_zoo
 
-BUILDERS = models.list_models(module=models)
-# One builder per torchvision module (resnet, vgg, swin_transformer, ...): the smallest, by the
-# parameter count in its weights' metadata. Head layouts differ between modules, not within.
-BY_MODULE: dict[str, str] = {}
-for _name in sorted(BUILDERS, key=lambda n: models.get_model_weights(n).DEFAULT.meta["num_params"]):
-    BY_MODULE.setdefault(models.get_model_builder(_name).__module__, _name)
+def builders() -> list[str]:
+    return models.list_models(module=models)
+
+
+def one_per_module() -> list[str]:
+    """One builder per torchvision module (resnet, vgg, swin_transformer, ...): the smallest, by the
+    parameter count in its weights' metadata. Head layouts differ between modules, not within."""
+    by_module: dict[str, str] = {}
+    for name in sorted(builders(), key=lambda n: models.get_model_weights(n).DEFAULT.meta["num_params"]):
+        by_module.setdefault(models.get_model_builder(name).__module__, name)
+    return sorted(by_module.values())
+
+
+def pytest_generate_tests(metafunc):
+    """Argument `builder`: every classification builder; `module_builder`: one_per_module()."""
+    if "builder" in metafunc.fixturenames:
+        metafunc.parametrize("builder", builders())
+    if "module_builder" in metafunc.fixturenames:
+        metafunc.parametrize("module_builder", one_per_module())
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +44,8 @@ def tv():
 
 def test_registers_every_classification_builder(tv):
     ids = [spec.id for spec in tv.models]
-    assert len(ids) == len(BUILDERS)  # no builder is skipped
-    assert ids == [f"tv/{name}" for name in BUILDERS]
+    assert len(ids) == len(builders())  # no builder is skipped
+    assert ids == [f"tv/{name}" for name in builders()]
     assert {"tv/resnet50", "tv/vit_b_16", "tv/convnext_tiny", "tv/squeezenet1_0", "tv/inception_v3"} <= set(ids)
     assert not any("rcnn" in i or "deeplab" in i or "r3d" in i or "quantized" in i for i in ids)
     spec = tv.models.get("tv/resnet50")
@@ -57,18 +73,17 @@ def _reference(name: str) -> torch.nn.Module:
 INCEPTION_AUX = (768 * 128 + 2 * 128) + (128 * 768 * 25 + 2 * 768) + (768 * 1000 + 1000)
 
 
-@pytest.mark.parametrize("name", BUILDERS)
-def test_builds_on_meta_with_torchvisions_parameter_count(tv, name):
-    spec = tv.models.get(f"tv/{name}")
+def test_builds_on_meta_with_torchvisions_parameter_count(tv, builder):
+    spec = tv.models.get(f"tv/{builder}")
     with torch.device("meta"):
         model = spec.build(num_classes=1000, image_size=spec.default_resolution, in_chans=3)
-        reference = _reference(name)
-    assert model.builder_name == name
+        reference = _reference(builder)
+    assert model.builder_name == builder
     n = count_params(model)
     assert n == count_params(reference)
     # and torchvision's documentation (weights metadata), built without the auxiliary heads
-    documented = {w.meta["num_params"] for w in models.get_model_weights(name)}
-    assert n in documented or (name == "inception_v3" and n + INCEPTION_AUX in documented)
+    documented = {w.meta["num_params"] for w in models.get_model_weights(builder)}
+    assert n in documented or (builder == "inception_v3" and n + INCEPTION_AUX in documented)
     # reset_head swaps exactly the final layer: same input width, new output width, zeros
     head = model.head
     per_class = head.weight.shape[1] + (head.bias is not None)  # maxvit_t's head has no bias
@@ -86,9 +101,8 @@ def test_documented_parameter_counts(tv):
     assert count_params(vit_b_16) == 86_567_656
 
 
-@pytest.mark.parametrize("name", sorted(BY_MODULE.values()))
-def test_meta_forward_features_and_new_head(tv, name):
-    spec = tv.models.get(f"tv/{name}")
+def test_meta_forward_features_and_new_head(tv, module_builder):
+    spec = tv.models.get(f"tv/{module_builder}")
     r = spec.default_resolution
     with torch.device("meta"):
         model = spec.build(num_classes=1000, image_size=r).eval()
