@@ -106,9 +106,14 @@ def _is_builtin(ep: importlib.metadata.EntryPoint) -> bool:
     return ep.dist is not None and ep.dist.name == DISTRIBUTION
 
 
-def builtin_entry_points() -> list[importlib.metadata.EntryPoint]:
-    """The built-in plugins, in the order benchbench's pyproject.toml lists them."""
-    found = [ep for ep in importlib.metadata.entry_points(group=GROUP) if _is_builtin(ep)]
+def builtin_entry_points(
+    entry_points: Iterable[importlib.metadata.EntryPoint] | None = None,
+) -> list[importlib.metadata.EntryPoint]:
+    """The built-in plugins among `entry_points` (default: the installed ones of group "benchbench"),
+    in the order the installed metadata lists them (setuptools sorts them by name)."""
+    if entry_points is None:
+        entry_points = importlib.metadata.entry_points(group=GROUP)
+    found = [ep for ep in entry_points if _is_builtin(ep)]
     if not found:
         raise PluginError(f"benchbench's built-in plugins are not registered (no entry points of {DISTRIBUTION!r} "
                           f"in group {GROUP!r}); install benchbench, e.g. `pip install -e .` in its checkout")
@@ -126,11 +131,12 @@ def load_plugins(
     """Register the built-ins, third-party entry points (group "benchbench"; `entry_points` None:
     unless BENCHBENCH_LOAD_ENTRY_POINTS=0) and local files, each through `_register_plugin`."""
     failures: list[PluginFailure] = []
+    installed = list(importlib.metadata.entry_points(group=GROUP))  # one scan of the installed metadata
     if builtins:
-        for ep in builtin_entry_points():
+        for ep in builtin_entry_points(installed):
             _register_plugin(pm, ep.name, ep.load, failures, strict)
     if entry_points_enabled() if entry_points is None else entry_points:
-        for ep in importlib.metadata.entry_points(group=GROUP):
+        for ep in installed:
             if not _is_builtin(ep):
                 _register_plugin(pm, ep.name, ep.load, failures, strict)
     for path in files:
