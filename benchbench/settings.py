@@ -28,7 +28,8 @@ def _extreme(value: Any) -> str | None:
     return None
 
 
-def _shown(value: Any) -> str:
+def shown_value(value: Any) -> str:
+    """A value for a message: huge integers by their size (Python will not print more than 4,300 digits)."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
         return f"an integer of {value.bit_length()} bits"
     text = repr(value)
@@ -40,7 +41,7 @@ def check_value(key: str, value: Any, setting: Setting, where: str) -> Any:
     types = setting.type if isinstance(setting.type, tuple) else (setting.type,)
     extreme = _extreme(value)
     if extreme:
-        raise BenchError(f"{where}.{key} = {_shown(value)}: {extreme} ({setting.help})")
+        raise BenchError(f"{where}.{key} = {shown_value(value)}: {extreme} ({setting.help})")
     if isinstance(value, bool) and bool not in types:
         ok = False  # True is an int in Python, but never a valid count or rate
     elif float in types and isinstance(value, int) and not isinstance(value, bool):

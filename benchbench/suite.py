@@ -40,7 +40,7 @@ from typing import Any, Mapping
 
 from benchbench.errors import BenchError, UnknownIdError, did_you_mean, unknown_message
 from benchbench.plugins import Catalog
-from benchbench.settings import resolve
+from benchbench.settings import resolve, shown_value
 from benchbench.specs import input_shape
 
 SUITE_KEYS = ("name", "description", "table", "models", "datasets", "protocols", "seeds")
@@ -160,13 +160,6 @@ def parse(path: Path) -> dict[str, Any]:
         raise SuiteError(f"{path}: not valid TOML: {str(exc).split(';')[0]}") from None
 
 
-def number(value: Any) -> str:
-    """A number for a message: huge integers by their size (their digits can be too many to print)."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
-        return f"an integer of {value.bit_length()} bits"
-    return repr(value)
-
-
 def check_name(name: Any, where: str, from_file: bool) -> str:
     """A suite name that is one plain folder name under the results root; SuiteError otherwise."""
     if not isinstance(name, str) or not name.strip():
@@ -192,7 +185,7 @@ def _resolve_ids(values: Any, key: str, where: str, catalog: Catalog) -> list:
     if key == "seeds":
         for i, seed in enumerate(values):
             if not 0 <= seed <= SEED_MAX:
-                raise SuiteError(f"{where}[{i}]: seed {number(seed)} is outside 0..{SEED_MAX} (a seed seeds torch, "
+                raise SuiteError(f"{where}[{i}]: seed {shown_value(seed)} is outside 0..{SEED_MAX} (a seed seeds torch, "
                                  "NumPy and Python's generators; NumPy takes 32 bits, and seeds outside would collide)")
         return values
     registry = catalog.registry(key)
