@@ -8,6 +8,7 @@
     datasets = ["fashion-mnist"]
     protocols = ["scratch"]
     seeds = [0]                      # optional; [0] otherwise
+    cell_time_limit_s = 3600         # optional: a cell running longer is stopped, recorded as failed
 
     [settings.scratch]               # per-protocol settings; see `benchbench list protocols --json`
     epochs = 1
@@ -34,7 +35,7 @@ import hashlib
 import json
 import math
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -43,7 +44,7 @@ from benchbench.plugins import Catalog
 from benchbench.settings import resolve, shown_value
 from benchbench.specs import input_shape
 
-SUITE_KEYS = ("name", "description", "table", "models", "datasets", "protocols", "seeds")
+SUITE_KEYS = ("name", "description", "table", "models", "datasets", "protocols", "seeds", "cell_time_limit_s")
 LIST_KEYS = ("models", "datasets", "protocols", "seeds")
 TOP_KEYS = ("suite", "settings", "sweep", "group", "override", "quick")
 GROUP_KEYS = ("name", "models", "datasets", "protocols", "seeds", "settings", "sweep")
@@ -69,6 +70,9 @@ class Cell:
     protocol: str
     seed: int
     settings: tuple[tuple[str, Any], ...]
+    # Wall-clock limit of the cell in seconds (None: none). Not part of the key: a limit changes how
+    # long a cell may take, not its result.
+    time_limit_s: float | None = field(default=None, compare=False)
 
     @property
     def key(self) -> str:
@@ -378,5 +382,16 @@ def _load(path: Path, doc: dict[str, Any], catalog: Catalog, quick: bool, seeds:
     layout = head.get("table", "models")
     if layout not in LAYOUTS:
         raise SuiteError(f"{where}: [suite].table = {layout!r}: allowed: {', '.join(LAYOUTS)}")
+    limit = check_time_limit(head.get("cell_time_limit_s"), f"{where}: [suite].cell_time_limit_s")
     return Suite(name=name, description=str(head.get("description", "")), path=path, quick=quick,
-                 cells=tuple(cells.values()), table=layout)
+                 cells=tuple(replace(c, time_limit_s=limit) for c in cells.values()), table=layout)
+
+
+def check_time_limit(value: Any, where: str) -> float | None:
+    """A cell time limit in seconds: a positive finite number, or None (absent) for no limit."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise SuiteError(f"{where} = {shown_value(value)}: expected a positive number of seconds (wall time a cell "
+                         "may take before it is stopped and recorded as failed); leave it out for no limit")
+    return float(value)

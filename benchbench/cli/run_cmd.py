@@ -26,7 +26,7 @@ from benchbench.runner import run_suite
 from benchbench.specs import DataOptions
 from benchbench.store import (ENV, RECORDS, RunLock, check_directory, check_run_dir, latest_run_dir, new_run_dir,
                               read_env, read_records, repair_torn_tail, write_json, writing)
-from benchbench.suite import REPO_SUITES, load_suite
+from benchbench.suite import REPO_SUITES, check_time_limit, load_suite
 from benchbench.settings import varying_settings
 from benchbench.tables import build_table, render
 
@@ -53,6 +53,9 @@ def add_parser(sub, parent) -> None:
                    help=f"where datasets are looked for first (default: ${DATA_ENV})")
     p.add_argument("--download", action="store_true", help="let dataset plugins download missing data")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--cell-time-limit", type=float, metavar="SECONDS",
+                   help="stop a cell running longer than this and record it as failed; the suite goes on "
+                        "(default: the suite's [suite].cell_time_limit_s, else none)")
     p.add_argument("--force-flops", action="store_true",
                    help="print the table even when a FLOP count is not verified (marked with a dagger)")
     p.set_defaults(func=run)
@@ -82,6 +85,9 @@ def run(args) -> int:
     cat = catalog(args)
     device = pick_device(args.device)
     suite = load_suite(args.suite, cat, quick=args.quick, seeds=args.seed)
+    if args.cell_time_limit is not None:
+        limit = check_time_limit(args.cell_time_limit, "--cell-time-limit")
+        suite = replace(suite, cells=tuple(replace(c, time_limit_s=limit) for c in suite.cells))
     data = DataOptions(root=Path(args.data_root) if args.data_root else None, download=args.download)
     root = Path(args.results)
     check_directory(root, "--results")
