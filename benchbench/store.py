@@ -191,7 +191,7 @@ def repair_torn_tail(run_dir: Path) -> str | None:
     if not data or data.endswith(b"\n"):
         return None
     keep = data.rfind(b"\n") + 1
-    with writing(path, "repair the torn last line of", "free space or make it writable, then run again"):
+    with signals_held(), writing(path, "repair the torn last line of", "free space or make it writable, then run again"):
         with open(path.with_name(RECORDS + ".torn"), "ab") as f:
             f.write(data[keep:] + b"\n")
             f.flush()
@@ -216,23 +216,29 @@ def append_record(run_dir: Path, record: Record) -> None:
              "written and the records file is as it was; fix that (free space, make it writable), then run the "
              "same command again: it resumes, and runs that cell again")
     # Ctrl-C or SIGTERM wait until the line is on disk (a SIGKILL can still tear it: see repair_torn_tail).
+    with signals_held(), writing(path, "append to", after):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except OSError:
+                os.ftruncate(fd, size)  # shrinking needs no space; the torn bytes go
+                os.fsync(fd)
+                raise
+        finally:
+            os.close(fd)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM arriving inside are delivered when it ends (a write is finished first)."""
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
-        with writing(path, "append to", after):
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                size = os.fstat(fd).st_size
-                try:
-                    view = memoryview(line)
-                    while view:
-                        view = view[os.write(fd, view):]
-                    os.fsync(fd)
-                except OSError:
-                    os.ftruncate(fd, size)  # shrinking needs no space; the torn bytes go
-                    os.fsync(fd)
-                    raise
-            finally:
-                os.close(fd)
+        yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
