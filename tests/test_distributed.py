@@ -225,3 +225,103 @@ def test_more_devices_than_cores_or_an_indivisible_batch_fail_before_anything_ru
     assert odd.error.startswith("BenchError: batch_size = 33 is the global batch: it must divide by the 2 devices")
     assert many.traceback == "" and odd.traceback == ""
     assert "train_device_seconds" not in many.metrics
+
+
+# --- no processes: the pieces ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_the_ranks_parts_of_each_batch_are_the_single_process_batch(shuffle, in_memory):
+    """Rank r's batch i, for r = 0..2 concatenated, is batch i of the one-process loader with the same
+    seed: in-memory (sliced) and item by item (DataLoader with the ranks' batch sampler)."""
+    from torch.utils.data import Subset, TensorDataset
+
+    from benchbench_plugins.protocols.loader import Loader
+
+    data = TensorDataset(torch.arange(103).float()[:, None], torch.arange(103))
+    if not in_memory:
+        data = Subset(data, list(range(103)))
+
+    def batches(rank=0, world=1):
+        gen = torch.Generator().manual_seed(7)
+        return [y for _, y in Loader(data, 10, shuffle=shuffle, generator=gen, rank=rank, world=world)]
+
+    whole = batches()
+    parts = [batches(r, 3) for r in range(3)]
+    assert len(whole) == 11 and all(len(p) == 11 for p in parts)
+    for i, batch in enumerate(whole):
+        assert torch.equal(torch.cat([p[i] for p in parts]), batch)
+        assert [len(p[i]) for p in parts] == [len(batch) // 3 + (r < len(batch) % 3) for r in range(3)]
+    assert sorted(torch.cat(whole).tolist()) == list(range(103))
+
+
+def test_repeated_units_are_the_blocks_and_residual_units(catalog):
+    from benchbench_plugins.protocols.sharding import repeated_units
+
+    vit = catalog.models.get("vit-mu7").build(num_classes=10, image_size=28, in_chans=1)
+    assert repeated_units(vit) == list(vit.blocks)  # one per layer (Table 1's depth)
+    bit = catalog.models.get("bit-r20x1-small").build(num_classes=10, image_size=28, in_chans=1)
+    units = repeated_units(bit)
+    assert units == [u for stage in bit.stages for u in stage] and len(units) > 2
+    assert repeated_units(torch.nn.Linear(2, 2)) == []
+
+
+def test_activation_checkpointing_keeps_the_gradients_and_the_state_dict(catalog):
+    from benchbench_plugins.protocols.sharding import activation_checkpointing
+
+    torch.manual_seed(0)
+    model = catalog.models.get("vit-mu7").build(num_classes=10, image_size=28, in_chans=1).double()
+    x, y = torch.randn(4, 1, 28, 28, dtype=torch.float64), torch.tensor([0, 1, 2, 3])
+
+    def grads():
+        model.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    plain, keys = grads(), list(model.state_dict())
+    with activation_checkpointing(model) as units:
+        assert units == len(model.blocks) and list(model.state_dict()) == keys
+        checkpointed = grads()
+    assert "forward" not in vars(model.blocks[0])  # undone
+    assert all(torch.equal(a, b) for a, b in zip(plain, checkpointed))
+
+
+def test_rendezvous_from_slurm_and_torchrun_environments():
+    from benchbench.errors import BenchError
+    from benchbench.rendezvous import Rendezvous, expand_nodelist, rendezvous_from_env
+
+    assert expand_nodelist("gpu[01-03,07],login1,n[8-10]") == ["gpu01", "gpu02", "gpu03", "gpu07", "login1",
+                                                               "n8", "n9", "n10"]
+    assert expand_nodelist("node17") == ["node17"]
+    assert rendezvous_from_env(1, {}) == Rendezvous(1, 0, "127.0.0.1", 0)
+    slurm = {"SLURM_NNODES": "4", "SLURM_NODEID": "2", "SLURM_JOB_NODELIST": "gpu[11-14]", "SLURM_JOB_ID": "123456"}
+    assert rendezvous_from_env(4, slurm) == Rendezvous(4, 2, "gpu11", 20_000 + 123456 % 20_000)
+    assert rendezvous_from_env(4, {**slurm, "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}) == \
+        Rendezvous(4, 2, "10.0.0.1", 29500)
+    assert rendezvous_from_env(2, {"MASTER_ADDR": "h0", "MASTER_PORT": "29400", "NODE_RANK": "1"}) == \
+        Rendezvous(2, 1, "h0", 29400)
+    with pytest.raises(BenchError, match=r"nodes = 2, but this Slurm job has 4 \(SLURM_NNODES\)"):
+        rendezvous_from_env(2, slurm)
+    with pytest.raises(BenchError, match="nodes = 2 needs a multi-node launch: .* set MASTER_ADDR, MASTER_PORT, "
+                                         "NODE_RANK"):
+        rendezvous_from_env(2, {})
+    with pytest.raises(BenchError, match="SLURM_NODEID='x': expected an integer"):
+        rendezvous_from_env(4, {**slurm, "SLURM_NODEID": "x"})
+
+
+@pytest.mark.slow
+def test_profile_devices_reports_scaling_efficiency(run_suite):
+    import json
+
+    out = run_suite.cli("profile", "vit-mu7", "--device", "cpu", "--mode", "train", "--devices", "2",
+                        "--batch-size", "16", "--min-steps", "3", "--warmup-steps", "1", "--json")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert (r["devices"], r["batch_size_per_device"], r["threads_per_device"]) == (2, 16, len(os.sched_getaffinity(0)) // 2)
+    assert r["img_per_s_per_device"] == pytest.approx(r["img_per_s"] / 2)
+    assert r["scaling_efficiency"] == pytest.approx(r["img_per_s"] / (2 * r["img_per_s_one_device"]))
+    assert r["img_per_s"] > 0 and r["img_per_s_one_device"] > 0
+    bad = run_suite.cli("profile", "vit-mu7", "--device", "cpu", "--devices", "2")
+    assert bad.returncode == 2 and "--devices: scaling is measured for training; add --mode train" in bad.stderr
+    assert _descendants() == []

@@ -1,4 +1,4 @@
-"""Where the processes of a data-parallel cell meet: this machine alone, or every node of a Slurm job
+"""Where the processes of a data-parallel run meet: this machine alone, or every node of a Slurm job
 (or of a launch that sets torchrun's variables), read from the environment."""
 
 from __future__ import annotations
