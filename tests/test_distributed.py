@@ -77,29 +77,34 @@ save_checkpoint = true
 """
 
 
-def _descendants() -> list[tuple[int, str]]:
-    """(pid, command line) of every live process below this one (zombies and Python's
-    multiprocessing resource tracker aside)."""
-    children: dict[int, list[int]] = {}
+MARK = "BENCHBENCH_TEST_RANKS"
+
+
+@pytest.fixture(autouse=True)
+def mark_processes(monkeypatch):
+    """Every process this test starts inherits a mark in its environment, so `_leftovers` finds them
+    even when re-parented (orphans)."""
+    monkeypatch.setenv(MARK, f"{os.getpid()}-{os.urandom(4).hex()}")
+
+
+def _leftovers() -> list[tuple[int, str]]:
+    """(pid, command line) of every live process, this one and Python's multiprocessing resource
+    tracker aside, that carries this test's mark."""
+    mark = f"{MARK}={os.environ[MARK]}".encode()
+    out = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
                 continue
-            fields = stat.rsplit(")", 1)[1].split()
-            if fields[0] != "Z":
-                children.setdefault(int(fields[1]), []).append(int(entry.name))
-    out, todo = [], [os.getpid()]
-    while todo:
-        for pid in children.get(todo.pop(), []):
-            todo.append(pid)
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
+            if mark not in (entry / "environ").read_bytes().split(b"\0"):
                 continue
-            if "resource_tracker" not in cmd:
-                out.append((pid, cmd))
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "resource_tracker" not in cmd:
+            out.append((int(entry.name), cmd))
     return out
 
 
@@ -142,7 +147,7 @@ def test_two_devices_train_the_weights_one_device_trains_float64(run_suite):
     assert m["train_device_days"] == pytest.approx(2 * m["train_device_seconds"] / 86_400)
     assert m["train_img_per_s"] == pytest.approx(m["train_images_seen"] / m["train_device_seconds"])
     assert m["train_img_per_s_per_device"] == pytest.approx(m["train_img_per_s"] / 2)
-    assert _descendants() == []
+    assert _leftovers() == []
 
 
 @pytest.mark.slow
@@ -177,7 +182,7 @@ def test_fsdp_with_activation_checkpointing_matches_ddp(run_suite):
     assert _max_diff(_weights(ddp_dir), _weights(fsdp_dir)) < 1e-12
     for key in SAME_METRICS:
         assert ddp.metrics[key] == fsdp.metrics[key], key
-    assert _descendants() == []
+    assert _leftovers() == []
 
 
 @pytest.mark.slow
@@ -196,7 +201,7 @@ def test_a_rank_that_raises_dies_or_exits_fails_its_cell_and_the_suite_goes_on(r
     assert exited.status == "failed" and "rank 1 of 2 failed: exited with status 3" in exited.error, exited.error
     assert all(r.devices == 2 and r.metrics["params"] > 0 for r in (raised, died, exited))
     assert by["vit-f64"].ok
-    assert _descendants() == []
+    assert _leftovers() == []
 
 
 @pytest.mark.slow
@@ -208,7 +213,7 @@ def test_a_hung_rank_fails_its_cell_at_the_collective_timeout(run_suite):
     assert record.error.startswith("RankFailure: rank 0 of 2 failed: "), record.error
     assert "timed out" in record.error.lower() or "timeout" in record.error.lower(), record.error
     assert record.wall_seconds < 120
-    assert _descendants() == []
+    assert _leftovers() == []
 
 
 def test_more_devices_than_cores_or_an_indivisible_batch_fail_before_anything_runs(run_suite):
@@ -324,4 +329,24 @@ def test_profile_devices_reports_scaling_efficiency(run_suite):
     assert r["img_per_s"] > 0 and r["img_per_s_one_device"] > 0
     bad = run_suite.cli("profile", "vit-mu7", "--device", "cpu", "--devices", "2")
     assert bad.returncode == 2 and "--devices: scaling is measured for training; add --mode train" in bad.stderr
-    assert _descendants() == []
+    assert _leftovers() == []
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_parallel_cell_stops_every_rank_and_exits_130(run_suite):
+    import signal
+    import time
+
+    run_suite.write(SUITE.format(name="long", model="vit-mu7", devices=2, extra="").replace("epochs = 1", "epochs = 1000"))
+    proc = run_suite.start()
+    deadline = time.monotonic() + 300
+    while not any("multiprocessing.spawn" in cmd for _, cmd in _leftovers()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.5)
+    time.sleep(3)  # the ranks are training
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 130, proc.communicate()
+    deadline = time.monotonic() + 30
+    while _leftovers() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _leftovers() == []
