@@ -350,3 +350,38 @@ def test_sigterm_during_a_parallel_cell_stops_every_rank_and_exits_130(run_suite
     while _leftovers() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert _leftovers() == []
+
+
+# --- NCCL on GPUs (skipped without them) -------------------------------------------------------------
+
+
+def _gpus() -> int:
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_gpus() < 1, reason="no CUDA device")
+def test_nccl_fsdp_on_one_gpu_matches_the_plain_run_float64(run_suite):
+    """The NCCL path on any GPU: FSDP over a world of 1 through the launcher against the in-process run."""
+    run_suite.device = "cuda"
+    run_suite.plugin(PLUGIN, "f64.py")
+    one, one_dir = _run(run_suite, "one", "vit-f64", 1, 'precision = "fp32"')
+    fsdp, fsdp_dir = _run(run_suite, "fsdp", "vit-f64", 1, 'precision = "fp32"\nsharding = "fsdp"')
+    assert one.ok and fsdp.ok, (one.error, fsdp.error)
+    assert _max_diff(_weights(one_dir), _weights(fsdp_dir)) < 1e-10
+    assert _leftovers() == []
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_gpus() < 2, reason="needs 2 CUDA devices")
+@pytest.mark.parametrize("sharding", ["ddp", "fsdp"])
+def test_nccl_two_gpus_train_the_weights_one_gpu_trains(run_suite, sharding):
+    run_suite.device = "cuda"
+    run_suite.plugin(PLUGIN, "f64.py")
+    one, one_dir = _run(run_suite, "one", "vit-f64", 1, 'precision = "fp32"')
+    two, two_dir = _run(run_suite, "two", "vit-f64", 2, f'precision = "fp32"\nsharding = "{sharding}"')
+    assert one.ok and two.ok, (one.error, two.error)
+    assert _max_diff(_weights(one_dir), _weights(two_dir)) < 1e-10  # float64 on GPUs: reductions reorder
+    for key in SAME_METRICS:
+        assert one.metrics[key] == two.metrics[key], key
+    assert _leftovers() == []
