@@ -147,6 +147,7 @@ def test_two_devices_train_the_weights_one_device_trains_float64(run_suite):
     assert m["train_device_days"] == pytest.approx(2 * m["train_device_seconds"] / 86_400)
     assert m["train_img_per_s"] == pytest.approx(m["train_images_seen"] / m["train_device_seconds"])
     assert m["train_img_per_s_per_device"] == pytest.approx(m["train_img_per_s"] / 2)
+    assert m["train_peak_mem_mb_per_device"] > 0
     assert _leftovers() == []
 
 

@@ -80,6 +80,7 @@ def run_rank(job: Job) -> dict[str, float] | None:
     """One rank's run of the cell; rank 0 writes the trained weights and returns the metrics."""
     from torch.nn.parallel import DistributedDataParallel
 
+    from benchbench.measure.throughput import peak_mem_mb
     from benchbench.plugins import load_catalog
     from benchbench_plugins.protocols.sharding import activation_checkpointing, fully_shard_units
     from benchbench_plugins.protocols.training import cell_splits, evaluate_timed, fit
@@ -93,6 +94,8 @@ def run_rank(job: Job) -> dict[str, float] | None:
     model = model_spec.build(**job.shape)
     model.load_state_dict(torch.load(Path(job.folder) / "init.pt", weights_only=True))
     model.to(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     train, test = cell_splits(dataset_spec, job.data, s, job.seed)
     with activation_checkpointing(model, s["activation_checkpointing"]):
         if s["sharding"] == "fsdp":
@@ -104,12 +107,21 @@ def run_rank(job: Job) -> dict[str, float] | None:
                       desc=job.desc, rank=rank, world=world)
     # DDP: the replica itself (a forward pass needs no collective); FSDP: the sharded model, whose
     # forward gathers each unit's weights (every rank runs the same number of passes)
+    metrics["train_peak_mem_mb_per_device"] = _max_over_ranks(peak_mem_mb(device)[0], device)
     metrics.update(evaluate_timed(model, test, s, device, rank=rank, world=world))
     state = _full_state_dict(model, fsdp=s["sharding"] == "fsdp")
     if rank == 0:
         torch.save(state, Path(job.folder) / "final.pt")
         return metrics
     return None
+
+
+def _max_over_ranks(value: float, device: torch.device) -> float:
+    import torch.distributed as dist
+
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()
 
 
 def _full_state_dict(model: torch.nn.Module, *, fsdp: bool) -> dict[str, torch.Tensor]:
