@@ -88,7 +88,7 @@ def train_settings(**defaults: Any) -> dict[str, Setting]:
     out = {
         "epochs": Setting(1, int, "passes over the training split (ignored when steps > 0)", non_negative),
         "steps": Setting(0, int, "optimiser steps; 0 means use epochs", non_negative),
-        "batch_size": Setting(128, int, "training batch size", positive),
+        "batch_size": Setting(128, int, "training batch size: the global batch, split across devices", positive),
         "optimizer": Setting("adamw", str, "adamw | adam | sgd", one_of("adamw", "adam", "sgd")),
         "lr": Setting(1e-3, float, "peak learning rate", positive),
         "weight_decay": Setting(0.05, float, "on weight matrices and kernels only", non_negative),
