@@ -22,6 +22,7 @@ import pluggy
 
 from benchbench import hookspecs
 from benchbench.errors import BenchError
+from benchbench.executors import ExecutorSpec
 from benchbench.registry import Registry
 from benchbench.specs import DatasetSpec, ModelSpec, ProtocolSpec
 
@@ -54,10 +55,12 @@ class Catalog:
     models: Registry[ModelSpec] = field(default_factory=lambda: Registry("model"))
     datasets: Registry[DatasetSpec] = field(default_factory=lambda: Registry("dataset"))
     protocols: Registry[ProtocolSpec] = field(default_factory=lambda: Registry("protocol"))
+    executors: Registry[ExecutorSpec] = field(default_factory=lambda: Registry("executor"))
     failures: list[PluginFailure] = field(default_factory=list)
 
     def registry(self, kind: str) -> Registry:
-        return {"models": self.models, "datasets": self.datasets, "protocols": self.protocols}[kind]
+        return {"models": self.models, "datasets": self.datasets, "protocols": self.protocols,
+                "executors": self.executors}[kind]
 
 
 def make_manager() -> pluggy.PluginManager:
@@ -145,7 +148,7 @@ def load_plugins(
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
-        raise PluginError(f"{exc} (hooks are: register_models, register_datasets, register_protocols)") from exc
+        raise PluginError(f"{exc} (hooks are: register_models, register_datasets, register_protocols, register_executors)") from exc
     return failures
 
 
@@ -156,6 +159,7 @@ def collect(pm: pluggy.PluginManager, failures: list[PluginFailure] | None = Non
         (pm.hook.register_models, catalog.models),
         (pm.hook.register_datasets, catalog.datasets),
         (pm.hook.register_protocols, catalog.protocols),
+        (pm.hook.register_executors, catalog.executors),
     )
     for hook, registry in hooks:
         # One implementation at a time, so each spec knows its plugin and a plugin raising here

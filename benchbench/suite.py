@@ -26,6 +26,12 @@
     [quick]                          # --quick: overrides any list, setting and sweep, in every matrix
     [quick.settings.scratch]
     steps = 20
+
+    [executor]                       # optional: where cells run (--executor and friends override it)
+    name = "slurm"
+    max_parallel = 8
+    [executor.slurm]                 # options of one executor; see docs/cluster.md
+    partition = "gpu"
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from benchbench.specs import input_shape
 
 SUITE_KEYS = ("name", "description", "table", "models", "datasets", "protocols", "seeds")
 LIST_KEYS = ("models", "datasets", "protocols", "seeds")
-TOP_KEYS = ("suite", "settings", "sweep", "group", "override", "quick")
+TOP_KEYS = ("suite", "settings", "sweep", "group", "override", "quick", "executor")
 GROUP_KEYS = ("name", "models", "datasets", "protocols", "seeds", "settings", "sweep")
 OVERRIDE_KEYS = ("models", "datasets", "protocols", "seeds", "settings")
 QUICK_KEYS = ("models", "datasets", "seeds", "settings", "sweep")
@@ -87,6 +93,8 @@ class Suite:
     quick: bool
     cells: tuple[Cell, ...] = field(default=())
     table: str = "models"  # the layout printed at the end of a run
+    # [executor], validated: {"name": id | None, "max_parallel": int (if given), "options": {id: {...}}}
+    executor: Mapping[str, Any] = field(default_factory=dict)
 
 
 def suite_dirs() -> list[Path]:
@@ -325,4 +333,14 @@ def load_suite(name_or_path: str, catalog: Catalog, *, quick: bool = False, seed
     if layout not in LAYOUTS:
         raise SuiteError(f"{where}: [suite].table = {layout!r}: allowed: {', '.join(LAYOUTS)}")
     return Suite(name=name, description=str(head.get("description", "")), path=path, quick=quick,
-                 cells=tuple(cells.values()), table=layout)
+                 cells=tuple(cells.values()), table=layout, executor=_executor(doc, where, catalog))
+
+
+def _executor(doc: Mapping[str, Any], where: str, catalog: Catalog) -> dict[str, Any]:
+    """The [executor] table (where cells run: `name`, `max_parallel`, [executor.<id>] options), validated
+    against the registered executors; {} when the suite has none."""
+    if "executor" not in doc:
+        return {}
+    from benchbench.executors import suite_table
+
+    return suite_table(_table(doc["executor"], f"{where}: [executor]"), where, catalog)

@@ -20,6 +20,7 @@ from benchbench import results
 from benchbench.cli.common import catalog
 from benchbench.envinfo import device_name, environment
 from benchbench.errors import BenchError
+from benchbench.executors import Dispatch, choose
 from benchbench.plan import cell_states, duration, plan, summary, throughput_history, totals
 from benchbench.envinfo import pick_device
 from benchbench.runner import run_suite
@@ -52,6 +53,13 @@ def add_parser(sub, parent) -> None:
                    help=f"where datasets are looked for first (default: ${DATA_ENV})")
     p.add_argument("--download", action="store_true", help="let dataset plugins download missing data")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--executor", metavar="NAME",
+                   help="where cells run: a registered executor (`benchbench list executors`); default: the "
+                        "suite's [executor].name, else in this process")
+    p.add_argument("--executor-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of the executor (repeatable; overrides the suite's [executor.<name>])")
+    p.add_argument("--max-parallel", type=int, metavar="N",
+                   help="cells in flight at once on the executor (default: the suite's, else no limit)")
     p.add_argument("--force-flops", action="store_true",
                    help="print the table even when a FLOP count is not verified (marked with a dagger)")
     p.set_defaults(func=run)
@@ -90,10 +98,22 @@ def run(args) -> int:
     earlier = read_records(run_dir).records if run_dir and (run_dir / RECORDS).is_file() else []
     history = throughput_history([root, PUBLISHED], device_name(device), [p.id for p in cat.protocols if p.trains])
     plans = plan(suite, cat, earlier, history)
+    choice = choose(cat, suite, args.executor, args.executor_option, args.max_parallel)
     if args.dry_run:
         _dry_run(plans, run_dir)
         return 0
 
+    # The executor's engine is reached before anything is written.
+    executor = choice.spec.create(choice.options)
+    try:
+        return _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, executor)
+    finally:
+        executor.close()
+
+
+def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, executor) -> int:
+    executor.check(Dispatch(suite=suite, catalog=cat, run_dir=run_dir or root, device=args.device, data=data,
+                            env=None, choice=choice, total=0))
     if run_dir is None:
         run_dir = new_run_dir(root, suite.name)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -112,10 +132,13 @@ def run(args) -> int:
             states = cell_states(read_records(run_dir).records if (run_dir / RECORDS).is_file() else [])
             plans = [replace(p, state=states.get(p.cell.key, "todo")) for p in plans]
             done = frozenset(k for k, state in states.items() if state == "done")
-            _echo(f"{suite.name}: {'resuming ' if earlier else ''}{run_dir} on {env['device_name']}\n"
+            on = "" if choice.spec.default else f" through executor {choice.spec.id!r}"
+            _echo(f"{suite.name}: {'resuming ' if earlier else ''}{run_dir} on {env['device_name']}{on}\n"
                   f"{summary(totals(plans))}")
             records = run_suite(suite, cat, run_dir, device, data, env=env, done=done,
-                                show_progress=not args.no_progress, echo=_echo)
+                                show_progress=not args.no_progress, echo=_echo, choice=choice, executor=executor, device_arg=args.device,
+                                plugin_files=tuple(str(Path(f).resolve()) for f in args.plugin),
+                                strict_plugins=args.strict_plugins)
     except KeyboardInterrupt:
         states = cell_states(read_records(run_dir).records)
         recorded = sum(states.get(c.key) == "done" for c in suite.cells)
@@ -130,7 +153,10 @@ def run(args) -> int:
 def _finish(run_dir: Path, suite, records: list, force_flops: bool) -> int:
     """Print the suite's table from every record of its cells in the run directory."""
     df = results.load(run_dir)
-    df = df[df["key"].isin({c.key for c in suite.cells})]
+    order = {c.key: i for i, c in enumerate(suite.cells)}
+    df = df[df["key"].isin(order)]
+    # The suite's order, whichever order the cells finished in (executors run them concurrently).
+    df = df.assign(_order=df["key"].map(order)).sort_values("_order", kind="stable").drop(columns="_order")
     failed = int((df["status"] != "ok").sum())
     try:
         table = render(build_table(df, suite.table, force_flops=force_flops))
