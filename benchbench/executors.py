@@ -254,8 +254,10 @@ class Dispatch:
 
     def collected(self, cell: "Cell", job_id: str) -> Record | None:
         """The record a worker wrote for (cell, job), read back from the run directory, if any."""
-        from benchbench.store import read_records
+        from benchbench.store import RECORDS, read_records
 
+        if not (self.run_dir / RECORDS).is_file():
+            return None
         for record in reversed(read_records(self.run_dir).records):
             if record.key == cell.key and record.job_id == str(job_id):
                 return record
