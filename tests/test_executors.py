@@ -191,3 +191,11 @@ def test_records_without_the_new_fields_still_read_and_none_is_not_written(make_
         assert name not in old  # None fields stay out of the JSON
     record = Record.from_json(old)
     assert record.executor is None and record.job_id is None
+
+
+def test_list_executors_shows_each_with_its_options(run_suite):
+    proc = run_suite.cli("list", "executors", "--json")
+    rows = {row["id"]: row for row in json.loads(proc.stdout)}
+    assert rows["local"]["default"] and not rows["slurm"]["default"]
+    assert rows["slurm"]["extra"] == "slurm" and rows["slurm"]["options"]["time_min"]["default"] == 60
+    assert rows["ray"]["options"]["address"]["default"] == "auto"
