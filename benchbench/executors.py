@@ -59,6 +59,8 @@ class ExecutorSpec:
     extra: str = ""
     # The executor of a run that names none (exactly one registered executor should say so).
     default: bool = False
+    # True: cells run in the driver's own process, on its device (the driver must have the device).
+    in_process: bool = False
 
 
 @dataclass(frozen=True)
@@ -88,12 +90,16 @@ def execute(job: CellJob, *, job_id: str | None = None, attempts: int | None = N
 
     if catalog is None:
         catalog = load_catalog(job.plugin_files, strict=job.strict_plugins)
+    from benchbench.envinfo import device_name
+
     run_dir = Path(job.run_dir)
-    record = run_cell(job.cell, catalog, pick_device(job.device), job.data, show_progress, mac_counts, run_dir)
+    device = pick_device(job.device)
+    record = run_cell(job.cell, catalog, device, job.data, show_progress, mac_counts, run_dir)
     record = replace(record, suite=job.suite, run_id=run_dir.name, quick=job.quick, executor=job.executor,
                      node=socket.gethostname(), job_id=job_id, attempts=attempts)
-    if job.env is not None:
-        record = replace(record, env=record_env(dict(job.env), catalog, record))
+    if job.env is not None:  # the driver's environment, with the device this cell ran on
+        env = {**job.env, "device_name": device_name(device)}
+        record = replace(record, env=record_env(env, catalog, record))
     append_once(run_dir, record)
     return record
 

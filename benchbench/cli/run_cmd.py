@@ -85,10 +85,22 @@ def _dry_run(plans, run_dir: Path | None) -> None:
     print(f"\nrun directory: {run_dir if run_dir else 'a new one'}\n{summary(totals(plans))}")
 
 
+def _driver_device(name: str, in_process: bool) -> torch.device:
+    """The device of this process. Cells an executor runs elsewhere get `--device` as written and
+    resolve it where they run: a login node without the GPUs the cells ask for is fine."""
+    try:
+        return pick_device(name)
+    except BenchError:
+        if in_process:
+            raise
+        return torch.device("cpu")
+
+
 def run(args) -> int:
     cat = catalog(args)
-    device = pick_device(args.device)
     suite = load_suite(args.suite, cat, quick=args.quick, seeds=args.seed)
+    choice = choose(cat, suite, args.executor, args.executor_option, args.max_parallel)
+    device = _driver_device(args.device, choice.spec.in_process)
     data = DataOptions(root=Path(args.data_root) if args.data_root else None, download=args.download)
     root = Path(args.results)
     if args.run_dir:
@@ -98,7 +110,6 @@ def run(args) -> int:
     earlier = read_records(run_dir).records if run_dir and (run_dir / RECORDS).is_file() else []
     history = throughput_history([root, PUBLISHED], device_name(device), [p.id for p in cat.protocols if p.trains])
     plans = plan(suite, cat, earlier, history)
-    choice = choose(cat, suite, args.executor, args.executor_option, args.max_parallel)
     if args.dry_run:
         _dry_run(plans, run_dir)
         return 0
@@ -142,8 +153,10 @@ def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, 
     except KeyboardInterrupt:
         states = cell_states(read_records(run_dir).records)
         recorded = sum(states.get(c.key) == "done" for c in suite.cells)
-        _echo(f"\ninterrupted: {recorded} of {len(suite.cells)} cells are recorded in {run_dir / RECORDS}; the "
-              f"cell in progress was not. Run the same command again to resume.")
+        rest = ("the cell in progress was not" if choice.spec.in_process else
+                "jobs already submitted keep running where the executor allows, and record themselves")
+        _echo(f"\ninterrupted: {recorded} of {len(suite.cells)} cells are recorded in {run_dir / RECORDS}; {rest}. "
+              "Run the same command again to resume.")
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)

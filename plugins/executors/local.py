@@ -24,6 +24,6 @@ class Local:
 @hookimpl
 def register_executors(register) -> None:
     register(ExecutorSpec(
-        id="local", name="In this process", create=lambda options: Local(), default=True,
+        id="local", name="In this process", create=lambda options: Local(), default=True, in_process=True,
         description="every cell in this process, one after the other, on --device",
     ))
