@@ -128,6 +128,17 @@ def states(job_ids) -> dict[str, tuple[str, str]]:
     return out
 
 
+def _timed_out(run_dir: Path, job_id: str) -> bool:
+    """Whether submitit's log of the job says Slurm signalled its time limit."""
+    from submitit.core.utils import JobPaths
+
+    try:
+        log = JobPaths(run_dir / "slurm", job_id=job_id, task_id=0).stderr.read_text(errors="replace")
+    except OSError:
+        return False
+    return "this job is timed-out" in log
+
+
 def work(job: CellJob) -> dict:
     """What a Slurm job runs: the cell, its record appended by this worker. Returns the record."""
     attempts = int(os.environ.get("SLURM_RESTART_COUNT", "0")) + 1
@@ -202,6 +213,8 @@ class Slurm:
                     continue
                 record = dispatch.collected(cell, job_id)
                 if record is None:
+                    if base in ("FAILED", "COMPLETED") and _timed_out(dispatch.run_dir, job_id):
+                        base = "TIMEOUT"  # submitit was told of the limit before the cell had started
                     reason = REASONS.get(base, "is unknown to Slurm accounting")
                     record = dispatch.fault(cell, f"slurm job {job_id} {reason} (state {state})", job_id=job_id,
                                             node=nodes or None)
