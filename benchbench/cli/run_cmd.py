@@ -147,11 +147,11 @@ def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, 
             _echo(f"{suite.name}: {'resuming ' if earlier else ''}{run_dir} on {env['device_name']}{on}\n"
                   f"{summary(totals(plans))}")
             records = run_suite(suite, cat, run_dir, device, data, env=env, done=done,
-                                show_progress=not args.no_progress, echo=_echo, choice=choice, executor=executor, device_arg=args.device,
-                                plugin_files=tuple(str(Path(f).resolve()) for f in args.plugin),
+                                show_progress=not args.no_progress, echo=_echo, choice=choice, executor=executor,
+                                device_arg=args.device, plugin_files=tuple(str(Path(f).resolve()) for f in args.plugin),
                                 strict_plugins=args.strict_plugins)
-    except KeyboardInterrupt:
-        states = cell_states(read_records(run_dir).records)
+    except KeyboardInterrupt:  # possibly before the first record: no records file yet
+        states = cell_states(read_records(run_dir).records if (run_dir / RECORDS).is_file() else [])
         recorded = sum(states.get(c.key) == "done" for c in suite.cells)
         rest = ("the cell in progress was not" if choice.spec.in_process else
                 "jobs already submitted keep running where the executor allows, and record themselves")
