@@ -9,6 +9,7 @@ from typing import Callable
 
 import pluggy
 
+from benchbench.executors import ExecutorSpec
 from benchbench.specs import DatasetSpec, ModelSpec, ProtocolSpec
 
 hookspec = pluggy.HookspecMarker("benchbench")
@@ -37,4 +38,12 @@ def register_protocols(register: Callable[[ProtocolSpec], None]) -> None:
     """Register evaluation protocols (scratch, finetune, ...). Collect-all.
 
     :param register: call once per :class:`~benchbench.specs.ProtocolSpec`.
+    """
+
+
+@hookspec
+def register_executors(register: Callable[[ExecutorSpec], None]) -> None:
+    """Register executors: where a suite's cells run (in process, Slurm, Ray, ...). Collect-all.
+
+    :param register: call once per :class:`~benchbench.executors.ExecutorSpec`.
     """

@@ -22,6 +22,7 @@ import pluggy
 
 from benchbench import hookspecs
 from benchbench.errors import BenchError
+from benchbench.executors import ExecutorSpec
 from benchbench.registry import Registry
 from benchbench.specs import DatasetSpec, ModelSpec, ProtocolSpec
 
@@ -54,6 +55,7 @@ class Catalog:
     models: Registry[ModelSpec] = field(default_factory=lambda: Registry("model"))
     datasets: Registry[DatasetSpec] = field(default_factory=lambda: Registry("dataset"))
     protocols: Registry[ProtocolSpec] = field(default_factory=lambda: Registry("protocol"))
+    executors: Registry[ExecutorSpec] = field(default_factory=lambda: Registry("executor"))
     failures: list[PluginFailure] = field(default_factory=list)
 
     def local_files(self) -> tuple[str, ...]:
@@ -61,7 +63,8 @@ class Catalog:
         return tuple(name[len("file:"):] for name, _ in self.pm.list_name_plugin() if name.startswith("file:"))
 
     def registry(self, kind: str) -> Registry:
-        return {"models": self.models, "datasets": self.datasets, "protocols": self.protocols}[kind]
+        return {"models": self.models, "datasets": self.datasets, "protocols": self.protocols,
+                "executors": self.executors}[kind]
 
 
 def make_manager() -> pluggy.PluginManager:
@@ -149,7 +152,7 @@ def load_plugins(
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
-        raise PluginError(f"{exc} (hooks are: register_models, register_datasets, register_protocols)") from exc
+        raise PluginError(f"{exc} (hooks are: register_models, register_datasets, register_protocols, register_executors)") from exc
     return failures
 
 
@@ -160,6 +163,7 @@ def collect(pm: pluggy.PluginManager, failures: list[PluginFailure] | None = Non
         (pm.hook.register_models, catalog.models),
         (pm.hook.register_datasets, catalog.datasets),
         (pm.hook.register_protocols, catalog.protocols),
+        (pm.hook.register_executors, catalog.executors),
     )
     for hook, registry in hooks:
         # One implementation at a time, so each spec knows its plugin and a plugin raising here

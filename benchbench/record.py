@@ -21,6 +21,7 @@ from benchbench.errors import BenchError
 
 SCHEMA = 2
 STATUSES = ("ok", "failed")
+OPTIONAL = ("env", "executor", "node", "job_id", "attempts")  # left out of the JSON when None
 _SHOT = re.compile(r"^\w+?_(\d+)shot_top1$")
 
 
@@ -58,6 +59,12 @@ class Record:
     run_id: str | None = None
     quick: bool = False
     env: Mapping[str, Any] | None = None  # versions, device name, git commit, plugin packages
+    # Where the cell ran (optional; absent in records of older versions): the executor's id, the
+    # node's host name, the scheduler's job id, and the scheduler's attempts (2+ after a requeue).
+    executor: str | None = None
+    node: str | None = None
+    job_id: str | None = None
+    attempts: int | None = None
     schema: int = SCHEMA
 
     @property
@@ -67,8 +74,9 @@ class Record:
     def to_json(self) -> dict[str, Any]:
         """The object written as one line of records.jsonl."""
         out = dataclasses.asdict(self)
-        if out["env"] is None:
-            del out["env"]
+        for name in OPTIONAL:
+            if out[name] is None:
+                del out[name]
         return out
 
     @classmethod

@@ -1,4 +1,5 @@
-"""Runs a suite's cells in-process, one typed record per cell, whatever happens inside a cell."""
+"""Runs one cell in this process (`run_cell`, a typed record whatever happens inside it), and a suite's
+cells on an executor (`run_suite`)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ from tqdm import tqdm
 from benchbench.compute import derived
 from benchbench.deadline import time_limit
 from benchbench.errors import BenchError
+from benchbench.executors import Choice, Dispatch, Executor, default_executor
 from benchbench.measure.flops import MacCount, build_for_counting, count_macs
 from benchbench.measure.params import count_params
 from benchbench.plugins import Catalog, plugin_package
 from benchbench.record import Record
 from benchbench.settings import varying_settings
 from benchbench.specs import DataOptions, ProtocolContext, input_shape
-from benchbench.store import append_record
 from benchbench.suite import Cell, Suite
 
 
@@ -130,30 +131,41 @@ def run_suite(
     done: frozenset[str] = frozenset(),
     show_progress: bool = True,
     echo: Callable[[str], None] = print,
+    choice: Choice | None = None,
+    executor: Executor | None = None,
+    plugin_files: tuple[str, ...] = (),
+    strict_plugins: bool = False,
+    device_arg: str | None = None,
 ) -> list[Record]:
-    """Run the cells whose keys are not in `done`, appending each record as it finishes.
+    """Run the cells whose keys are not in `done` on an executor (default: the registered default,
+    in this process), each record appended as it finishes.
 
-    A KeyboardInterrupt (Ctrl-C, or SIGTERM turned into one) propagates: the cell in progress is
-    not recorded, every finished one is, so the same command resumes.
+    A KeyboardInterrupt (Ctrl-C, or SIGTERM turned into one) propagates: a cell in progress in this
+    process is not recorded, every finished one is, so the same command resumes (and re-attaches to
+    jobs an executor left running).
     """
     todo = [c for c in suite.cells if c.key not in done]
-    records, mac_counts = [], {}
+    if choice is None:
+        spec = default_executor(catalog)
+        choice = Choice(spec, {k: s.default for k, s in spec.options.items()}, 0)
+    own = executor is None
+    if own:
+        executor = choice.spec.create(choice.options)
     shown = varying_settings([c.protocol for c in suite.cells], [dict(c.settings) for c in suite.cells])
     bar = tqdm(total=len(todo), desc=suite.name, unit="cell", disable=not show_progress, dynamic_ncols=True,
                mininterval=0.2 if sys.stderr.isatty() else 15.0)
     say = (lambda line: tqdm.write(line, file=sys.stderr)) if show_progress else echo
+    dispatch = Dispatch(
+        suite=suite, catalog=catalog, run_dir=run_dir, device=device_arg or str(device), data=data, env=env, choice=choice,
+        total=len(todo), plugin_files=plugin_files, strict_plugins=strict_plugins, show_progress=show_progress,
+        say=say, on_record=lambda record: bar.update(1),
+        extra=lambda cell: ", ".join(f"{k}={dict(cell.settings)[k]}" for k in shown if k in dict(cell.settings)))
     try:
-        for i, cell in enumerate(todo, start=1):
-            extra = ", ".join(f"{k}={dict(cell.settings)[k]}" for k in shown if k in dict(cell.settings))
-            say(f"[{i}/{len(todo)}] {cell.label}{' ' + extra if extra else ''} ...")
-            record = replace(run_cell(cell, catalog, device, data, show_progress, mac_counts, run_dir),
-                             suite=suite.name, run_id=Path(run_dir).name, quick=suite.quick)
-            if env is not None:
-                record = replace(record, env=record_env(env, catalog, record))
-            append_record(run_dir, record)
-            records.append(record)
-            bar.update(1)
-            say(f"[{i}/{len(todo)}] {summary_line(record, extra)}")
+        if own:
+            executor.check(dispatch)
+        executor.run(todo, dispatch)
     finally:
         bar.close()
-    return records
+        if own:
+            executor.close()
+    return dispatch.records

@@ -27,6 +27,12 @@
     [quick]                          # --quick: overrides any list, setting and sweep, in every matrix
     [quick.settings.scratch]
     steps = 20
+
+    [executor]                       # optional: where cells run (--executor and friends override it)
+    name = "slurm"
+    max_parallel = 8
+    [executor.slurm]                 # options of one executor; see docs/cluster.md
+    partition = "gpu"
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ from benchbench.specs import input_shape
 
 SUITE_KEYS = ("name", "description", "table", "models", "datasets", "protocols", "seeds", "cell_time_limit_s")
 LIST_KEYS = ("models", "datasets", "protocols", "seeds")
-TOP_KEYS = ("suite", "settings", "sweep", "group", "override", "quick")
+TOP_KEYS = ("suite", "settings", "sweep", "group", "override", "quick", "executor")
 GROUP_KEYS = ("name", "models", "datasets", "protocols", "seeds", "settings", "sweep")
 OVERRIDE_KEYS = ("models", "datasets", "protocols", "seeds", "settings")
 QUICK_KEYS = ("models", "datasets", "seeds", "settings", "sweep")
@@ -96,6 +102,8 @@ class Suite:
     quick: bool
     cells: tuple[Cell, ...] = field(default=())
     table: str = "models"  # the layout printed at the end of a run
+    # [executor], validated: {"name": id | None, "max_parallel": int (if given), "options": {id: {...}}}
+    executor: Mapping[str, Any] = field(default_factory=dict)
 
 
 def suite_dirs() -> list[Path]:
@@ -384,7 +392,8 @@ def _load(path: Path, doc: dict[str, Any], catalog: Catalog, quick: bool, seeds:
         raise SuiteError(f"{where}: [suite].table = {layout!r}: allowed: {', '.join(LAYOUTS)}")
     limit = check_time_limit(head.get("cell_time_limit_s"), f"{where}: [suite].cell_time_limit_s")
     return Suite(name=name, description=str(head.get("description", "")), path=path, quick=quick,
-                 cells=tuple(replace(c, time_limit_s=limit) for c in cells.values()), table=layout)
+                 cells=tuple(replace(c, time_limit_s=limit) for c in cells.values()), table=layout,
+                 executor=_executor(doc, where, catalog))
 
 
 def check_time_limit(value: Any, where: str) -> float | None:
@@ -395,3 +404,13 @@ def check_time_limit(value: Any, where: str) -> float | None:
         raise SuiteError(f"{where} = {shown_value(value)}: expected a positive number of seconds (wall time a cell "
                          "may take before it is stopped and recorded as failed); leave it out for no limit")
     return float(value)
+
+
+def _executor(doc: Mapping[str, Any], where: str, catalog: Catalog) -> dict[str, Any]:
+    """The [executor] table (where cells run: `name`, `max_parallel`, [executor.<id>] options), validated
+    against the registered executors; {} when the suite has none."""
+    if "executor" not in doc:
+        return {}
+    from benchbench.executors import suite_table
+
+    return suite_table(_table(doc["executor"], f"{where}: [executor]"), where, catalog)

@@ -646,3 +646,44 @@ def gated() -> SimpleNamespace:
     """suite(run_suite, seeds, gate, name="gated"): write the gated protocol's plugin and a suite of one cell
     per seed; wait_for(condition, what, proc, timeout=120); PLUGIN: the plugin's source."""
     return SimpleNamespace(suite=_gated_suite, wait_for=_wait_for, PLUGIN=GATED_PLUGIN)
+# --- a private Slurm (with accounting) and Ray head, for tests marked `cluster` ----------------------------
+
+NAP_PLUGIN = """
+import os, time
+from benchbench import hookimpl
+from benchbench.specs import ProtocolSpec, Setting
+
+def run(ctx):
+    if ctx.settings["pid_file"]:
+        with open(ctx.settings["pid_file"], "w") as f:
+            f.write(str(os.getpid()))
+    time.sleep(ctx.settings["seconds"])
+    return {"slept_s": ctx.settings["seconds"]}
+
+@hookimpl
+def register_protocols(register):
+    register(ProtocolSpec(id="nap", name="Nap", run=run, accuracies=lambda s: {}, needs_initialised_model=False,
+                          settings={"seconds": Setting(1.0, float, "how long"),
+                                    "pid_file": Setting("", str, "where the worker writes its pid")}))
+"""
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """scripts/cluster.sh's single-node Slurm (with slurmdbd) and Ray head, in a private directory, for
+    the session; stopped by their PIDs at its end whatever happened. Attributes: dir, env (SLURM_CONF),
+    ray_address, nap (a protocol plugin's code: `nap` sleeps `seconds`, writing its pid to `pid_file`)."""
+    import shutil
+    import tempfile
+
+    if shutil.which("slurmctld") is None or shutil.which("mariadbd") is None:
+        pytest.skip("Slurm is not installed (scripts/ci-setup-cluster.sh installs it)")
+    state = Path(tempfile.mkdtemp(prefix="bbc-", dir="/tmp"))  # short: Ray's socket paths have a length limit
+    env = {**os.environ, "BENCHBENCH_CLUSTER_DIR": str(state)}
+    script = REPO / "scripts" / "cluster.sh"
+    try:
+        subprocess.run(["bash", str(script), "start", "--ray"], env=env, check=True, timeout=300)
+        yield SimpleNamespace(dir=state, env={"SLURM_CONF": str(state / "slurm.conf")},
+                              ray_address=(state / "ray.address").read_text().strip(), nap=NAP_PLUGIN)
+    finally:
+        subprocess.run(["bash", str(script), "stop"], env=env, timeout=120)

@@ -52,7 +52,7 @@ def forbidden_names(catalog) -> tuple[set[str], set[str]]:
     """(names that may not appear as a word of a string: model and dataset ids and aliases with a
     digit or a hyphen, which no English word has; names that may not be a whole string or a dotted
     or colon-separated part of one: every id, alias and family)."""
-    specs = [*catalog.models, *catalog.datasets, *catalog.protocols]
+    specs = [*catalog.models, *catalog.datasets, *catalog.protocols, *catalog.executors]
     names = {n.lower() for s in specs for n in (s.id, *s.aliases)} | {m.family.lower() for m in catalog.models}
     names -= NOT_PLUGIN_NAMES
     distinctive = {n for n in names if re.search(r"[0-9/+-]", n) and not n.startswith("tv/")}

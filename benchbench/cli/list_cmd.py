@@ -1,4 +1,4 @@
-"""`benchbench list models|datasets|protocols|suites [--json]`."""
+"""`benchbench list models|datasets|protocols|executors|suites [--json]`."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from benchbench.measure.params import cached_params_at_default
 from benchbench.suite import find_suite, parse, suite_dirs
 
 PARAMS_CACHE_ENV = "BENCHBENCH_CACHE"
-KINDS = ("models", "datasets", "protocols", "suites")
+KINDS = ("models", "datasets", "protocols", "executors", "suites")
 
 
 def add_parser(sub, parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("list", parents=[parent], help="list registered models, datasets, protocols or suites")
+    p = sub.add_parser("list", parents=[parent], help="list registered models, datasets, protocols, executors or suites")
     p.add_argument("kind", choices=KINDS)
     p.add_argument("--json", action="store_true", help="a JSON array of objects")
     p.set_defaults(func=run)
@@ -51,6 +51,9 @@ def _rows(kind: str, args) -> list[dict]:
         elif kind == "datasets":
             row.update(num_classes=spec.num_classes, image_size=spec.image_size, in_chans=spec.in_chans,
                        splits=list(spec.splits))
+        elif kind == "executors":
+            row.update(default=spec.default, extra=spec.extra,
+                       options={k: {"default": s.default, "help": s.help} for k, s in spec.options.items()})
         else:
             row["settings"] = {k: {"default": s.default, "help": s.help} for k, s in spec.settings.items()}
         row["description"] = spec.description
@@ -66,6 +69,7 @@ def run(args) -> int:
     columns = {"models": ("id", "name", "family", "params", "default_resolution", "plugin"),
                "datasets": ("id", "name", "num_classes", "image_size", "plugin"),
                "protocols": ("id", "name", "plugin", "description"),
+               "executors": ("id", "name", "extra", "plugin", "description"),
                "suites": ("id", "description", "path")}[args.kind]
     print(tabulate([[r.get(c, "") for c in columns] for r in rows], headers=columns, tablefmt="simple"))
     return 0

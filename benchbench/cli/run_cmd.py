@@ -20,6 +20,7 @@ from benchbench import results
 from benchbench.cli.common import catalog
 from benchbench.envinfo import device_name, environment
 from benchbench.errors import BenchError
+from benchbench.executors import Dispatch, choose
 from benchbench.plan import cell_states, duration, plan, summary, throughput_history, totals
 from benchbench.envinfo import pick_device
 from benchbench.runner import run_suite
@@ -56,6 +57,13 @@ def add_parser(sub, parent) -> None:
     p.add_argument("--cell-time-limit", type=float, metavar="SECONDS",
                    help="stop a cell running longer than this and record it as failed; the suite goes on "
                         "(default: the suite's [suite].cell_time_limit_s, else none)")
+    p.add_argument("--executor", metavar="NAME",
+                   help="where cells run: a registered executor (`benchbench list executors`); default: the "
+                        "suite's [executor].name, else in this process")
+    p.add_argument("--executor-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of the executor (repeatable; overrides the suite's [executor.<name>])")
+    p.add_argument("--max-parallel", type=int, metavar="N",
+                   help="cells in flight at once on the executor (default: the suite's, else no limit)")
     p.add_argument("--force-flops", action="store_true",
                    help="print the table even when a FLOP count is not verified (marked with a dagger)")
     p.set_defaults(func=run)
@@ -81,13 +89,25 @@ def _dry_run(plans, run_dir: Path | None) -> None:
     print(f"\nrun directory: {run_dir if run_dir else 'a new one'}\n{summary(totals(plans))}")
 
 
+def _driver_device(name: str, in_process: bool) -> torch.device:
+    """The device of this process. Cells an executor runs elsewhere get `--device` as written and
+    resolve it where they run: a login node without the GPUs the cells ask for is fine."""
+    try:
+        return pick_device(name)
+    except BenchError:
+        if in_process:
+            raise
+        return torch.device("cpu")
+
+
 def run(args) -> int:
     cat = catalog(args)
-    device = pick_device(args.device)
     suite = load_suite(args.suite, cat, quick=args.quick, seeds=args.seed)
     if args.cell_time_limit is not None:
         limit = check_time_limit(args.cell_time_limit, "--cell-time-limit")
         suite = replace(suite, cells=tuple(replace(c, time_limit_s=limit) for c in suite.cells))
+    choice = choose(cat, suite, args.executor, args.executor_option, args.max_parallel)
+    device = _driver_device(args.device, choice.spec.in_process)
     data = DataOptions(root=Path(args.data_root) if args.data_root else None, download=args.download)
     root = Path(args.results)
     check_directory(root, "--results")
@@ -104,6 +124,17 @@ def run(args) -> int:
         _dry_run(plans, run_dir)
         return 0
 
+    # The executor's engine is reached before anything is written.
+    executor = choice.spec.create(choice.options)
+    try:
+        return _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, executor)
+    finally:
+        executor.close()
+
+
+def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, executor) -> int:
+    executor.check(Dispatch(suite=suite, catalog=cat, run_dir=run_dir or root, device=args.device, data=data,
+                            env=None, choice=choice, total=0))
     if run_dir is None:
         run_dir = new_run_dir(root, suite.name)
     with writing(run_dir, "create the run directory"):
@@ -133,18 +164,23 @@ def run(args) -> int:
             states = cell_states(read.records)
             plans = [replace(p, state=states.get(p.cell.key, "todo")) for p in plans]
             done = frozenset(k for k, state in states.items() if state == "done")
-            _echo(f"{suite.name}: {'resuming ' if earlier else ''}{run_dir} on {env['device_name']}\n"
+            on = "" if choice.spec.default else f" through executor {choice.spec.id!r}"
+            _echo(f"{suite.name}: {'resuming ' if earlier else ''}{run_dir} on {env['device_name']}{on}\n"
                   f"{summary(totals(plans))}")
             records = run_suite(suite, cat, run_dir, device, data, env=env, done=done,
-                                show_progress=not args.no_progress, echo=_echo)
+                                show_progress=not args.no_progress, echo=_echo, choice=choice, executor=executor,
+                                device_arg=args.device, plugin_files=tuple(str(Path(f).resolve()) for f in args.plugin),
+                                strict_plugins=args.strict_plugins)
     except KeyboardInterrupt:
         try:  # a fresh run stopped in its first cell has no records file yet
             states = cell_states(read_records(run_dir, missing_ok=True).records)
         except BenchError:
             states = {}
         recorded = sum(states.get(c.key) == "done" for c in suite.cells)
-        _echo(f"\ninterrupted: {recorded} of {len(suite.cells)} cells are recorded in {run_dir / RECORDS}; the "
-              f"cell in progress was not. Run the same command again to resume.")
+        rest = ("the cell in progress was not" if choice.spec.in_process else
+                "jobs already submitted keep running where the executor allows, and record themselves")
+        _echo(f"\ninterrupted: {recorded} of {len(suite.cells)} cells are recorded in {run_dir / RECORDS}; {rest}. "
+              "Run the same command again to resume.")
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -154,7 +190,10 @@ def run(args) -> int:
 def _finish(run_dir: Path, suite, records: list, force_flops: bool) -> int:
     """Print the suite's table from every record of its cells in the run directory."""
     df = results.load(run_dir)
-    df = df[df["key"].isin({c.key for c in suite.cells})]
+    order = {c.key: i for i, c in enumerate(suite.cells)}
+    df = df[df["key"].isin(order)]
+    # The suite's order, whichever order the cells finished in (executors run them concurrently).
+    df = df.assign(_order=df["key"].map(order)).sort_values("_order", kind="stable").drop(columns="_order")
     failed = int((df["status"] != "ok").sum())
     try:
         table = render(build_table(df, suite.table, force_flops=force_flops))

@@ -1,0 +1,29 @@
+"""Executor `local`: every cell in this process, one after the other (the default)."""
+
+from __future__ import annotations
+
+from benchbench import hookimpl
+from benchbench.executors import Dispatch, ExecutorSpec, execute
+
+
+class Local:
+    def check(self, dispatch: Dispatch) -> None:
+        pass  # nothing to reach
+
+    def run(self, cells, dispatch: Dispatch) -> None:
+        for cell in cells:
+            dispatch.started(cell)
+            record = execute(dispatch.job(cell), catalog=dispatch.catalog, mac_counts=dispatch.mac_counts,
+                             show_progress=dispatch.show_progress)
+            dispatch.finished(record, cell)
+
+    def close(self) -> None:
+        pass
+
+
+@hookimpl
+def register_executors(register) -> None:
+    register(ExecutorSpec(
+        id="local", name="In this process", create=lambda options: Local(), default=True, in_process=True,
+        description="every cell in this process, one after the other, on --device",
+    ))

@@ -1,0 +1,233 @@
+"""Executor `slurm`: one Slurm job per cell, submitted through submitit; needs `benchbench[slurm]`.
+
+The worker (on whichever node Slurm picks) runs the cell and appends its record itself. The driver
+submits at most `--max-parallel` jobs at a time, writes each job id to the run's journal, and polls
+`sacct` (submitit needs Slurm accounting too) for the jobs in flight: a job that ended without its
+record becomes a failed record carrying Slurm's state (TIMEOUT, CANCELLED, NODE_FAIL, OUT_OF_MEMORY,
+a crashed worker). A driver that died leaves the journal: the next run re-attaches to the jobs it
+names that have no record yet, whatever their state, and submits only the cells without a job.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from benchbench import hookimpl
+from benchbench.errors import BenchError
+from benchbench.executors import CellJob, Dispatch, ExecutorSpec, execute
+from benchbench.settings import non_negative, positive
+from benchbench.sharedstore import recorded_jobs
+from benchbench.specs import Setting
+
+OPTIONS = {
+    "partition": Setting("", str, "the partition (sbatch --partition); empty: the cluster's default"),
+    "account": Setting("", str, "the account to charge (sbatch --account)"),
+    "qos": Setting("", str, "quality of service (sbatch --qos)"),
+    "constraint": Setting("", str, "node features required (sbatch --constraint)"),
+    "time_min": Setting(60, int, "each cell's time limit in minutes (Slurm counts whole minutes)", positive),
+    "cpus_per_cell": Setting(1, int, "CPUs per cell (per task)", positive),
+    "gpus_per_cell": Setting(0, int, "GPUs per cell (per node)", non_negative),
+    "mem_gb": Setting(0, int, "memory per cell in GB; 0: the partition's default", non_negative),
+    # One task per cell today. A cell trained on many devices (torch.distributed) will take
+    # nodes x tasks_per_node tasks, one per GPU; the job already asks for them.
+    "nodes": Setting(1, int, "nodes per cell", positive),
+    "tasks_per_node": Setting(1, int, "tasks per node (one per device for multi-device cells)", positive),
+    "sbatch_args": Setting("", str, "extra sbatch arguments, e.g. \"--exclusive --reservation=r1\""),
+    "requeue": Setting(True, bool, "let Slurm requeue a preempted job (the record counts its attempts)"),
+    "poll_s": Setting(1.0, float, "seconds between the driver's sacct polls", positive),
+}
+
+RUNNING = {"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "COMPLETING", "CONFIGURING",
+           "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT", "STOPPED"}
+REASONS = {
+    "TIMEOUT": "hit its time limit",
+    "CANCELLED": "was cancelled",
+    "NODE_FAIL": "ended by a node failure",
+    "OUT_OF_MEMORY": "was killed for running out of memory",
+    "PREEMPTED": "was preempted and not requeued",
+    "BOOT_FAIL": "could not boot its node",
+    "DEADLINE": "missed its deadline",
+    "FAILED": "crashed: the worker died before writing the cell's record",
+    "COMPLETED": "ended without writing the cell's record",
+}
+
+
+def _sbatch_extra(text: str) -> dict:
+    """"--exclusive --reservation=r1" -> {"exclusive": True, "reservation": "r1"} (submitit's form)."""
+    out: dict = {}
+    for arg in shlex.split(text):
+        if not arg.startswith("--"):
+            raise BenchError(f"executor option sbatch_args: {arg!r}: write long options, e.g. --reservation=r1")
+        key, sep, value = arg[2:].partition("=")
+        out[key.replace("-", "_")] = value if sep else True
+    return out
+
+
+def _parameters(options) -> dict:
+    """submitit's SlurmExecutor parameters for the options."""
+    params = dict(time=options["time_min"], nodes=options["nodes"], ntasks_per_node=options["tasks_per_node"],
+                  cpus_per_task=options["cpus_per_cell"], signal_delay_s=30)
+    if options["gpus_per_cell"]:
+        params["gpus_per_node"] = options["gpus_per_cell"]
+    if options["mem_gb"]:
+        params["mem"] = f"{options['mem_gb']}G"
+    for name in ("partition", "account", "qos", "constraint"):
+        if options[name]:
+            params[name] = options[name]
+    extra = _sbatch_extra(options["sbatch_args"])
+    if options["requeue"]:
+        extra.setdefault("requeue", True)
+    if extra:
+        params["additional_parameters"] = extra
+    return params
+
+
+def _test_args(options) -> list[str]:
+    """The same request as sbatch flags, for `sbatch --test-only` (validated, nothing submitted)."""
+    flags = [f"--time={options['time_min']}", f"--nodes={options['nodes']}",
+             f"--ntasks-per-node={options['tasks_per_node']}", f"--cpus-per-task={options['cpus_per_cell']}"]
+    if options["gpus_per_cell"]:
+        flags.append(f"--gpus-per-node={options['gpus_per_cell']}")
+    if options["mem_gb"]:
+        flags.append(f"--mem={options['mem_gb']}G")
+    flags += [f"--{name}={options[name]}" for name in ("partition", "account", "qos", "constraint") if options[name]]
+    flags += shlex.split(options["sbatch_args"])
+    return flags
+
+
+def _run(command: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"executor slurm: `{' '.join(command)}` did not answer in {timeout:.0f} s; is the "
+                         "Slurm controller reachable?") from None
+
+
+def _first_error(proc: subprocess.CompletedProcess) -> str:
+    lines = [line for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
+    return next((line for line in lines if "error" in line.lower()), lines[0] if lines else f"exit {proc.returncode}")
+
+
+def states(job_ids) -> dict[str, tuple[str, str]]:
+    """{job id: (state, node list)} from sacct, for jobs accounting knows (an unknown id is absent)."""
+    if not job_ids:
+        return {}
+    proc = _run(["sacct", "-X", "-n", "-P", "-o", "JobID,State,NodeList", "-j", ",".join(job_ids)])
+    if proc.returncode != 0:
+        raise BenchError(f"executor slurm: sacct failed: {_first_error(proc)}")
+    out = {}
+    for line in proc.stdout.splitlines():
+        parts = line.split("|")
+        if len(parts) >= 3:
+            out[parts[0].strip()] = (parts[1].strip(), parts[2].strip())
+    return out
+
+
+def _timed_out(run_dir: Path, job_id: str) -> bool:
+    """Whether submitit's log of the job says Slurm signalled its time limit."""
+    from submitit.core.utils import JobPaths
+
+    try:
+        log = JobPaths(run_dir / "slurm", job_id=job_id, task_id=0).stderr.read_text(errors="replace")
+    except OSError:
+        return False
+    return "this job is timed-out" in log
+
+
+def work(job: CellJob) -> dict:
+    """What a Slurm job runs: the cell, its record appended by this worker. Returns the record."""
+    attempts = int(os.environ.get("SLURM_RESTART_COUNT", "0")) + 1
+    return execute(job, job_id=os.environ.get("SLURM_JOB_ID"), attempts=attempts).to_json()
+
+
+class Slurm:
+    def __init__(self, options):
+        self.options = options
+        self.params = _parameters(options)
+
+    def check(self, dispatch: Dispatch) -> None:
+        """sbatch --test-only with the same request: Slurm's own message when it would refuse the jobs;
+        then sacct, without which job states cannot be followed."""
+        if shutil.which("sbatch") is None:
+            raise BenchError("executor slurm: no Slurm here (`sbatch` is not on PATH); run from a Slurm login "
+                             "node, or pick another executor")
+        proc = _run(["sbatch", "--test-only", *_test_args(self.options), "--wrap", "true"])
+        if proc.returncode != 0:
+            raise BenchError(f"executor slurm: Slurm refuses these jobs: {_first_error(proc)} "
+                             f"(options: {' '.join(_test_args(self.options))})")
+        proc = _run(["sacct", "-X", "-n", "-j", "1"])
+        if proc.returncode != 0:
+            raise BenchError(f"executor slurm: sacct fails ({_first_error(proc)}); job states need Slurm "
+                             "accounting (slurmdbd)")
+
+    def _submit(self, dispatch: Dispatch, cell) -> str:
+        import submitit
+
+        folder = dispatch.run_dir / "slurm"
+        executor = submitit.SlurmExecutor(folder=folder)
+        executor.update_parameters(job_name=f"bb-{cell.key}", **self.params)
+        try:
+            job = executor.submit(work, dispatch.job(cell))
+        except Exception as exc:  # noqa: BLE001 - sbatch's refusal, in its words
+            raise BenchError(f"executor slurm: sbatch refused the job of {cell.label}: {exc}") from exc
+        dispatch.journal.add(cell.key, "slurm", job.job_id)
+        return str(job.job_id)
+
+    def run(self, cells, dispatch: Dispatch) -> None:
+        journal = dispatch.journal.latest("slurm")
+        recorded = recorded_jobs(dispatch.run_dir)
+        in_flight: dict[str, object] = {}
+        queue = []
+        for cell in cells:
+            entry = journal.get(cell.key)
+            if entry is not None and (cell.key, entry.job_id) not in recorded:
+                in_flight[entry.job_id] = cell  # submitted by an earlier driver: re-attach
+                dispatch.started(cell, f"re-attached to job {entry.job_id}")
+            else:
+                queue.append(cell)
+        limit = dispatch.max_parallel or len(cells) or 1
+        unknown_since: dict[str, float] = {}
+        while queue or in_flight:
+            while queue and len(in_flight) < limit:
+                cell = queue.pop(0)
+                job_id = self._submit(dispatch, cell)
+                in_flight[job_id] = cell
+                dispatch.started(cell, f"job {job_id}")
+            time.sleep(self.options["poll_s"])
+            known = states(list(in_flight))
+            for job_id, cell in list(in_flight.items()):
+                if job_id not in known:
+                    # Just submitted (accounting lags a little), or purged from accounting.
+                    if time.monotonic() - unknown_since.setdefault(job_id, time.monotonic()) < 120:
+                        continue
+                    state, nodes = "UNKNOWN", ""
+                else:
+                    state, nodes = known[job_id]
+                base = state.split()[0] if state else "UNKNOWN"
+                if base in RUNNING:
+                    continue
+                record = dispatch.collected(cell, job_id)
+                if record is None:
+                    if base in ("FAILED", "COMPLETED") and _timed_out(dispatch.run_dir, job_id):
+                        base = "TIMEOUT"  # submitit was told of the limit before the cell had started
+                    reason = REASONS.get(base, "is unknown to Slurm accounting")
+                    record = dispatch.fault(cell, f"slurm job {job_id} {reason} (state {state})", job_id=job_id,
+                                            node=nodes or None)
+                dispatch.finished(record, cell)
+                del in_flight[job_id]
+
+    def close(self) -> None:
+        pass  # jobs keep running without the driver; the journal finds them again
+
+
+@hookimpl
+def register_executors(register) -> None:
+    register(ExecutorSpec(
+        id="slurm", name="Slurm (submitit)", create=Slurm, options=OPTIONS, requires=("submitit",), extra="slurm",
+        description="one Slurm job per cell through submitit; the driver may die and re-attach",
+    ))

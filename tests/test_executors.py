@@ -1,0 +1,202 @@
+"""Executors as plugins, their options, and the run directory under many writers (fast; no cluster).
+
+The cluster tests (tests/test_cluster.py, marker `cluster`) run the real engines."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from pathlib import Path
+
+import pytest
+
+MEASURE = """
+    [suite]
+    name = "m"
+    models = ["vit-mu7"]
+    datasets = ["fashion-mnist"]
+    protocols = ["measure"]
+"""
+
+NEEDS_A_PACKAGE = """
+from benchbench import hookimpl
+from benchbench.executors import ExecutorSpec
+
+@hookimpl
+def register_executors(register):
+    register(ExecutorSpec(id="faraway", name="Far away", create=lambda options: None,
+                          requires=("benchbench_no_such_package",), extra="faraway"))
+"""
+
+
+def test_the_builtin_executors_are_registered_and_local_is_the_default(catalog):
+    from benchbench.executors import default_executor
+
+    assert {"local", "slurm", "ray"} <= {s.id for s in catalog.executors}
+    assert default_executor(catalog).id == "local"
+    assert catalog.executors.get("slurm").extra == "slurm" and catalog.executors.get("ray").extra == "ray"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--executor", "slurn"], "unknown executor id 'slurn'; did you mean 'slurm'?"),
+    (["--executor", "slurm", "--executor-option", "partiton=gpu"],
+     "unknown slurm executor option 'partiton'; did you mean 'partition'?"),
+    (["--executor", "slurm", "--executor-option", "time_min=soon"], "time_min: expected int, got str 'soon'"),
+    (["--executor", "ray", "--executor-option", "num_cpus=-1"], "num_cpus = -1.0: must be >= 0"),
+    (["--executor", "slurm", "--executor-option", "partition"], "--executor-option 'partition': write KEY=VALUE"),
+])
+def test_unknown_executors_and_options_are_refused_before_anything_is_written(run_suite, capsys, args, message):
+    run_suite.write(MEASURE)
+    assert run_suite.run(*args) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not run_suite.results.exists()
+
+
+def test_a_suites_executor_table_is_validated(run_suite, capsys):
+    run_suite.write(MEASURE + """
+    [executor]
+    name = "slurm"
+    [executor.slurm]
+    qso = "high"
+    """)
+    assert run_suite.run() == 2
+    assert "[executor.slurm]: unknown slurm executor option 'qso'; did you mean 'qos'?" in capsys.readouterr().err
+    run_suite.write(MEASURE + """
+    [executor.rya]
+    address = "auto"
+    """)
+    assert run_suite.run() == 2
+    assert "[executor.rya]: unknown executor id 'rya'; did you mean 'ray'?" in capsys.readouterr().err
+    assert not run_suite.results.exists()
+
+
+@pytest.mark.cluster  # choosing slurm and ray checks their packages, which scripts/ci-setup-cluster.sh installs
+def test_a_suites_executor_table_picks_the_executor_and_its_options(catalog, tmp_path):
+    from benchbench.executors import choose
+    from benchbench.suite import load_suite
+
+    path = tmp_path / "s.toml"
+    path.write_text(MEASURE.replace("    ", "") + '[executor]\nname = "slurm"\nmax_parallel = 3\n'
+                    '[executor.slurm]\npartition = "gpu"\ntime_min = 30\n[executor.ray]\nnum_gpus = 1\n')
+    suite = load_suite(str(path), catalog)
+    choice = choose(catalog, suite, None, ["time_min=10"], None)
+    assert choice.spec.id == "slurm" and choice.max_parallel == 3
+    assert choice.options["partition"] == "gpu" and choice.options["time_min"] == 10  # the command line wins
+    ray = choose(catalog, suite, "ray", [], 5)
+    assert ray.options["num_gpus"] == 1.0 and ray.max_parallel == 5
+    assert choose(catalog, load_suite(str(path), catalog), "local", [], None).spec.id == "local"
+
+
+def test_an_executor_whose_package_is_missing_names_the_extra(run_suite, capsys):
+    run_suite.plugin(NEEDS_A_PACKAGE, "faraway.py")
+    run_suite.write(MEASURE)
+    assert run_suite.run("--executor", "faraway") == 2
+    err = capsys.readouterr().err
+    assert "needs the Python package 'benchbench_no_such_package'" in err
+    assert "pip install 'benchbench[faraway]'" in err
+    assert not run_suite.results.exists()
+
+
+def test_no_slurm_reachable_is_a_clear_error_before_anything_is_written(run_suite, tmp_path):
+    pytest.importorskip("submitit")
+    run_suite.write(MEASURE)
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    proc = run_suite.cli(*run_suite.argv("--executor", "slurm"), env={"PATH": str(empty)})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "no Slurm here (`sbatch` is not on PATH)" in proc.stderr
+    assert not run_suite.results.exists()
+
+
+def test_no_ray_cluster_reachable_is_a_clear_error_before_anything_is_written(run_suite, capsys):
+    pytest.importorskip("ray")
+    run_suite.write(MEASURE)
+    assert run_suite.run("--executor", "ray", "--executor-option", "address=127.0.0.1:1") == 2
+    err = capsys.readouterr().err
+    assert "no Ray cluster reachable at address '127.0.0.1:1'" in err and "Traceback" not in err
+    assert not run_suite.results.exists()
+
+
+def test_the_local_executor_records_where_each_cell_ran(run_suite):
+    run_suite.write(MEASURE)
+    assert run_suite.run() == 0
+    (record,) = run_suite.records()
+    assert record.executor == "local" and record.node == os.uname().nodename and record.job_id is None
+    assert not (run_suite.run_dir / "jobs.jsonl").exists()  # nothing to re-attach to
+
+
+# --- many writers ------------------------------------------------------------------------------------------
+
+
+def _writer(run_dir: str, key: str, job_id: str | None, status: str, barrier, out) -> None:
+    from benchbench.record import Record
+    from benchbench.sharedstore import append_once
+
+    barrier.wait()  # every writer appends at the same moment
+    out.put(append_once(Path(run_dir), Record(key=key, status=status, model="m", dataset="d", protocol="p", seed=0,
+                                              job_id=job_id)))
+
+
+def test_many_writers_append_a_cells_record_once(tmp_path):
+    """Eight processes write the same ok cell at once: one line lands. Failed records of different jobs
+    of one cell all land (each job's end is a fact); the same job's twice does not."""
+    ctx = multiprocessing.get_context("fork")
+    cases = [("done", f"job{i}", "ok") for i in range(8)] + [("retried", "a", "failed"), ("retried", "b", "failed"),
+                                                             ("retried", "a", "failed")]
+    # Earlier records make "already there?" take a while: without the lock, writers race through it.
+    filler = json.dumps({"key": "other", "status": "failed", "model": "m", "dataset": "d", "protocol": "p", "seed": 0})
+    (tmp_path / "records.jsonl").write_text((filler + "\n") * 20000)
+    barrier, out = ctx.Barrier(len(cases)), ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), key, job, status, barrier, out))
+             for key, job, status in cases]
+    for proc in procs:
+        proc.start()
+    written = [out.get(timeout=60) for _ in procs]
+    for proc in procs:
+        proc.join()
+    lines = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()[20000:]]
+    assert [o["key"] for o in lines].count("done") == 1
+    assert sorted(o["job_id"] for o in lines if o["key"] == "retried") == ["a", "b"]
+    assert sum(written) == len(lines) == 3
+
+
+def test_a_torn_line_left_by_a_dead_writer_does_not_swallow_the_next_record(tmp_path):
+    from benchbench.record import Record
+    from benchbench.sharedstore import append_once
+    from benchbench.store import read_records
+
+    (tmp_path / "records.jsonl").write_text('{"key": "a", "status": "ok"')  # a writer killed mid-line
+    assert append_once(tmp_path, Record(key="b", status="ok", model="m", dataset="d", protocol="p", seed=0))
+    read = read_records(tmp_path)
+    assert [r.key for r in read.records] == ["b"] and len(read.problems) == 1
+
+
+def test_the_journal_keeps_each_cells_newest_job_per_executor(tmp_path):
+    from benchbench.sharedstore import Journal
+
+    journal = Journal(tmp_path)
+    journal.add("k1", "slurm", "11")
+    journal.add("k1", "slurm", "12")
+    journal.add("k2", "ray", "ab")
+    assert {k: e.job_id for k, e in Journal(tmp_path).latest("slurm").items()} == {"k1": "12"}
+    assert journal.submissions("k1") == 2
+
+
+def test_records_without_the_new_fields_still_read_and_none_is_not_written(make_record):
+    from benchbench.record import Record
+
+    old = make_record("vit-mu7", top1=0.5).to_json()
+    for name in ("executor", "node", "job_id", "attempts"):
+        assert name not in old  # None fields stay out of the JSON
+    record = Record.from_json(old)
+    assert record.executor is None and record.job_id is None
+
+
+def test_list_executors_shows_each_with_its_options(run_suite):
+    proc = run_suite.cli("list", "executors", "--json")
+    rows = {row["id"]: row for row in json.loads(proc.stdout)}
+    assert rows["local"]["default"] and not rows["slurm"]["default"]
+    assert rows["slurm"]["extra"] == "slurm" and rows["slurm"]["options"]["time_min"]["default"] == 60
+    assert rows["ray"]["options"]["address"]["default"] == "auto"
