@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Iterable
 
 from benchbench.compute import TRAIN_PASSES, flops
-from benchbench.measure.flops import meta_macs
 from benchbench.plugins import Catalog
 from benchbench.record import Record
 from benchbench.specs import input_shape
@@ -98,6 +97,8 @@ def plan(suite: Suite, catalog: Catalog, records: Iterable[Record],
 
 
 def _meta_gmacs(spec, shape: dict) -> float | None:
+    from benchbench.measure.flops import meta_macs  # torch: only when a plan is made
+
     try:
         return meta_macs(spec, **shape) / 1e9
     except Exception:  # noqa: BLE001 - an estimate must not stop a run; the cell reports its own error

@@ -20,11 +20,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from benchbench.choices import PLOT_KINDS  # noqa: E402
 from benchbench.errors import BenchError  # noqa: E402
 from benchbench.specs import ModelSpec  # noqa: E402
 from benchbench.tables import accuracy_rows, successful, train_size, varying_setting_columns  # noqa: E402
 
-KINDS = ("accuracy-vs-compute", "data-scaling")
+KINDS = PLOT_KINDS
 SUFFIXES = (".png", ".svg", ".pdf")
 OTHER_STYLE = ("X", "tab:gray")  # a family no loaded plugin describes
 Styles = Mapping[str, tuple[str, str]]  # model family -> (matplotlib marker, colour)

@@ -319,7 +319,7 @@ def load_suite(name_or_path: str, catalog: Catalog, *, quick: bool = False, seed
     name = head.get("name", path.stem)
     if not isinstance(name, str) or not name.strip() or "/" in name:
         raise SuiteError(f"{where}: [suite].name must be a non-empty string without '/', got {name!r}")
-    from benchbench.tables import LAYOUTS
+    from benchbench.choices import TABLE_LAYOUTS as LAYOUTS
 
     layout = head.get("table", "models")
     if layout not in LAYOUTS:

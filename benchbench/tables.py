@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 import pandas as pd
 from tabulate import tabulate
 
+from benchbench.choices import TABLE_FORMATS, TABLE_LAYOUTS
 from benchbench.errors import BenchError
 from benchbench.settings import varying_settings
 
-FORMATS = ("markdown", "latex", "csv", "html", "json")
-LAYOUTS = ("models", "summary", "paper-transfer", "paper-scaling", "data-scaling", "compute")
+FORMATS, LAYOUTS = TABLE_FORMATS, TABLE_LAYOUTS
 DAGGER = "†"
 
 

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from tabulate import tabulate
-
-from benchbench import results
-from benchbench.compare import compare
+from benchbench.cli.common import load_run, named_plugins
 
 
 def add_parser(sub, parent) -> None:
-    p = sub.add_parser("compare", help="compare two runs cell by cell; exit 1 when B regressed against A")
+    p = sub.add_parser("compare", parents=[parent], help="compare two runs cell by cell; exit 1 when B regressed against A")
     p.add_argument("run_a", metavar="RUN_A", help="the baseline run directory")
     p.add_argument("run_b", metavar="RUN_B", help="the run to judge")
     p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
@@ -22,9 +19,12 @@ def add_parser(sub, parent) -> None:
 
 
 def run(args) -> int:
-    a, b = results.load(args.run_a), results.load(args.run_b)
-    for problem in a.attrs["problems"] + b.attrs["problems"]:
-        print(f"warning: {problem}", file=sys.stderr)
+    from tabulate import tabulate
+
+    from benchbench.compare import compare
+
+    named_plugins(args)
+    a, b = load_run(args.run_a), load_run(args.run_b)
     changes = compare(a, b, args.threshold)
     shown = [c for c in changes if args.all or c.regression or c.a != c.b]
     rows = [[c.label, c.metric, f"{c.a:.6g}", f"{c.b:.6g}", c.text, "REGRESSION" if c.regression else ""]

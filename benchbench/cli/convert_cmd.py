@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from benchbench.checkpoints import load_checkpoint, save_checkpoint
 from benchbench.cli.common import catalog
 
 
@@ -23,6 +22,8 @@ def add_parser(sub, parent) -> None:
 
 
 def run(args) -> int:
+    from benchbench.checkpoints import load_checkpoint, save_checkpoint
+
     spec = catalog(args).models.get(args.model)
     resolution = args.resolution or spec.default_resolution
     model = spec.build(num_classes=args.num_classes, image_size=resolution, in_chans=3)

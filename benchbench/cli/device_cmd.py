@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import json
 
-from benchbench.envinfo import device_name
-from benchbench.measure.peaks import lookup, measured_matmul_flops
-from benchbench.envinfo import pick_device
-from benchbench.precision import PRECISIONS
+from benchbench.choices import PRECISIONS
 
 
 def add_parser(sub, parent) -> None:
@@ -22,6 +19,9 @@ def add_parser(sub, parent) -> None:
 
 
 def run(args) -> int:
+    from benchbench.envinfo import device_name, pick_device
+    from benchbench.measure.peaks import lookup, measured_matmul_flops
+
     device = pick_device(args.device)
     name = device_name(device)
     entry = lookup(name) if device.type == "cuda" else None

@@ -13,21 +13,13 @@ from dataclasses import replace
 import sys
 from pathlib import Path
 
-import torch
-from tabulate import tabulate
-
-from benchbench import results
 from benchbench.cli.common import catalog
-from benchbench.envinfo import device_name, environment
 from benchbench.errors import BenchError
 from benchbench.plan import cell_states, duration, plan, summary, throughput_history, totals
-from benchbench.envinfo import pick_device
-from benchbench.runner import run_suite
 from benchbench.specs import DataOptions
 from benchbench.store import ENV, RECORDS, RunLock, latest_run_dir, new_run_dir, read_records, repair_torn_tail, write_json
 from benchbench.suite import REPO_SUITES, load_suite
 from benchbench.settings import varying_settings
-from benchbench.tables import build_table, render
 
 DATA_ENV = "BENCHBENCH_DATA"
 DEFAULT_RESULTS = "runs"
@@ -66,6 +58,8 @@ def _raise_interrupt(signum, frame):
 
 
 def _dry_run(plans, run_dir: Path | None) -> None:
+    from tabulate import tabulate
+
     settings = [dict(p.cell.settings) for p in plans]
     varying = varying_settings([p.cell.protocol for p in plans], settings)
     rows = [[p.state, p.cell.model, p.cell.dataset, p.cell.protocol, p.cell.seed, *(s.get(k, "-") for k in varying),
@@ -78,6 +72,11 @@ def _dry_run(plans, run_dir: Path | None) -> None:
 
 
 def run(args) -> int:
+    import torch
+
+    from benchbench.envinfo import device_name, environment, pick_device
+    from benchbench.runner import run_suite
+
     cat = catalog(args)
     device = pick_device(args.device)
     suite = load_suite(args.suite, cat, quick=args.quick, seeds=args.seed)
@@ -129,6 +128,9 @@ def run(args) -> int:
 
 def _finish(run_dir: Path, suite, records: list, force_flops: bool) -> int:
     """Print the suite's table from every record of its cells in the run directory."""
+    from benchbench import results
+    from benchbench.tables import build_table, render
+
     df = results.load(run_dir)
     df = df[df["key"].isin({c.key for c in suite.cells})]
     failed = int((df["status"] != "ok").sum())
