@@ -8,7 +8,6 @@ import pytest
 
 from benchbench import results
 from benchbench.cli import main
-from benchbench.compare import compare, direction
 from benchbench.plots import plot
 from benchbench.store import append_record
 from benchbench.tables import build_table, render
@@ -79,42 +78,11 @@ def test_summary_layout_shows_varying_settings_and_failures(rec):
     assert table.rows[1][5] == "failed: RuntimeError: boom"
 
 
-def test_direction_of_metrics():
-    assert direction("top1") == ("points", 1) and direction("fewshot_5shot_top1") == ("points", 1)
-    assert direction("train_img_per_s") == ("ratio", 1) and direction("train_device_seconds") == ("ratio", -1)
-    assert direction("gmacs") == ("exact", 0) and direction("seed") is None and direction("wall_seconds") is None
-
-
-def test_compare_marks_regressions_beyond_the_threshold(rec):
-    a = frame(rec("vit", "d", "scratch", 0, 0.900, key="k1", train_img_per_s=1000.0, train_device_seconds=10.0),
-              rec("bit", "d", "scratch", 0, 0.800, key="k2", train_img_per_s=500.0))
-    b = frame(rec("vit", "d", "scratch", 0, 0.885, key="k1", train_img_per_s=960.0, train_device_seconds=10.4),
-              rec("bit", "d", "scratch", 0, 0.790, key="k2", train_img_per_s=400.0))
-    got = {(c.label.split(" ")[0], c.metric): c for c in compare(a, b, threshold=5.0)}
-    assert got["vit", "top1"].text == "-1.50 pts" and not got["vit", "top1"].regression
-    assert got["vit", "train_img_per_s"].text == "x0.960" and not got["vit", "train_img_per_s"].regression
-    assert got["bit", "train_img_per_s"].regression  # x0.8, beyond 5 %
-    strict = {(c.label.split(" ")[0], c.metric): c for c in compare(a, b, threshold=1.0)}
-    assert strict["vit", "top1"].regression and strict["vit", "train_device_seconds"].regression  # 4 % slower
-
-
 def _write_run(path, records):
     path.mkdir(parents=True)
     for r in records:
         append_record(path, r)
     return path
-
-
-def test_compare_command_exit_status(tmp_path, capsys, rec):
-    a = _write_run(tmp_path / "a", [rec("vit", "d", "scratch", 0, 0.9, key="k", train_img_per_s=100.0)])
-    same = _write_run(tmp_path / "same", [rec("vit", "d", "scratch", 0, 0.9, key="k", train_img_per_s=99.0)])
-    slow = _write_run(tmp_path / "slow", [rec("vit", "d", "scratch", 0, 0.9, key="k", train_img_per_s=50.0)])
-    other = _write_run(tmp_path / "other", [rec("vit", "d", "scratch", 0, 0.9, key="x")])
-    assert main(["compare", str(a), str(same)]) == 0
-    assert main(["compare", str(a), str(slow)]) == 1
-    assert "REGRESSION" in capsys.readouterr().out
-    assert main(["compare", str(a), str(other)]) == 2
-    assert "no successful cell in common" in capsys.readouterr().err
 
 
 def test_plots_are_written_and_bad_requests_are_clear(tmp_path, capsys, rec):
