@@ -23,6 +23,7 @@ def test_run_writes_records_env_and_prints_the_table(run_suite, tiny_suite, caps
         assert r.status == "ok" and r.error is None and r.flops_status == "ok"
         m = r.metrics
         assert m["train_images_seen"] == 6 * 300 and m["train_steps"] == 6 * 10
+        assert m["train_examples"] == m["train_distinct_images"] == 300
         assert m["eval_images"] == 100
         assert m["train_device_days"] == pytest.approx(m["train_device_seconds"] / 86400)
         assert m["train_exaflops"] == pytest.approx(6 * m["macs"] * 1800 / 1e18)
