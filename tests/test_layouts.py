@@ -97,8 +97,46 @@ def test_plots_are_written_and_bad_requests_are_clear(tmp_path, capsys, rec):
     assert (tmp_path / "ds.png").read_bytes()[:4] == b"\x89PNG"
     assert main(["plot", str(run), "--kind", "data-scaling", "-o", str(tmp_path / "x.txt")]) == 2
     assert "must end in one of .png, .svg, .pdf" in capsys.readouterr().err
-    with pytest.raises(Exception, match="no cell has both top-1 and its training-set size"):
+    with pytest.raises(Exception, match="no cell records both top-1 and its training-set size"):
         plot(frame(rec("vit", "d", "measure", 0, accuracies={})), "data-scaling", tmp_path / "y.png")
+
+
+def test_data_scaling_without_a_size_sweep_says_why(tmp_path, capsys, rec):
+    one_size = _write_run(tmp_path / "run", [rec(m, "fmnist", "scratch", 0, 0.8, train_examples=60000)
+                                             for m in ("vit", "bit")])
+    assert main(["plot", str(one_size), "--kind", "data-scaling", "-o", str(tmp_path / "d.png")]) == 2
+    err = capsys.readouterr().err
+    assert "every cell trained on the same number of images (60,000)" in err and "train_subset" in err
+    assert not (tmp_path / "d.png").exists()
+
+
+def test_figures_are_readable(rec):
+    """A short log axis gets labelled ticks, no point label leaves the figure, the legend covers no point."""
+    from benchbench.plots import accuracy_vs_compute, family_styles
+
+    # exaFLOPs 1.3e-6 .. 2.5e-6 (the quickstart's: less than a decade); the rightmost point has a long name
+    df = frame(rec("vit-mu7", "fmnist", "scratch", 0, 0.8377, train_exaflops=1.3e-6),
+               rec("r8x1+vit-mu4-with-a-long-name", "fmnist", "scratch", 0, 0.8857, family="hybrid",
+                   train_exaflops=2.5e-6))
+    fig = accuracy_vs_compute(df, styles=family_styles([]))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (ax,) = fig.axes
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert len(labels) >= 2 and r"$2\times10^{-6}$" in labels
+    figure_box = fig.bbox
+    texts = [c for c in ax.get_children() if type(c).__name__ == "Annotation"]
+    assert len(texts) == 2
+    for text in texts:
+        box = text.get_window_extent(renderer)
+        assert figure_box.x0 <= box.x0 and box.x1 <= figure_box.x1 and figure_box.y0 <= box.y0 and box.y1 <= figure_box.y1
+        axes_box = ax.get_window_extent(renderer)  # inside the panel too: no neighbour is overwritten
+        assert axes_box.x0 <= box.x0 and box.x1 <= axes_box.x1 and axes_box.y0 <= box.y0 and box.y1 <= axes_box.y1
+    (legend,) = fig.legends
+    legend_box = legend.get_window_extent(renderer)
+    for collection in ax.collections:
+        for x, y in ax.transData.transform(collection.get_offsets()):
+            assert not legend_box.contains(x, y)
 
 
 def test_layout_errors_name_the_allowed_values(rec):
