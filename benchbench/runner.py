@@ -136,7 +136,7 @@ def run_suite(
     todo = [c for c in suite.cells if c.key not in done]
     records, mac_counts = [], {}
     shown = varying_settings([c.protocol for c in suite.cells], [dict(c.settings) for c in suite.cells])
-    bar = tqdm(total=len(todo), desc=suite.name, unit="cell", disable=not show_progress, dynamic_ncols=True,
+    bar = tqdm(total=len(todo), desc=suite.name, unit="cell", disable=not show_progress or not todo, dynamic_ncols=True,
                mininterval=0.2 if sys.stderr.isatty() else 15.0)
     say = (lambda line: tqdm.write(line, file=sys.stderr)) if show_progress else echo
     try:

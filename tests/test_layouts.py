@@ -156,3 +156,16 @@ def test_models_layout_keeps_protocols_apart(rec):
                                   "Fmnist (fewshot) 5-shot top-1 (%)"]
     assert table.rows[0][3:6] == ["80.00", "85.00", "70.00 ± 1.00"]
     assert table.rows[1][3:6] == ["failed", "-", "-"]
+
+
+def test_params_keep_three_significant_digits(rec):
+    """5,130 parameters (a 512 -> 10 linear head: 512 x 10 + 10) are 0.00513 M, not 0.01."""
+    from benchbench.tables import significant
+
+    df = frame(rec("head", "d", "scratch", 0, 0.5, params=512 * 10 + 10), rec("vit-b16", "d", "scratch", 0, 0.5,
+                                                                              params=86_567_656))
+    for layout in ("models", "summary", "compute"):
+        table = build_table(df, layout)
+        column = table.headers.index("Params (M)")
+        assert [row[column] for row in table.rows] == ["0.00513", "86.6"], layout
+    assert [significant(x) for x in (304.3, 99.96, 1843.2, 0.0)] == ["304", "100", "1,843", "0"]

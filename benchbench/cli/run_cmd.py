@@ -19,6 +19,7 @@ from benchbench.plan import cell_states, duration, plan, summary, throughput_his
 from benchbench.specs import DataOptions
 from benchbench.store import ENV, RECORDS, RunLock, latest_run_dir, new_run_dir, read_records, repair_torn_tail, write_json
 from benchbench.suite import REPO_SUITES, load_suite
+from benchbench.text import plural
 from benchbench.settings import varying_settings
 
 DATA_ENV = "BENCHBENCH_DATA"
@@ -69,6 +70,9 @@ def _dry_run(plans, run_dir: Path | None) -> None:
     print(tabulate(rows, ["State", "Model", "Dataset", "Protocol", "Seed", *varying, "Res (px)", "GMACs",
                           "exaFLOPs", "Est. time", "Key"], tablefmt="github", disable_numparse=True))
     print(f"\nrun directory: {run_dir if run_dir else 'a new one'}\n{summary(totals(plans))}")
+    used = {(p.cell.model, p.resolution): p.img_per_s_from for p in plans if p.state != "done" and p.img_per_s_from}
+    for (model, resolution), measured in used.items():
+        print(f"  {model} at {resolution} px: {measured}")
 
 
 def run(args) -> int:
@@ -142,8 +146,8 @@ def _finish(run_dir: Path, suite, records: list, force_flops: bool) -> int:
         return 1
     (run_dir / "table.md").write_text(table)
     print(table, end="")
-    _echo(f"ran {len(records)} cells now; records: {run_dir / RECORDS}  table: {run_dir / 'table.md'}")
+    _echo(f"ran {plural(len(records), 'cell')} now; records: {run_dir / RECORDS}  table: {run_dir / 'table.md'}")
     if failed:
-        _echo(f"{failed} of {len(df)} cells failed; their errors are in the records. Running the same "
+        _echo(f"{failed} of {plural(len(df), 'cell')} failed; their errors are in the records. Running the same "
               "command again retries them")
     return 1 if failed else 0
