@@ -135,6 +135,9 @@ class ReadResult:
 def read_records(run_dir: Path) -> ReadResult:
     path = Path(run_dir) / RECORDS
     if not path.is_file():
+        if not Path(run_dir).exists():
+            raise BenchError(f"{run_dir}: no such file or directory; pass a run directory such as "
+                             "results/<suite>/<run-id>")
         raise BenchError(f"{run_dir}: no {RECORDS} here; pass a run directory such as results/<suite>/<run-id>")
     records, problems = [], []
     lines = path.read_text(encoding="utf-8").split("\n")

@@ -10,7 +10,7 @@ from benchbench.choices import PRECISIONS
 def add_parser(sub, parent) -> None:
     p = sub.add_parser("device", parents=[parent],
                        help="show a device's peak FLOP/s: the datasheet table's, and a measured matmul's")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
+    p.add_argument("--device", default="auto", metavar="D", help="auto | cpu | cuda | cuda:N (default: auto)")
     p.add_argument("--precision", default="fp32", choices=PRECISIONS, help="default fp32 (TF32 off)")
     p.add_argument("--matmul-n", type=int, metavar="N",
                    help="size of the square matmul (default: 8192 on CUDA, at most about 0.1 s of work on the CPU)")

@@ -12,7 +12,7 @@ def add_parser(sub, parent) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory, e.g. runs/data-scaling/<run-id>")
     p.add_argument("--kind", "-k", choices=PLOT_KINDS, required=True)
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="FILE.png, FILE.svg or FILE.pdf")
-    p.add_argument("--title", default="", help="figure title")
+    p.add_argument("--title", default="", metavar="T", help="figure title")
     p.set_defaults(func=run)
 
 

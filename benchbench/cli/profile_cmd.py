@@ -13,7 +13,7 @@ def add_parser(sub, parent) -> None:
     p = sub.add_parser("profile", parents=[parent],
                        help="measure a model's throughput, memory and MFU on a device (synthetic inputs)")
     p.add_argument("model", metavar="MODEL", help="a model id or alias (benchbench list models)")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
+    p.add_argument("--device", default="auto", metavar="D", help="auto | cpu | cuda | cuda:N (default: auto)")
     p.add_argument("--precision", default="fp32", choices=PRECISIONS,
                    help="fp32 (TF32 off), tf32 (CUDA), bf16 or fp16 (autocast; fp16 needs CUDA); default fp32")
     p.add_argument("--mode", default="infer", choices=THROUGHPUT_MODES,

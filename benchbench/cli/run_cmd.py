@@ -38,7 +38,7 @@ def add_parser(sub, parent) -> None:
     where.add_argument("--run-dir", metavar="DIR", help="resume (or start) exactly this run directory")
     p.add_argument("--results", default=DEFAULT_RESULTS, metavar="ROOT",
                    help=f"where runs are written: ROOT/<suite>/<run-id>/ (default: {DEFAULT_RESULTS})")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
+    p.add_argument("--device", default="auto", metavar="D", help="auto | cpu | cuda | cuda:N (default: auto)")
     p.add_argument("--seed", type=int, action="append", metavar="N",
                    help="run these seeds instead of the suite's (repeatable)")
     p.add_argument("--data-root", metavar="DIR", default=os.environ.get(DATA_ENV),
