@@ -1,87 +1,198 @@
-"""Two runs side by side: per cell (matched by key) and metric, B against A.
+"""Two runs side by side: per configuration and metric, B against A, seeds aggregated, noise judged.
 
-Accuracies (`top1`, `top5`, `*_top1`) are compared as a difference in points; a regression is a
-drop of more than `threshold` points. Every other metric with a direction is compared as the ratio
-B/A; a regression is a move in the bad direction by more than `threshold` percent: higher is
-better for `*_img_per_s` and `mfu*`, lower is better for `*_seconds`, `*_days` and `*_mem_mb`.
-Metrics that describe the model (params, MACs) should not move at all: any change is reported as
-a regression (the two runs did not measure the same thing).
+Cells match on everything but the seed (model, dataset, protocol, resolution, resolved settings);
+each side's seeds give n values, their mean and sample std. Metrics fall in three groups:
+
+- `accuracy` (the metrics a record declares in `accuracies`, and `top1`/`top5`/`*_top1`/`*_top5`),
+  compared in points (B - A) x 100. With at least 2 seeds on both sides: a regression when Welch's
+  one-sided t-test finds B's mean lower at `alpha` (default 0.05) and the mean dropped by more than
+  `min_effect` points (default 0.5). With fewer: a regression when the mean dropped by more than
+  `threshold` points (default 5).
+- `model` (`params`, `macs`, `gmacs`, `gflops`): any change is a regression (the runs did not
+  measure the same model).
+- `timing` (`*img_per_s`, `mfu*`/`*_mfu` higher is better; `*_seconds` but `wall_seconds`, `*_days`,
+  `*_ms`, `*_mem_mb` lower is better), compared as the ratio B/A, as pytest-benchmark and asv do: a
+  regression needs a move in the bad direction of more than `timing_threshold` percent (default 10,
+  asv's factor 1.1) and, with at least 2 values per side, Welch's test at `alpha` in that direction.
+  One value per side says nothing about the machine's noise: such a move is reported `unjudged`,
+  never a regression. Two sides without any spread are compared exactly.
+
+`alpha` holds per comparison: a run with many metrics expects some false alarms at 0.05 (no
+multiple-comparison correction). Which groups decide the exit status (`gated`) is the caller's
+choice; by default accuracy and model.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from typing import Iterable, Sequence
 
 import pandas as pd
 
 from benchbench.errors import BenchError
+from benchbench.stats import welch
 
 EXACT = ("params", "macs", "gmacs", "gflops")
+GROUPS = ("accuracy", "model", "timing")
+DEFAULT_GATES = ("accuracy", "model")
+VERDICTS = ("regression", "better", "same", "within noise", "unjudged")
+COLUMNS = ("cell", "model", "dataset", "protocol", "metric", "group", "n_a", "mean_a", "std_a", "n_b", "mean_b",
+           "std_b", "change", "p_value", "rule", "verdict", "regression", "gated")
+# p_value: Welch's one-sided p-value that B is worse than A (NaN where no test applies)
 
 
 @dataclass(frozen=True)
-class Change:
-    label: str  # the cell
-    metric: str
-    a: float
-    b: float
-    kind: str  # "points" | "ratio" | "exact"
-    regression: bool
+class Rules:
+    threshold: float = 5.0  # points: a single-seed accuracy drop that counts
+    alpha: float = 0.05  # significance of Welch's one-sided test (>= 2 values per side)
+    min_effect: float = 0.5  # points: the smallest multi-seed accuracy drop that counts
+    timing_threshold: float = 10.0  # percent: the smallest timing move that counts
+    gates: tuple[str, ...] = DEFAULT_GATES
 
-    @property
-    def text(self) -> str:
-        if self.kind == "points":
-            return f"{(self.b - self.a) * 100:+.2f} pts"
-        return f"x{self.b / self.a:.3f}" if self.a else "a = 0"
+    def check(self) -> None:
+        for name, value in (("--threshold", self.threshold), ("--min-effect", self.min_effect),
+                            ("--timing-threshold", self.timing_threshold)):
+            if not value >= 0:
+                raise BenchError(f"{name} {value}: must be >= 0")
+        if not 0 < self.alpha < 1:
+            raise BenchError(f"--alpha {self.alpha}: must be between 0 and 1 (e.g. 0.05)")
+        unknown = [g for g in self.gates if g not in GROUPS]
+        if unknown:
+            raise BenchError(f"--gate {unknown[0]}: allowed: {', '.join(GROUPS)}, all")
 
 
-def direction(metric: str) -> tuple[str, int] | None:
-    """(kind, +1 when higher is better / -1 when lower is better / 0 exact); None: not compared."""
-    if metric in ("top1", "top5") or metric.endswith("_top1") or metric.endswith("_top5"):
-        return "points", 1
+def direction(metric: str, accuracies: Iterable[str] = ()) -> tuple[str, int] | None:
+    """(group, +1 higher is better / -1 lower is better / 0 must not change); None: not compared."""
+    if metric in accuracies or metric in ("top1", "top5") or metric.endswith(("_top1", "_top5")):
+        return "accuracy", 1
     if metric in EXACT:
-        return "exact", 0
+        return "model", 0
     if metric.endswith("img_per_s") or metric.startswith("mfu") or metric.endswith("_mfu"):
-        return "ratio", 1
-    if metric.endswith(("_seconds", "_days", "_mem_mb")) and metric != "wall_seconds":
-        return "ratio", -1
+        return "timing", 1
+    if metric.endswith(("_seconds", "_days", "_ms", "_mem_mb")) and metric != "wall_seconds":
+        return "timing", -1
     return None
 
 
-def compare(a: pd.DataFrame, b: pd.DataFrame, threshold: float) -> list[Change]:
-    if threshold < 0:
-        raise BenchError(f"--threshold {threshold}: must be >= 0 (percent for ratios, points for accuracy)")
-    a_ok, b_ok = (df[df["status"] == "ok"].set_index("key") for df in (a, b))
-    common = [k for k in b_ok.index if k in a_ok.index]
+def _numbers(values: pd.Series) -> list[float]:
+    out = []
+    for x in values:
+        try:
+            x = float(x)
+        except (TypeError, ValueError):
+            continue
+        if not math.isnan(x):
+            out.append(x)
+    return out
+
+
+def _config(row: pd.Series) -> str:
+    settings = {c[len("setting."):]: row[c] for c in row.index
+                if c.startswith("setting.") and not (isinstance(row[c], float) and math.isnan(row[c]))}
+    res = row.get("resolution")
+    res = None if res is None or (isinstance(res, float) and math.isnan(res)) else int(res)
+    return json.dumps([row["model"], row["dataset"], row["protocol"], res, settings], sort_keys=True, default=str)
+
+
+def _labels(configs: Iterable[str]) -> dict[str, str]:
+    """'model x dataset x protocol', plus the settings (and resolution) that differ between configs."""
+    parsed = {c: json.loads(c) for c in configs}
+    keys = sorted({k for _, _, _, _, s in parsed.values() for k in s})
+    varying = [k for k in keys if len({json.dumps(s.get(k)) for *_, s in parsed.values()}) > 1]
+    res_varies = len({r for _, _, _, r, _ in parsed.values()}) > 1
+    out = {}
+    for c, (model, dataset, protocol, res, settings) in parsed.items():
+        extra = ([f"{res} px"] if res_varies else []) + [f"{k}={settings.get(k, '-')}" for k in varying]
+        out[c] = f"{model} x {dataset} x {protocol}" + (f" ({', '.join(extra)})" if extra else "")
+    return out
+
+
+def _mean_std(values: Sequence[float]) -> tuple[float, float]:
+    n = len(values)
+    mean = math.fsum(values) / n
+    std = math.sqrt(math.fsum((x - mean) ** 2 for x in values) / (n - 1)) if n > 1 else math.nan
+    return mean, std
+
+
+def judge(a: Sequence[float], b: Sequence[float], group: str, sign: int, rules: Rules
+          ) -> tuple[str, float, str, str]:
+    """(verdict, one-sided p-value of the bad direction or NaN, the change as text, the rule applied)."""
+    (ma, _), (mb, _) = _mean_std(a), _mean_std(b)
+    if group == "model":
+        same = sorted(set(a)) == sorted(set(b))
+        return ("same" if same else "regression"), math.nan, ("=" if same else f"{mb - ma:+.6g}"), "must not change"
+    if sorted(a) == sorted(b):
+        return "same", math.nan, "=", "identical values"
+    if group == "accuracy":
+        effect, text, unit = (mb - ma) * 100, f"{(mb - ma) * 100:+.2f} pts", "pts"
+    elif ma == 0:
+        return "unjudged", math.nan, "A = 0", "no ratio to A = 0"
+    else:
+        effect, text, unit = sign * (mb / ma - 1) * 100, f"x{mb / ma:.3f}", "%"
+    # effect: > 0 better, < 0 worse, in points (accuracy) or percent (timing)
+    multi = len(a) >= 2 and len(b) >= 2
+    floor = (rules.min_effect if multi else rules.threshold) if group == "accuracy" else rules.timing_threshold
+    test = welch(a, b) if multi else None
+    if test is None and multi:  # no spread on either side: the difference is exact
+        verdict = "regression" if -effect > floor else "better" if effect > floor else "within noise"
+        return verdict, math.nan, text, f"no spread in either run; moves beyond {floor:g} {unit} count"
+    if test is not None:
+        p_worse = test.p_lower if sign > 0 else 1 - test.p_lower
+        p_seen = p_worse if effect < 0 else 1 - p_worse  # one-sided, in the direction B moved
+        rule = (f"Welch's t-test, n = {len(a)} vs {len(b)}: one-sided p = {p_seen:.3g} (alpha {rules.alpha:g}); "
+                f"moves beyond {floor:g} {unit} count")
+        if p_worse < rules.alpha and -effect > floor:
+            return "regression", p_worse, text, rule
+        if 1 - p_worse < rules.alpha and effect > floor:
+            return "better", p_worse, text, rule
+        return "within noise", p_worse, text, rule
+    if group == "timing":  # one value on a side: its noise is unknown
+        moved = abs(effect) > floor
+        return ("unjudged" if moved else "within noise"), math.nan, text, (
+            f"one value per side (n = {len(a)} vs {len(b)}): the machine's noise is unknown; run 2 or more seeds")
+    rule = f"single seed (n = {len(a)} vs {len(b)}): drops beyond {floor:g} pts count"
+    return ("regression" if -effect > floor else "better" if effect > floor else "within noise"), math.nan, text, rule
+
+
+def compare(a: pd.DataFrame, b: pd.DataFrame, threshold: float = 5.0, **rules) -> pd.DataFrame:
+    """One row per configuration and metric both runs measured (COLUMNS), with a boolean
+    `regression` and whether it counts for the exit status (`gated`). Keywords: the other `Rules`.
+    BenchError when the runs share no successful configuration."""
+    rules = Rules(threshold=threshold, **rules)
+    rules.check()
+    ok_a, ok_b = (df[df["status"] == "ok"] for df in (a, b))
+    conf_a, conf_b = (pd.Series([_config(r) for _, r in df.iterrows()], index=df.index, dtype=object)
+                      for df in (ok_a, ok_b))
+    common = [c for c in dict.fromkeys(conf_b) if c in set(conf_a)]
     if not common:
-        raise BenchError("the two runs have no successful cell in common (cells match by key: same model, "
-                         "dataset, protocol, seed and settings); nothing to compare")
-    changes = []
-    for key in common:
-        ra, rb = a_ok.loc[key], b_ok.loc[key]
-        label = f"{rb['model']} x {rb['dataset']} x {rb['protocol']} (seed {rb['seed']})"
-        for metric in b_ok.columns:
-            how = direction(metric)
-            if how is None or metric not in a_ok.columns:
+        raise BenchError("the two runs have no successful cell in common (cells match on model, dataset, protocol, "
+                         "resolution and settings; seeds are aggregated); nothing to compare")
+    accuracies = {m for df in (ok_a, ok_b) for acc in df.get("accuracies", []) if isinstance(acc, dict) for m in acc}
+    labels = _labels(dict.fromkeys([*conf_a, *conf_b]))
+    rows = []
+    for config in common:
+        cells_a, cells_b = ok_a[conf_a == config], ok_b[conf_b == config]
+        first = cells_b.iloc[0]
+        for metric in cells_b.columns:
+            how = direction(metric, accuracies)
+            if how is None or metric not in cells_a.columns:
                 continue
-            va, vb = _number(ra[metric]), _number(rb[metric])
-            if va is None or vb is None:
+            va, vb = _numbers(cells_a[metric]), _numbers(cells_b[metric])
+            if not va or not vb:
                 continue
-            kind, sign = how
-            if kind == "points":
-                bad = sign * (vb - va) * 100 < -threshold
-            elif kind == "exact":
-                bad = va != vb
-            else:
-                bad = va > 0 and sign * (vb / va - 1) * 100 < -threshold
-            changes.append(Change(label, metric, va, vb, kind, bool(bad)))
-    return changes
-
-
-def _number(x) -> float | None:
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(x) else x
+            group, sign = how
+            verdict, p, text, rule = judge(va, vb, group, sign, rules)
+            (mean_a, std_a), (mean_b, std_b) = _mean_std(va), _mean_std(vb)
+            rows.append({"cell": labels[config], "model": first["model"], "dataset": first["dataset"],
+                         "protocol": first["protocol"], "metric": metric, "group": group,
+                         "n_a": len(va), "mean_a": mean_a, "std_a": std_a, "n_b": len(vb), "mean_b": mean_b,
+                         "std_b": std_b, "change": text, "p_value": p, "rule": rule, "verdict": verdict,
+                         "regression": verdict == "regression", "gated": group in rules.gates})
+    out = pd.DataFrame(rows, columns=list(COLUMNS))
+    out["regression"] = out["regression"].astype(bool)
+    out["gated"] = out["gated"].astype(bool)
+    out.attrs.update(only_a=[labels[c] for c in dict.fromkeys(conf_a) if c not in set(conf_b)],
+                     only_b=[labels[c] for c in dict.fromkeys(conf_b) if c not in set(conf_a)], rules=rules)
+    return out

@@ -2,9 +2,12 @@
 
 Cost of a cell: `benchbench.compute.flops` of the images a protocol will process (its `estimate`:
 trained on, evaluated) with the MACs counted on the meta device (torch's FlopCounterMode: no memory,
-no arithmetic). Time: where an earlier run of a protocol that trains (`ProtocolSpec.trains`)
+no arithmetic). Time: where earlier runs of a protocol that trains (`ProtocolSpec.trains`)
 measured the same model at the same resolution on a device of the same name (records anywhere under
-the results roots), that run's training img/s; otherwise unknown. A rough guide, not a measurement.
+the results roots), the fastest of their training img/s: other work on a shared machine only ever
+slows a measurement down, so the fastest is the closest to what the device does. Which run that
+was, and how many measurements there were, is said (`Throughput`). Otherwise unknown. A rough
+guide, not a measurement.
 """
 
 from __future__ import annotations
@@ -16,15 +19,29 @@ from pathlib import Path
 from typing import Iterable
 
 from benchbench.compute import TRAIN_PASSES, flops
-from benchbench.measure.flops import meta_macs
 from benchbench.plugins import Catalog
 from benchbench.record import Record
 from benchbench.specs import input_shape
 from benchbench.errors import BenchError
 from benchbench.store import RECORDS, read_env, read_records
 from benchbench.suite import Cell, Suite
+from benchbench.text import plural
 
 STATES = ("done", "failed", "todo")
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """The fastest earlier training img/s of one model at one resolution on this device's name."""
+
+    img_per_s: float
+    run_dir: str  # the run that measured it
+    n: int  # measurements of this model, resolution and device found
+    median_img_per_s: float
+
+    def __str__(self) -> str:
+        return (f"{self.img_per_s:.4g} img/s in {self.run_dir} (the fastest of {self.n}; median "
+                f"{self.median_img_per_s:.4g})" if self.n > 1 else f"{self.img_per_s:.4g} img/s in {self.run_dir}")
 
 
 @dataclass(frozen=True)
@@ -36,6 +53,7 @@ class CellPlan:
     train_images: float | None  # None: the protocol gives no estimate
     eval_images: float | None
     img_per_s: float | None  # earlier measured training throughput; None: never measured here
+    img_per_s_from: Throughput | None = None  # where img_per_s comes from
 
     @property
     def exaflops(self) -> float | None:
@@ -55,11 +73,12 @@ def cell_states(records: Iterable[Record]) -> dict[str, str]:
     return {r.key: "done" if r.ok else "failed" for r in records}
 
 
-def throughput_history(roots: Iterable[Path], device_name: str, training: Iterable[str]) -> dict[tuple[str, int], float]:
-    """{(model, resolution): median measured training img/s} of ok records on `device_name` of the
-    protocols in `training` (the ids of those that train on real data)."""
+def throughput_history(roots: Iterable[Path], device_name: str, training: Iterable[str]
+                       ) -> dict[tuple[str, int], Throughput]:
+    """{(model, resolution): the fastest measured training img/s, and where} of ok records on
+    `device_name` of the protocols in `training` (the ids of those that train on real data)."""
     training = set(training)
-    seen: dict[tuple[str, int], list[float]] = {}
+    seen: dict[tuple[str, int], list[tuple[float, str]]] = {}
     for root in dict.fromkeys(Path(r).resolve() for r in roots):
         for path in sorted(root.glob(f"**/{RECORDS}")):
             run_device = (read_env(path.parent) or {}).get("device_name")
@@ -71,12 +90,21 @@ def throughput_history(roots: Iterable[Path], device_name: str, training: Iterab
                 ips = r.metrics.get("train_img_per_s")
                 name = (r.env or {}).get("device_name", run_device)
                 if r.ok and name == device_name and ips and r.protocol in training:
-                    seen.setdefault((r.model, r.resolution), []).append(float(ips))
-    return {k: statistics.median(v) for k, v in seen.items()}
+                    seen.setdefault((r.model, r.resolution), []).append((float(ips), _shown(path.parent)))
+    return {k: Throughput(*max(v), n=len(v), median_img_per_s=statistics.median(x for x, _ in v))
+            for k, v in seen.items()}
+
+
+def _shown(run_dir: Path) -> str:
+    """A run directory as a user would type it: relative to the current directory when inside it."""
+    try:
+        return str(run_dir.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(run_dir)
 
 
 def plan(suite: Suite, catalog: Catalog, records: Iterable[Record],
-         history: dict[tuple[str, int], float] | None = None) -> list[CellPlan]:
+         history: dict[tuple[str, int], Throughput] | None = None) -> list[CellPlan]:
     states = cell_states(records)
     history = history or {}
     macs: dict[tuple, float] = {}
@@ -93,12 +121,15 @@ def plan(suite: Suite, catalog: Catalog, records: Iterable[Record],
         out.append(CellPlan(
             cell=cell, state=states.get(cell.key, "todo"), resolution=shape["image_size"], gmacs=macs[key],
             train_images=images.get("train_images"), eval_images=images.get("eval_images"),
-            img_per_s=history.get((model_spec.id, shape["image_size"])),
+            img_per_s=measured.img_per_s if (measured := history.get((model_spec.id, shape["image_size"]))) else None,
+            img_per_s_from=measured,
         ))
     return out
 
 
 def _meta_gmacs(spec, shape: dict) -> float | None:
+    from benchbench.measure.flops import meta_macs  # torch: only when a plan is made
+
     try:
         return meta_macs(spec, **shape) / 1e9
     except Exception:  # noqa: BLE001 - an estimate must not stop a run; the cell reports its own error
@@ -113,14 +144,18 @@ class Totals:
     seconds: float | None  # None when no cell to run has a time estimate
     timed: int  # cells to run that have a time estimate
     unknown_flops: int
+    sources: tuple[str, ...] = ()  # the runs whose measured img/s the time estimate uses
 
 
 def totals(plans: list[CellPlan]) -> Totals:
     todo = [p for p in plans if p.state != "done"]
     flops = [p.exaflops for p in todo if p.exaflops is not None]
     secs = [p.seconds for p in todo if p.seconds is not None]
+    sources = tuple(dict.fromkeys(p.img_per_s_from.run_dir for p in todo
+                                  if p.seconds is not None and p.img_per_s_from is not None))
     return Totals(cells=len(plans), todo=len(todo), exaflops=math.fsum(flops),
-                  seconds=math.fsum(secs) if secs else None, timed=len(secs), unknown_flops=len(todo) - len(flops))
+                  seconds=math.fsum(secs) if secs else None, timed=len(secs), unknown_flops=len(todo) - len(flops),
+                  sources=sources)
 
 
 def duration(seconds: float | None) -> str:
@@ -134,12 +169,15 @@ def duration(seconds: float | None) -> str:
 
 
 def summary(t: Totals) -> str:
-    text = (f"{t.cells} cells: {t.cells - t.todo} done, {t.todo} to run; "
+    text = (f"{plural(t.cells, 'cell')}: {t.cells - t.todo} done, {t.todo} to run; "
             f"to run: {t.exaflops:.3g} exaFLOPs")
     if t.unknown_flops:
-        text += f" (+ {t.unknown_flops} cells of unknown cost)"
+        text += f" (+ {plural(t.unknown_flops, 'cell')} of unknown cost)"
     if t.todo:
         text += (f", about {duration(t.seconds)} on this device" if t.timed == t.todo else
                  f", about {duration(t.seconds)} for the {t.timed} of {t.todo} cells measured here before"
                  if t.timed else ", time unknown (no earlier measurement of these models on this device)")
+    if t.todo and t.sources:
+        shown = ", ".join(t.sources[:3]) + (f" and {len(t.sources) - 3} more" if len(t.sources) > 3 else "")
+        text += f"\n  time estimated from the fastest training img/s measured on this device before, in {shown}"
     return text

@@ -3,8 +3,14 @@
 - `accuracy-vs-compute`: the paper's Figure 5 shape: top-1 against pre-training exaFLOPs (log x),
   one marker style and colour per model family (the family's `ModelSpec.marker` and `color`, passed
   in as `styles`), one panel per accuracy (dataset, or k-shot).
-- `data-scaling`: top-1 against training-set size (log x), a line per model, error bars = std
-  over seeds (the paper's Figures 3 and 4 at this machine's scale).
+- `data-scaling`: top-1 against training-set size (log x, ticks at the swept sizes), a line per
+  model, error bars = std over seeds (the paper's Figures 3 and 4 at this machine's scale); a run whose cells all trained
+  on one training-set size has nothing to draw and is refused.
+
+Readable at the size they are published: a log axis spanning less than a decade gets labelled
+ticks at 1, 2 and 5 (or every) multiple of its powers of ten; a point's label sits on the side of
+the point that has room and never leaves the axes; the legend (one per figure) sits below the
+panels, where it covers no point.
 """
 
 from __future__ import annotations
@@ -17,14 +23,15 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only; never a window
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter, NullLocator  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from benchbench.choices import PLOT_KINDS  # noqa: E402
 from benchbench.errors import BenchError  # noqa: E402
 from benchbench.specs import ModelSpec  # noqa: E402
 from benchbench.tables import accuracy_rows, successful, train_size, varying_setting_columns  # noqa: E402
 
-KINDS = ("accuracy-vs-compute", "data-scaling")
+KINDS = PLOT_KINDS
 SUFFIXES = (".png", ".svg", ".pdf")
 OTHER_STYLE = ("X", "tab:gray")  # a family no loaded plugin describes
 Styles = Mapping[str, tuple[str, str]]  # model family -> (matplotlib marker, colour)
@@ -47,6 +54,51 @@ def _compute(ok: pd.DataFrame) -> pd.Series:
     return out.astype(float)
 
 
+def _power_of_ten_text(v: float, _pos=None) -> str:
+    k = math.floor(math.log10(v) + 1e-9)
+    m = round(v / 10.0 ** k, 2)
+    return f"$10^{{{k}}}$" if m == 1 else f"${m:g}\\times10^{{{k}}}$"
+
+
+def readable_log_axis(axis, lo: float, hi: float) -> None:
+    """Label a log axis that spans less than a decade between `lo` and `hi` (data limits), where
+    matplotlib would print one power of ten or nothing: ticks at 1, 2 and 5 x 10^k when that gives
+    three or more, else at about four evenly spaced round values; every tick labelled, like
+    2x10^-6. Longer spans keep matplotlib's decades."""
+    if not (lo > 0 and hi > 0) or math.log10(hi / lo) >= 1:
+        axis.set_minor_formatter(NullFormatter())  # minor labels would overlap the decades' labels
+        return
+    lo_view, hi_view = axis.get_view_interval()
+    ticks = [d * 10.0 ** k for k in range(math.floor(math.log10(lo_view)), math.ceil(math.log10(hi_view)) + 1)
+             for d in (1, 2, 5)]
+    ticks = [x for x in ticks if lo_view <= x <= hi_view]
+    if len(ticks) < 3:
+        ticks = [x for x in MaxNLocator(nbins=4).tick_values(lo_view, hi_view) if lo_view <= x <= hi_view and x > 0]
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(FuncFormatter(_power_of_ten_text))
+    axis.set_minor_locator(NullLocator())
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _label_points(ax, points: list[tuple[float, float, str]]) -> None:
+    """Each point's label beside it, on the side with room: left of points in the right half of
+    the axes, below points in the top fifth; clipped to nothing (the axes leave room by margins)."""
+    ax.figure.canvas.draw()  # limits final, so axes fractions are right
+    to_axes = ax.transAxes.inverted()
+    for x, y, text in points:
+        fx, fy = to_axes.transform(ax.transData.transform((x, y)))
+        right, top = fx > 0.5, fy > 0.8
+        ax.annotate(text, (x, y), textcoords="offset points", xytext=(-5 if right else 5, -5 if top else 5),
+                    ha="right" if right else "left", va="top" if top else "bottom", fontsize=7,
+                    annotation_clip=False)
+
+
+def _figure_legend(fig, handles: dict) -> None:
+    """One legend for the figure, centred below the panels."""
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(len(handles), 4), fontsize=8,
+               frameon=False)
+
+
 def accuracy_vs_compute(df: pd.DataFrame, title: str = "", styles: Styles | None = None) -> plt.Figure:
     ok = successful(df).copy()
     ok["_x"] = _compute(ok)
@@ -55,32 +107,40 @@ def accuracy_vs_compute(df: pd.DataFrame, title: str = "", styles: Styles | None
         raise BenchError("accuracy-vs-compute: no cell has both an accuracy and a (pre-)training compute")
     cols = min(4, len(panels))
     rows = math.ceil(len(panels) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.6 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.6 * rows + 0.5), squeeze=False)
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
+    handles: dict = {}
     for ax, (label, d, p, metric) in zip(axes.flat, panels):
         sel = ok[(ok["dataset"] == d) & (ok["protocol"] == p) & ok[metric].notna()]
         # A point per configuration (model and the settings that vary), averaged over seeds.
         varying = varying_setting_columns(sel)
-        families, named = set(), set()
+        named, points = set(), []
         for (model, *_), cells in sel.groupby(["model", *varying], sort=False, dropna=False):
             x, y = cells["_x"].mean(), cells[metric].mean() * 100
             fam = cells["model_family"].iloc[0]
             marker, color = (styles or {}).get(fam, OTHER_STYLE)
-            ax.scatter([x], [y], marker=marker, color=color, s=50, label=None if fam in families else fam, zorder=3)
-            families.add(fam)
+            handles.setdefault(fam, ax.scatter([x], [y], marker=marker, color=color, s=50, zorder=3))
             if model not in named:
-                ax.annotate(cells["model_name"].iloc[0], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+                points.append((x, y, cells["model_name"].iloc[0]))
                 named.add(model)
         ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels overlap on a short log axis
+        ax.margins(x=0.12, y=0.12)
+        xs = sel["_x"].dropna()
+        ax.autoscale_view()
+        readable_log_axis(ax.xaxis, float(xs.min()), float(xs.max()))
         ax.set_xlabel("Pre-training exaFLOPs")
         ax.set_ylabel(f"{label} top-1 (%)")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        _label_points(ax, points)
     fig.suptitle(title or "Accuracy vs pre-training compute")
-    fig.tight_layout()
+    _figure_legend(fig, handles)
+    fig.tight_layout(rect=(0, 0.06 if rows == 1 else 0.03, 1, 1))
     return fig
+
+
+_SWEEP = ("this figure needs cells that sweep the training-set size, e.g. `[sweep] train_subset = [1000, 5000, "
+          "20000]` in the suite (docs/suites.md); for this run, try --kind accuracy-vs-compute")
 
 
 def data_scaling(df: pd.DataFrame, title: str = "", styles: Styles | None = None) -> plt.Figure:
@@ -88,21 +148,32 @@ def data_scaling(df: pd.DataFrame, title: str = "", styles: Styles | None = None
     ok["_n"] = train_size(ok)
     ok = ok[ok["_n"].notna() & ok["top1"].notna()] if "top1" in ok else ok.iloc[0:0]
     if ok.empty:
-        raise BenchError("data-scaling: no cell has both top-1 and its training-set size (train_examples)")
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+        raise BenchError(f"data-scaling: no cell records both top-1 and its training-set size (train_examples); "
+                         f"{_SWEEP}")
+    sizes = sorted(ok["_n"].unique())
+    if len(sizes) < 2:
+        raise BenchError(f"data-scaling: every cell trained on the same number of images ({int(sizes[0]):,}); "
+                         f"{_SWEEP}")
+    fig, ax = plt.subplots(figsize=(5.5, 4.6))
+    handles: dict = {}
     for model, cells in ok.groupby("model", sort=False):
         stats = cells.groupby("_n")["top1"].agg(["mean", "std", "count"]).sort_index()
         marker, color = (styles or {}).get(cells["model_family"].iloc[0], OTHER_STYLE)
-        ax.errorbar(stats.index, stats["mean"] * 100, yerr=(stats["std"].fillna(0) * 100), marker=marker,
-                    color=color, capsize=3, label=cells["model_name"].iloc[0])
+        handles[cells["model_name"].iloc[0]] = ax.errorbar(
+            stats.index, stats["mean"] * 100, yerr=(stats["std"].fillna(0) * 100), marker=marker, color=color,
+            capsize=3)
     ax.set_xscale("log")
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.margins(x=0.08)
+    ax.autoscale_view()
+    ax.xaxis.set_major_locator(FixedLocator(sizes))  # the swept sizes themselves, as numbers
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel(f"Training images ({', '.join(dict.fromkeys(ok['dataset_name']))})")
     ax.set_ylabel("Test top-1 (%)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
     ax.set_title(title or "Accuracy vs training-set size")
-    fig.tight_layout()
+    _figure_legend(fig, handles)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig
 
 

@@ -17,9 +17,9 @@ from typing import Iterator
 
 import torch
 
+from benchbench.choices import PRECISIONS
 from benchbench.errors import BenchError
 
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 CHOICES = ("auto", *PRECISIONS)  # what a setting or flag accepts
 HELP = ("auto | fp32 | tf32 | bf16 | fp16; auto = bf16 on CUDA, else fp32; fp32 is IEEE (TF32 off), "
         "tf32 needs CUDA, fp16 is refused on the CPU")

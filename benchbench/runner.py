@@ -152,7 +152,7 @@ def run_suite(
     if own:
         executor = choice.spec.create(choice.options)
     shown = varying_settings([c.protocol for c in suite.cells], [dict(c.settings) for c in suite.cells])
-    bar = tqdm(total=len(todo), desc=suite.name, unit="cell", disable=not show_progress, dynamic_ncols=True,
+    bar = tqdm(total=len(todo), desc=suite.name, unit="cell", disable=not show_progress or not todo, dynamic_ncols=True,
                mininterval=0.2 if sys.stderr.isatty() else 15.0)
     say = (lambda line: tqdm.write(line, file=sys.stderr)) if show_progress else echo
     dispatch = Dispatch(

@@ -271,6 +271,9 @@ def read_records(run_dir: Path, *, missing_ok: bool = False) -> ReadResult:
     if not path.exists():
         if missing_ok:
             return ReadResult([], [])
+        if not Path(run_dir).exists():
+            raise BenchError(f"{run_dir}: no such file or directory; pass a run directory such as "
+                             "results/<suite>/<run-id>")
         raise BenchError(f"{run_dir}: no {RECORDS} here; pass a run directory such as results/<suite>/<run-id>")
     with writing(path, "read"):
         data = path.read_bytes()

@@ -385,7 +385,7 @@ def _load(path: Path, doc: dict[str, Any], catalog: Catalog, quick: bool, seeds:
             cells.setdefault(cell.key, cell)
 
     name = check_name(head.get("name", path.stem), where, from_file="name" not in head)
-    from benchbench.tables import LAYOUTS
+    from benchbench.choices import TABLE_LAYOUTS as LAYOUTS
 
     layout = head.get("table", "models")
     if layout not in LAYOUTS:

@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 import pandas as pd
 from tabulate import tabulate
 
+from benchbench.choices import TABLE_FORMATS, TABLE_LAYOUTS
 from benchbench.errors import BenchError
 from benchbench.settings import varying_settings
 
-FORMATS = ("markdown", "latex", "csv", "html", "json")
-LAYOUTS = ("models", "summary", "paper-transfer", "paper-scaling", "data-scaling", "compute")
+FORMATS, LAYOUTS = TABLE_FORMATS, TABLE_LAYOUTS
 DAGGER = "†"
 
 
@@ -62,6 +62,22 @@ def _first(cells: pd.DataFrame, column: str) -> float:
 
 def _num(x: float, spec: str) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def significant(x: float | None, digits: int = 3) -> str:
+    """`x` to `digits` significant digits in plain notation (86.6, 304, 0.219, 0.00513), whole
+    numbers from 10^digits up (1,843): a fixed number of decimals would print 5,130 parameters
+    as "0.01" million."""
+    if x is None or math.isnan(x):
+        return "-"
+    if x == 0:
+        return "0"
+    if abs(x) < 10 ** digits:
+        x = float(f"{x:.{digits}g}")  # rounded first: 99.96 is 100, not 100.0
+    if abs(x) >= 10 ** digits:
+        return f"{x:,.0f}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(x))))
+    return f"{x:.{decimals}f}"
 
 
 def _unverified(df: pd.DataFrame, force: bool) -> dict[str, str]:
@@ -102,7 +118,7 @@ def model_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
         r["train_device_days"] = float(days.sum()) if len(days) else math.nan
         data_rows.append(r)
         gmacs = _num(r["gmacs"], ".3g") + (f" {DAGGER}" if model in bad else "")
-        rows.append([r["model_name"], _num(r["params_m"], ".2f"), gmacs, *accs, _num(r["train_device_days"], ".3g")])
+        rows.append([r["model_name"], significant(r["params_m"]), gmacs, *accs, _num(r["train_device_days"], ".3g")])
     headers = ["Model", "Params (M)", "GMACs", *(f"{label} top-1 (%)" for label, *_ in columns), "Train device-days"]
     return Table(pd.DataFrame(data_rows), headers, rows, _notes(bad))
 
@@ -122,7 +138,7 @@ def compute_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
         headers += [f"Train img/s ({devices})", f"Projected device-days ({devices})"]
     rows = []
     for _, r in data.iterrows():
-        row = [r["model_name"], r["dataset_name"], _num(r["pretrain_epochs"], "g"), _num(r["params"] / 1e6, ".1f"),
+        row = [r["model_name"], r["dataset_name"], _num(r["pretrain_epochs"], "g"), significant(r["params"] / 1e6),
                _num(r["gmacs"], ".4g") + (f" {DAGGER}" if r["model"] in bad else ""),
                _num(r["pretrain_exaflops"], ".0f")]
         if measured:
@@ -203,7 +219,7 @@ def summary_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     for _, r in data.iterrows():
         status = "ok" if r["status"] == "ok" else f"failed: {str(r['error'])[:60]}"
         rows.append([r["model_name"], r["dataset_name"], r["protocol"], str(r["seed"]), *(str(r[c]) for c in varying),
-                     status, _num(r["top1"] * 100, ".2f"), _num(r["params"] / 1e6, ".3g"),
+                     status, _num(r["top1"] * 100, ".2f"), significant(r["params"] / 1e6),
                      _num(r["gmacs"], ".4g") + (f" {DAGGER}" if r["model"] in bad else ""),
                      _num(r["train_img_per_s"], ".0f"), _num(r["train_device_seconds"], ".1f"),
                      _num(r["wall_seconds"], ".1f")])
@@ -283,7 +299,7 @@ def data_scaling_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     for model, sel in ok.groupby("model", sort=False):
         r = {"model": model, "model_name": sel["model_name"].iloc[0], "params_m": _first(sel, "params") / 1e6,
              "gmacs": _first(sel, "gmacs")}
-        row = [r["model_name"], _num(r["params_m"], ".3g"), _num(r["gmacs"], ".3g") + (f" {DAGGER}" if model in bad else "")]
+        row = [r["model_name"], significant(r["params_m"]), _num(r["gmacs"], ".3g") + (f" {DAGGER}" if model in bad else "")]
         for size in sizes:
             mean, std, n = _accuracy(sel[sel["_n"] == size], "top1")
             r.update({f"{int(size)}:top1_pct": mean, f"{int(size)}:top1_pct_std": std, f"{int(size)}:n": n})

@@ -23,6 +23,7 @@ def test_run_writes_records_env_and_prints_the_table(run_suite, tiny_suite, caps
         assert r.status == "ok" and r.error is None and r.flops_status == "ok"
         m = r.metrics
         assert m["train_images_seen"] == 6 * 300 and m["train_steps"] == 6 * 10
+        assert m["train_examples"] == m["train_distinct_images"] == 300
         assert m["eval_images"] == 100
         assert m["train_device_days"] == pytest.approx(m["train_device_seconds"] / 86400)
         assert m["train_exaflops"] == pytest.approx(6 * m["macs"] * 1800 / 1e18)
@@ -95,7 +96,7 @@ def test_failing_cell_is_recorded_and_the_suite_goes_on(run_suite, capsys):
     # Resuming retries only the failed cell (and it fails again): the done cell is not re-run.
     assert run_suite.run() == 1
     err = capsys.readouterr().err
-    assert "1 done, 1 to run" in err and "ran 1 cells now" in err
+    assert "1 done, 1 to run" in err and "ran 1 cell now" in err
     assert len(results.load(run_dir, all_attempts=True)) == 3 and len(results.load(run_dir)) == 2
 
 
@@ -216,3 +217,44 @@ def test_cost_flops_side_and_projection(capsys):
     assert out["projected_device_days"] == pytest.approx(120_000 / out["train_img_per_s"] / 86400)
     assert main(["cost", "vit-mu4", "--images", "0", "--epochs", "1"]) == 2
     assert "must be > 0" in capsys.readouterr().err
+    assert main(["cost", "vit-mu4", "--epochs", "1"]) == 2
+    assert "give --images N (images per epoch) or --dataset D" in capsys.readouterr().err
+
+
+def test_cost_states_its_head_and_takes_the_papers_from_the_dataset(capsys):
+    # the paper's Table 6 row for ViT-B/16, 7 epochs of JFT-300M (303M images, 18,291 classes): 224 exaFLOPs
+    assert main(["cost", "vit-b16", "--dataset", "jft", "--epochs", "7", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["num_classes"], out["images"], out["dataset"]) == (18_291, 303_000_000, "jft-300m")
+    assert round(out["train_exaflops"]) == 224
+    # a head of K classes on a width-H class token is H x K MACs: 18,291 classes cost H x 17,291 more than 1,000
+    runs = {}
+    for extra in (["--dataset", "jft"], ["--images", "1000"]):
+        assert main(["cost", "vit-mu4", "--epochs", "1", "--json", *extra]) == 0
+        runs[extra[0]] = json.loads(capsys.readouterr().out)
+    assert runs["--images"]["num_classes_from"] == "the default" and runs["--images"]["num_classes"] == 1000
+    assert (runs["--dataset"]["gmacs"] - runs["--images"]["gmacs"]) * 1e9 == pytest.approx(64 * 17_291)  # Mu: hidden 64
+    assert main(["cost", "vit-mu4", "--dataset", "jft", "--epochs", "7", "--num-classes", "21843"]) == 0
+    assert "a head of 21,843 classes (--num-classes)" in capsys.readouterr().out
+
+
+def test_table_plot_compare_take_the_plugin_options(tmp_path, capsys):
+    run = REPO / "results" / "quickstart" / "20261123-002420"
+    good, bad = tmp_path / "good.py", tmp_path / "bad.py"
+    good.write_text("from benchbench import hookimpl\n")
+    bad.write_text("raise ImportError('needs a GPU library')\n")
+    for argv in (["table", str(run)], ["compare", str(run), str(run)],
+                 ["plot", str(run), "--kind", "accuracy-vs-compute", "-o", str(tmp_path / "f.png")]):
+        assert main([*argv, "--plugin", str(good)]) == 0, argv
+        capsys.readouterr()
+        assert main([*argv, "--plugin", str(bad)]) == 0, argv  # reported, not fatal
+        assert "needs a GPU library" in capsys.readouterr().err
+        assert main([*argv, "--plugin", str(bad), "--strict-plugins"]) == 2, argv
+        assert "error: plugin" in capsys.readouterr().err
+
+
+def test_a_missing_run_directory_is_named_as_missing(tmp_path, capsys):
+    assert main(["table", str(tmp_path / "nowhere")]) == 2
+    assert f"{tmp_path / 'nowhere'}: no such file or directory" in capsys.readouterr().err
+    assert main(["table", str(tmp_path)]) == 2
+    assert "no records.jsonl here" in capsys.readouterr().err

@@ -8,7 +8,6 @@ import pytest
 
 from benchbench import results
 from benchbench.cli import main
-from benchbench.compare import compare, direction
 from benchbench.plots import plot
 from benchbench.store import append_record
 from benchbench.tables import build_table, render
@@ -79,42 +78,11 @@ def test_summary_layout_shows_varying_settings_and_failures(rec):
     assert table.rows[1][5] == "failed: RuntimeError: boom"
 
 
-def test_direction_of_metrics():
-    assert direction("top1") == ("points", 1) and direction("fewshot_5shot_top1") == ("points", 1)
-    assert direction("train_img_per_s") == ("ratio", 1) and direction("train_device_seconds") == ("ratio", -1)
-    assert direction("gmacs") == ("exact", 0) and direction("seed") is None and direction("wall_seconds") is None
-
-
-def test_compare_marks_regressions_beyond_the_threshold(rec):
-    a = frame(rec("vit", "d", "scratch", 0, 0.900, key="k1", train_img_per_s=1000.0, train_device_seconds=10.0),
-              rec("bit", "d", "scratch", 0, 0.800, key="k2", train_img_per_s=500.0))
-    b = frame(rec("vit", "d", "scratch", 0, 0.885, key="k1", train_img_per_s=960.0, train_device_seconds=10.4),
-              rec("bit", "d", "scratch", 0, 0.790, key="k2", train_img_per_s=400.0))
-    got = {(c.label.split(" ")[0], c.metric): c for c in compare(a, b, threshold=5.0)}
-    assert got["vit", "top1"].text == "-1.50 pts" and not got["vit", "top1"].regression
-    assert got["vit", "train_img_per_s"].text == "x0.960" and not got["vit", "train_img_per_s"].regression
-    assert got["bit", "train_img_per_s"].regression  # x0.8, beyond 5 %
-    strict = {(c.label.split(" ")[0], c.metric): c for c in compare(a, b, threshold=1.0)}
-    assert strict["vit", "top1"].regression and strict["vit", "train_device_seconds"].regression  # 4 % slower
-
-
 def _write_run(path, records):
     path.mkdir(parents=True)
     for r in records:
         append_record(path, r)
     return path
-
-
-def test_compare_command_exit_status(tmp_path, capsys, rec):
-    a = _write_run(tmp_path / "a", [rec("vit", "d", "scratch", 0, 0.9, key="k", train_img_per_s=100.0)])
-    same = _write_run(tmp_path / "same", [rec("vit", "d", "scratch", 0, 0.9, key="k", train_img_per_s=99.0)])
-    slow = _write_run(tmp_path / "slow", [rec("vit", "d", "scratch", 0, 0.9, key="k", train_img_per_s=50.0)])
-    other = _write_run(tmp_path / "other", [rec("vit", "d", "scratch", 0, 0.9, key="x")])
-    assert main(["compare", str(a), str(same)]) == 0
-    assert main(["compare", str(a), str(slow)]) == 1
-    assert "REGRESSION" in capsys.readouterr().out
-    assert main(["compare", str(a), str(other)]) == 2
-    assert "no successful cell in common" in capsys.readouterr().err
 
 
 def test_plots_are_written_and_bad_requests_are_clear(tmp_path, capsys, rec):
@@ -129,8 +97,46 @@ def test_plots_are_written_and_bad_requests_are_clear(tmp_path, capsys, rec):
     assert (tmp_path / "ds.png").read_bytes()[:4] == b"\x89PNG"
     assert main(["plot", str(run), "--kind", "data-scaling", "-o", str(tmp_path / "x.txt")]) == 2
     assert "must end in one of .png, .svg, .pdf" in capsys.readouterr().err
-    with pytest.raises(Exception, match="no cell has both top-1 and its training-set size"):
+    with pytest.raises(Exception, match="no cell records both top-1 and its training-set size"):
         plot(frame(rec("vit", "d", "measure", 0, accuracies={})), "data-scaling", tmp_path / "y.png")
+
+
+def test_data_scaling_without_a_size_sweep_says_why(tmp_path, capsys, rec):
+    one_size = _write_run(tmp_path / "run", [rec(m, "fmnist", "scratch", 0, 0.8, train_examples=60000)
+                                             for m in ("vit", "bit")])
+    assert main(["plot", str(one_size), "--kind", "data-scaling", "-o", str(tmp_path / "d.png")]) == 2
+    err = capsys.readouterr().err
+    assert "every cell trained on the same number of images (60,000)" in err and "train_subset" in err
+    assert not (tmp_path / "d.png").exists()
+
+
+def test_figures_are_readable(rec):
+    """A short log axis gets labelled ticks, no point label leaves the figure, the legend covers no point."""
+    from benchbench.plots import accuracy_vs_compute, family_styles
+
+    # exaFLOPs 1.3e-6 .. 2.5e-6 (the quickstart's: less than a decade); the rightmost point has a long name
+    df = frame(rec("vit-mu7", "fmnist", "scratch", 0, 0.8377, train_exaflops=1.3e-6),
+               rec("r8x1+vit-mu4-with-a-long-name", "fmnist", "scratch", 0, 0.8857, family="hybrid",
+                   train_exaflops=2.5e-6))
+    fig = accuracy_vs_compute(df, styles=family_styles([]))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (ax,) = fig.axes
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert len(labels) >= 2 and r"$2\times10^{-6}$" in labels
+    figure_box = fig.bbox
+    texts = [c for c in ax.get_children() if type(c).__name__ == "Annotation"]
+    assert len(texts) == 2
+    for text in texts:
+        box = text.get_window_extent(renderer)
+        assert figure_box.x0 <= box.x0 and box.x1 <= figure_box.x1 and figure_box.y0 <= box.y0 and box.y1 <= figure_box.y1
+        axes_box = ax.get_window_extent(renderer)  # inside the panel too: no neighbour is overwritten
+        assert axes_box.x0 <= box.x0 and box.x1 <= axes_box.x1 and axes_box.y0 <= box.y0 and box.y1 <= axes_box.y1
+    (legend,) = fig.legends
+    legend_box = legend.get_window_extent(renderer)
+    for collection in ax.collections:
+        for x, y in ax.transData.transform(collection.get_offsets()):
+            assert not legend_box.contains(x, y)
 
 
 def test_layout_errors_name_the_allowed_values(rec):
@@ -150,3 +156,16 @@ def test_models_layout_keeps_protocols_apart(rec):
                                   "Fmnist (fewshot) 5-shot top-1 (%)"]
     assert table.rows[0][3:6] == ["80.00", "85.00", "70.00 ± 1.00"]
     assert table.rows[1][3:6] == ["failed", "-", "-"]
+
+
+def test_params_keep_three_significant_digits(rec):
+    """5,130 parameters (a 512 -> 10 linear head: 512 x 10 + 10) are 0.00513 M, not 0.01."""
+    from benchbench.tables import significant
+
+    df = frame(rec("head", "d", "scratch", 0, 0.5, params=512 * 10 + 10), rec("vit-b16", "d", "scratch", 0, 0.5,
+                                                                              params=86_567_656))
+    for layout in ("models", "summary", "compute"):
+        table = build_table(df, layout)
+        column = table.headers.index("Params (M)")
+        assert [row[column] for row in table.rows] == ["0.00513", "86.6"], layout
+    assert [significant(x) for x in (304.3, 99.96, 1843.2, 0.0)] == ["304", "100", "1,843", "0"]

@@ -67,7 +67,11 @@ def test_unknown_id_lists_known_ids_and_nearest(catalog):
     msg = str(err.value)
     assert "unknown model id 'vit-b61'" in msg
     assert "did you mean 'vit-b16'?" in msg
-    assert "known: bit-r101x1" in msg and "vit-mu7" in msg
+    # more than a dozen known: the nearest few, and how to list them all
+    assert "nearest: vit-b16, vit-b14, vit-s16" in msg and "bit-r101x1" not in msg
+    assert f"`benchbench list models` lists all {len(catalog.models.specs)}" in msg
+    with pytest.raises(UnknownIdError, match="known: fewshot, finetune, .*scratch"):
+        catalog.protocols.get("scrach")  # few known: every one
 
 
 def test_duplicate_id_names_both_plugins():

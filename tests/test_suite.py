@@ -55,7 +55,7 @@ def test_cell_keys_are_stable_and_distinct(tmp_path, catalog):
 
 @pytest.mark.parametrize("change,expected", [
     (("models = [\"vit-mu7\", \"BiT-R50x1\"]", "models = [\"vit-mu8\"]"),
-     ["[suite].models[0]", "unknown model id 'vit-mu8'", "did you mean 'vit-mu7'?", "known:"]),
+     ["[suite].models[0]", "unknown model id 'vit-mu8'", "did you mean 'vit-mu7'?", "`benchbench list models` lists all"]),
     (("[suite]", "[suite]\nmodel = []"), ["[suite]: unknown key 'model'", "did you mean 'models'?", "allowed:"]),
     (("epochs = 2", "epoch = 2"), ["[settings.scratch]", "unknown scratch setting 'epoch'",
                                    "did you mean 'epochs'?"]),

@@ -138,3 +138,17 @@ def test_scratch_trains_on_n_per_class_in_bf16(catalog, tiny_data):
     m = scratch.run(ctx)
     assert m["train_images_seen"] == 50 and m["train_steps"] == 1 and m["eval_images"] == 20
     assert math.isfinite(m["train_loss"])
+
+
+@pytest.mark.parametrize("steps, seen, distinct", [(5, 40, 40), (30, 232, 100)])
+def test_fit_counts_the_set_the_images_seen_and_the_distinct_ones(steps, seen, distinct):
+    from benchbench_plugins.protocols.training import fit
+    from benchbench_plugins.protocols.training_settings import train_settings
+
+    s = {k: v.default for k, v in train_settings().items()} | {"steps": steps, "batch_size": 8, "precision": "fp32"}
+    train = TensorDataset(torch.randn(100, 4), torch.arange(100) % 3)
+    m = fit(torch.nn.Linear(4, 3), train, s, torch.device("cpu"), seed=0)
+    # 100 images in batches of 8: 12 full batches and one of 4 per epoch; 30 steps = 13 + 13 + 4 batches = 100 + 100 + 32 images
+    assert (m["train_examples"], m["train_steps"], m["train_images_seen"], m["train_distinct_images"]) == (
+        100, steps, seen, distinct)
+    assert m["train_epochs"] == pytest.approx(seen / 100)

@@ -1,37 +1,94 @@
-"""`benchbench compare RUN_A RUN_B [--threshold PCT] [--all]`: exit status 1 on a regression."""
+"""`benchbench compare RUN_A RUN_B [--gate G] [--threshold PTS] [--alpha A] [--min-effect PTS]
+[--timing-threshold PCT] [--all]`.
+
+Exit status: 0 no regression in a gated group (also when only ungated groups regressed), 1 at
+least one gated regression, 2 the runs cannot be compared (no cell in common, a bad option or path).
+"""
 
 from __future__ import annotations
 
 import sys
 
-from tabulate import tabulate
+from benchbench.cli.common import load_run, named_plugins
+from benchbench.text import plural
 
-from benchbench import results
-from benchbench.compare import compare
+GATE_CHOICES = ("accuracy", "model", "timing", "all")
 
 
 def add_parser(sub, parent) -> None:
-    p = sub.add_parser("compare", help="compare two runs cell by cell; exit 1 when B regressed against A")
+    p = sub.add_parser("compare", parents=[parent],
+                       help="compare two runs, seeds aggregated; exit 1 when B regressed against A beyond noise")
     p.add_argument("run_a", metavar="RUN_A", help="the baseline run directory")
     p.add_argument("run_b", metavar="RUN_B", help="the run to judge")
-    p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
-                   help="allowed move in the bad direction: percent for ratios (img/s, seconds, memory), "
-                        "points for accuracy (default: 5)")
+    p.add_argument("--gate", action="append", choices=GATE_CHOICES, metavar="GROUP",
+                   help="which metric groups decide the exit status: accuracy, model (params, MACs), timing "
+                        "(img/s, seconds, memory, MFU), all; repeatable (default: accuracy and model)")
+    p.add_argument("--threshold", type=float, default=5.0, metavar="PTS",
+                   help="single-seed cells: an accuracy drop of more than PTS points is a regression (default 5)")
+    p.add_argument("--alpha", type=float, default=0.05, metavar="A",
+                   help="cells with 2 or more seeds per run: significance of Welch's one-sided t-test (default 0.05)")
+    p.add_argument("--min-effect", type=float, default=0.5, metavar="PTS",
+                   help="cells with 2 or more seeds: the smallest accuracy drop, in points, that counts (default 0.5)")
+    p.add_argument("--timing-threshold", type=float, default=10.0, metavar="PCT",
+                   help="the smallest timing move, in percent, that counts; timings also need 2 or more values "
+                        "per run and Welch's test (default 10)")
     p.add_argument("--all", action="store_true", help="list every compared metric, not only the ones that moved")
     p.set_defaults(func=run)
 
 
+def _gates(chosen: list[str] | None) -> tuple[str, ...]:
+    from benchbench.compare import DEFAULT_GATES, GROUPS
+
+    if not chosen:
+        return DEFAULT_GATES
+    return GROUPS if "all" in chosen else tuple(dict.fromkeys(chosen))
+
+
+def _value(mean: float, std: float, n: int, group: str) -> str:
+    """Accuracy in percent, a model's counts in full, timings to 4 digits; seeds as mean ± std (n)."""
+    if group == "model":
+        return f"{mean:,.0f}" if mean == int(mean) else f"{mean:.6g}"
+    scale, spec = (100, ".2f") if group == "accuracy" else (1, ".4g")
+    text = format(mean * scale, spec)
+    if n > 1:
+        text += f" ± {format(std * scale, spec)} (n={n})"
+    return text
+
+
 def run(args) -> int:
-    a, b = results.load(args.run_a), results.load(args.run_b)
-    for problem in a.attrs["problems"] + b.attrs["problems"]:
-        print(f"warning: {problem}", file=sys.stderr)
-    changes = compare(a, b, args.threshold)
-    shown = [c for c in changes if args.all or c.regression or c.a != c.b]
-    rows = [[c.label, c.metric, f"{c.a:.6g}", f"{c.b:.6g}", c.text, "REGRESSION" if c.regression else ""]
-            for c in shown]
-    print(tabulate(rows, ["Cell", "Metric", "A", "B", "B vs A", ""], tablefmt="github", disable_numparse=True))
-    regressions = sum(c.regression for c in changes)
-    cells = len({c.label for c in changes})
-    print(f"\n{cells} cells, {len(changes)} metrics compared; {regressions} regressions beyond {args.threshold:g} "
-          f"(% for ratios, points for accuracy)", file=sys.stderr)
-    return 1 if regressions else 0
+    from tabulate import tabulate
+
+    from benchbench.compare import compare
+
+    named_plugins(args)
+    a, b = load_run(args.run_a), load_run(args.run_b)
+    gates = _gates(args.gate)
+    df = compare(a, b, args.threshold, alpha=args.alpha, min_effect=args.min_effect,
+                 timing_threshold=args.timing_threshold, gates=gates)
+    cells = df["cell"].nunique()
+    if (df["verdict"] == "same").all():
+        print(f"identical: the {plural(cells, 'cell')} the two runs share have the same values in all "
+              f"{plural(len(df), 'comparison')} (cell x metric)")
+    else:
+        shown = df if args.all else df[df["verdict"] != "same"]
+        verdicts = ["REGRESSION" if r.regression and r.gated else "regression (not gated)" if r.regression
+                    else r.verdict for r in shown.itertuples()]
+        rows = [[r.cell, r.metric, _value(r.mean_a, r.std_a, r.n_a, r.group), _value(r.mean_b, r.std_b, r.n_b, r.group),
+                 r.change, v, r.rule] for r, v in zip(shown.itertuples(), verdicts)]
+        print(tabulate(rows, ["Cell", "Metric", "A", "B", "B vs A", "Verdict", "Rule"], tablefmt="github",
+                       disable_numparse=True))
+    gated = int((df["regression"] & df["gated"]).sum())
+    ungated = int((df["regression"] & ~df["gated"]).sum())
+    unjudged = int((df["verdict"] == "unjudged").sum())
+    lines = [f"{plural(cells, 'cell')} (seeds aggregated), {plural(len(df), 'comparison')} (cell x metric); "
+             f"{plural(gated, 'regression')} in the gated groups ({', '.join(gates)})"
+             + (f"; {ungated} more in groups that do not gate" if ungated else "")]
+    if unjudged:
+        lines.append(f"{plural(unjudged, 'timing change')} beyond {args.timing_threshold:g} % not judged: one value "
+                     "per run says nothing about the machine's noise (run 2 or more seeds)")
+    for side, run_dir in (("only_a", args.run_a), ("only_b", args.run_b)):
+        if df.attrs[side]:
+            lines.append(f"only in {run_dir}: {plural(len(df.attrs[side]), 'cell')} ({', '.join(df.attrs[side][:5])}"
+                         f"{', ...' if len(df.attrs[side]) > 5 else ''})")
+    print("\n" + "\n".join(lines), file=sys.stderr)
+    return 1 if gated else 0

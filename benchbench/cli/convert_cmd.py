@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 
-from benchbench.checkpoints import NONFINITE_META, load_checkpoint, save_checkpoint
 from benchbench.cli.common import catalog
 
 
@@ -15,9 +14,9 @@ def add_parser(sub, parent) -> None:
     p.add_argument("model", metavar="MODEL", help="a model id or alias (benchbench list models)")
     p.add_argument("source", metavar="IN", help="a .npz of the paper's code release, or a .pt/.pth")
     p.add_argument("-o", "--output", required=True, metavar="OUT.pt")
-    p.add_argument("--resolution", type=int, help="build the model at this resolution (position "
+    p.add_argument("--resolution", type=int, metavar="R", help="build the model at this resolution (position "
                    "embeddings are interpolated); default: the model's default")
-    p.add_argument("--num-classes", type=int, default=1000, help="classes of the checkpoint's head (default 1000)")
+    p.add_argument("--num-classes", type=int, default=1000, metavar="K", help="classes of the checkpoint's head (default 1000)")
     p.add_argument("--drop-head", action="store_true",
                    help="keep a fresh zero head of --num-classes instead of the checkpoint's head")
     p.add_argument("--allow-nonfinite", action="store_true",
@@ -27,6 +26,8 @@ def add_parser(sub, parent) -> None:
 
 
 def run(args) -> int:
+    from benchbench.checkpoints import NONFINITE_META, load_checkpoint, save_checkpoint
+
     spec = catalog(args).models.get(args.model)
     resolution = args.resolution or spec.default_resolution
     model = spec.build(num_classes=args.num_classes, image_size=resolution, in_chans=3)

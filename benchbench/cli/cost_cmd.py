@@ -1,7 +1,9 @@
-"""`benchbench cost MODEL --images N --epochs E [--resolution R] [--device D --precision P] [--json]`.
+"""`benchbench cost MODEL (--images N | --dataset D) --epochs E [--num-classes K] [--resolution R]
+[--device D --precision P] [--json]`.
 
 The paper's compute columns for one schedule: pre-training exaFLOPs, and with --device the
-device-days projected from the training throughput measured there.
+device-days projected from the training throughput measured there. The head's classes are said in
+the output: --num-classes, else the --dataset's classes, else 1000.
 """
 
 from __future__ import annotations
@@ -15,12 +17,16 @@ from benchbench.errors import BenchError
 def add_parser(sub, parent) -> None:
     p = sub.add_parser("cost", parents=[parent], help="pre-training exaFLOPs (and device-days) of a schedule")
     p.add_argument("model", metavar="MODEL", help="a model id or alias (benchbench list models)")
-    p.add_argument("--images", type=int, required=True, metavar="N", help="images per epoch of the pre-training data set")
+    p.add_argument("--images", type=int, metavar="N",
+                   help="images per epoch of the pre-training data set (default: the --dataset's training split)")
+    p.add_argument("--dataset", metavar="D", help="the pre-training data set (an id, benchbench list datasets): its "
+                   "classes size the head and its training split the epoch, e.g. the paper's pre-training set")
     p.add_argument("--epochs", type=float, required=True, metavar="E")
     p.add_argument("--resolution", type=int, metavar="R", help="default: the model's default")
-    p.add_argument("--num-classes", type=int, default=1000, metavar="K", help="classes of the head (default 1000)")
-    p.add_argument("--device", help="measure training throughput here (cpu | cuda | cuda:N) to project device-days")
-    p.add_argument("--precision", default="bf16", help="precision of that measurement (default bf16)")
+    p.add_argument("--num-classes", type=int, metavar="K",
+                   help="classes of the head (default: the --dataset's, else 1000)")
+    p.add_argument("--device", metavar="D", help="measure training throughput here (cpu | cuda | cuda:N) to project device-days")
+    p.add_argument("--precision", default="bf16", metavar="P", help="precision of that measurement (default bf16)")
     p.add_argument("--batch-size", type=int, metavar="B", help="default: the largest that fits")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=run)
@@ -30,18 +36,26 @@ def cost(args) -> dict:
     from benchbench.measure.flops import build_for_counting, count_macs
     from benchbench.compute import device_days, training_exaflops
 
-    if args.images <= 0 or args.epochs <= 0:
-        raise BenchError(f"--images and --epochs must be > 0, got {args.images} and {args.epochs}")
-    spec = catalog(args).models.get(args.model)
+    cat = catalog(args)
+    spec = cat.models.get(args.model)
+    data = cat.datasets.get(args.dataset) if args.dataset else None
+    images = args.images if args.images is not None else (data.num_examples.get("train") if data else None)
+    if images is None:
+        raise BenchError(f"dataset {data.id} does not say how many images its training split has; give --images N"
+                         if data else "give --images N (images per epoch) or --dataset D (its training split's size)")
+    if images <= 0 or args.epochs <= 0:
+        raise BenchError(f"--images and --epochs must be > 0, got {images} and {args.epochs}")
+    num_classes, head = ((args.num_classes, "--num-classes") if args.num_classes else
+                         (data.num_classes, f"the classes of {data.name}") if data else (1000, "the default"))
     resolution = args.resolution or spec.default_resolution
     try:
-        model, meta = build_for_counting(spec, num_classes=args.num_classes, image_size=resolution, in_chans=3)
+        model, meta = build_for_counting(spec, num_classes=num_classes, image_size=resolution, in_chans=3)
     except ValueError as exc:
         raise BenchError(f"{spec.id} at {resolution} px: {exc}") from None
     macs = count_macs(model, resolution, 3, meta_model=meta)
-    seen = args.images * args.epochs
-    out = {"id": spec.id, "name": spec.name, "resolution": resolution, "num_classes": args.num_classes,
-           "images": args.images, "epochs": args.epochs, "images_seen": seen, "gmacs": macs.gmacs,
+    seen = images * args.epochs
+    out = {"id": spec.id, "name": spec.name, "resolution": resolution, "num_classes": num_classes,
+           "num_classes_from": head, "dataset": data.id if data else None, "images": images, "epochs": args.epochs, "images_seen": seen, "gmacs": macs.gmacs,
            "gflops": macs.gflops, "train_exaflops": training_exaflops(macs.macs, seen),
            "flops_status": macs.status}
     if args.device:
@@ -53,7 +67,7 @@ def cost(args) -> dict:
 
         device = pick_device(args.device)
         precision_policy.check(device, args.precision)
-        result = measure_throughput(model, image_size=resolution, in_chans=3, num_classes=args.num_classes,
+        result = measure_throughput(model, image_size=resolution, in_chans=3, num_classes=num_classes,
                                     mode="train", device=device, precision=args.precision,
                                     batch_size=args.batch_size)
         peak = peak_flops_per_s(result.device_name, args.precision)
@@ -69,7 +83,8 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
-    print(f"{out['name']} at {out['resolution']} px: {out['gmacs']:.4g} GMACs forward ({out['flops_status']})")
+    print(f"{out['name']} at {out['resolution']} px, a head of {out['num_classes']:,} classes "
+          f"({out['num_classes_from']}): {out['gmacs']:.4g} GMACs forward ({out['flops_status']})")
     print(f"  {out['images']:,} images x {out['epochs']:g} epochs: {out['train_exaflops']:.4g} exaFLOPs "
           "(3 x forward FLOPs per image seen)")
     if "projected_device_days" in out:

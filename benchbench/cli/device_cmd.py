@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import json
 
-from benchbench.envinfo import device_name
-from benchbench.measure.peaks import lookup, measured_matmul_flops
-from benchbench.envinfo import pick_device
-from benchbench.precision import PRECISIONS
+from benchbench.choices import PRECISIONS
 
 
 def add_parser(sub, parent) -> None:
     p = sub.add_parser("device", parents=[parent],
                        help="show a device's peak FLOP/s: the datasheet table's, and a measured matmul's")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
+    p.add_argument("--device", default="auto", metavar="D", help="auto | cpu | cuda | cuda:N (default: auto)")
     p.add_argument("--precision", default="fp32", choices=PRECISIONS, help="default fp32 (TF32 off)")
     p.add_argument("--matmul-n", type=int, metavar="N",
                    help="size of the square matmul (default: 8192 on CUDA, at most about 0.1 s of work on the CPU)")
@@ -22,6 +19,9 @@ def add_parser(sub, parent) -> None:
 
 
 def run(args) -> int:
+    from benchbench.envinfo import device_name, pick_device
+    from benchbench.measure.peaks import lookup, measured_matmul_flops
+
     device = pick_device(args.device)
     name = device_name(device)
     entry = lookup(name) if device.type == "cuda" else None

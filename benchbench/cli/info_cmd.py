@@ -10,9 +10,9 @@ from benchbench.cli.common import catalog
 def add_parser(sub, parent) -> None:
     p = sub.add_parser("info", parents=[parent], help="parameters and forward MACs/FLOPs of one model")
     p.add_argument("model", metavar="MODEL", help="a model id or alias (benchbench list models)")
-    p.add_argument("--resolution", type=int, help="input resolution (default: the model's default)")
-    p.add_argument("--num-classes", type=int, default=1000, help="classes of the head (default 1000)")
-    p.add_argument("--in-chans", type=int, default=3, help="input channels (default 3)")
+    p.add_argument("--resolution", type=int, metavar="R", help="input resolution (default: the model's default)")
+    p.add_argument("--num-classes", type=int, default=1000, metavar="K", help="classes of the head (default 1000)")
+    p.add_argument("--in-chans", type=int, default=3, metavar="C", help="input channels (default 3)")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=run)
 

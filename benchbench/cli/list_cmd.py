@@ -1,19 +1,16 @@
-"""`benchbench list models|datasets|protocols|executors|suites [--json]`."""
+"""`benchbench list models|datasets|protocols|executors|suites [--json]`.
+
+Models, datasets and protocols come from `benchbench.listing`'s cache while the plugin code and
+the installed packages are unchanged (no torch import); suites are read from their files.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-from pathlib import Path
-
-from tabulate import tabulate
 
 from benchbench.cli.common import catalog
-from benchbench.measure.params import cached_params_at_default
-from benchbench.suite import find_suite, parse, suite_dirs
 
-PARAMS_CACHE_ENV = "BENCHBENCH_CACHE"
 KINDS = ("models", "datasets", "protocols", "executors", "suites")
 
 
@@ -24,41 +21,27 @@ def add_parser(sub, parent: argparse.ArgumentParser) -> None:
     p.set_defaults(func=run)
 
 
+def _suite_rows() -> list[dict]:
+    from benchbench.suite import find_suite, parse, suite_dirs
+
+    rows, seen = [], set()
+    for d in suite_dirs():
+        for path in sorted(d.glob("*.toml")):
+            if path.stem in seen:
+                continue
+            seen.add(path.stem)
+            head = parse(find_suite(str(path))).get("suite", {})
+            rows.append({"id": path.stem, "name": head.get("name", path.stem),
+                         "description": head.get("description", ""), "path": str(path)})
+    return rows
+
+
 def _rows(kind: str, args) -> list[dict]:
     if kind == "suites":
-        rows, seen = [], set()
-        for d in suite_dirs():
-            for path in sorted(d.glob("*.toml")):
-                if path.stem in seen:
-                    continue
-                seen.add(path.stem)
-                head = parse(find_suite(str(path))).get("suite", {})
-                rows.append({"id": path.stem, "name": head.get("name", path.stem),
-                             "description": head.get("description", ""), "path": str(path)})
-        return rows
-    cat = catalog(args)
-    registry = cat.registry(kind)
-    rows = []
-    if kind == "models":
-        cache_dir = Path(os.environ.get(PARAMS_CACHE_ENV, Path.home() / ".cache" / "benchbench"))
-        params = cached_params_at_default(registry, cache_dir / "params.json")
-    for spec in registry:
-        row = {"id": spec.id, "name": spec.name, "plugin": registry.plugin_of[spec.id],
-               "aliases": list(spec.aliases)}
-        if kind == "models":
-            row.update(family=spec.family, default_resolution=spec.default_resolution,
-                       params=params[spec.id])
-        elif kind == "datasets":
-            row.update(num_classes=spec.num_classes, image_size=spec.image_size, in_chans=spec.in_chans,
-                       splits=list(spec.splits))
-        elif kind == "executors":
-            row.update(default=spec.default, extra=spec.extra,
-                       options={k: {"default": s.default, "help": s.help} for k, s in spec.options.items()})
-        else:
-            row["settings"] = {k: {"default": s.default, "help": s.help} for k, s in spec.settings.items()}
-        row["description"] = spec.description
-        rows.append(row)
-    return rows
+        return _suite_rows()
+    from benchbench.listing import cached_rows
+
+    return cached_rows(kind, args.plugin, lambda: catalog(args))
 
 
 def run(args) -> int:
@@ -66,6 +49,8 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    from tabulate import tabulate
+
     columns = {"models": ("id", "name", "family", "params", "default_resolution", "plugin"),
                "datasets": ("id", "name", "num_classes", "image_size", "plugin"),
                "protocols": ("id", "name", "plugin", "description"),

@@ -5,24 +5,19 @@ from __future__ import annotations
 
 import json
 
-from benchbench import precision as precision_policy
+from benchbench.choices import PRECISIONS, THROUGHPUT_MODES
 from benchbench.cli.common import catalog
-from benchbench.compute import achieved_flops_per_s
-from benchbench.envinfo import device_name, pick_device
 from benchbench.errors import BenchError
-from benchbench.measure.flops import count_macs
-from benchbench.measure.peaks import lookup, measured_matmul_flops, mfu
-from benchbench.measure.throughput import MODES, measure_throughput
 
 
 def add_parser(sub, parent) -> None:
     p = sub.add_parser("profile", parents=[parent],
                        help="measure a model's throughput, memory and MFU on a device (synthetic inputs)")
     p.add_argument("model", metavar="MODEL", help="a model id or alias (benchbench list models)")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
-    p.add_argument("--precision", default="fp32", choices=precision_policy.PRECISIONS,
+    p.add_argument("--device", default="auto", metavar="D", help="auto | cpu | cuda | cuda:N (default: auto)")
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS,
                    help="fp32 (TF32 off), tf32 (CUDA), bf16 or fp16 (autocast; fp16 needs CUDA); default fp32")
-    p.add_argument("--mode", default="infer", choices=MODES,
+    p.add_argument("--mode", default="infer", choices=THROUGHPUT_MODES,
                    help="infer: forward passes; train: forward, loss, backward, AdamW step (default infer)")
     p.add_argument("--batch-size", type=int, metavar="B",
                    help="default: the largest that fits (doubling from 8, up to --max-batch-size)")
@@ -49,6 +44,8 @@ def add_parser(sub, parent) -> None:
 
 def scaling(args) -> dict:
     """`--devices N`: the training step's img/s on N devices against N x one device's."""
+    from benchbench import precision as precision_policy
+    from benchbench.envinfo import device_name, pick_device
     from benchbench.measure.scaling import measure_scaling
 
     cat = catalog(args)
@@ -87,6 +84,13 @@ def render_scaling(r: dict) -> str:
 
 
 def profile(args) -> dict:
+    from benchbench import precision as precision_policy
+    from benchbench.compute import achieved_flops_per_s
+    from benchbench.envinfo import pick_device
+    from benchbench.measure.flops import count_macs
+    from benchbench.measure.peaks import lookup, measured_matmul_flops, mfu
+    from benchbench.measure.throughput import measure_throughput
+
     spec = catalog(args).models.get(args.model)
     device = pick_device(args.device)
     precision_policy.check(device, args.precision)  # before building anything large

@@ -13,23 +13,16 @@ from dataclasses import replace
 import sys
 from pathlib import Path
 
-import torch
-from tabulate import tabulate
-
-from benchbench import results
 from benchbench.cli.common import catalog
-from benchbench.envinfo import device_name, environment
 from benchbench.errors import BenchError
 from benchbench.executors import Dispatch, choose
 from benchbench.plan import cell_states, duration, plan, summary, throughput_history, totals
-from benchbench.envinfo import pick_device
-from benchbench.runner import run_suite
 from benchbench.specs import DataOptions
 from benchbench.store import (ENV, RECORDS, RunLock, check_directory, check_run_dir, latest_run_dir, new_run_dir,
                               read_env, read_records, repair_torn_tail, write_json, writing)
 from benchbench.suite import REPO_SUITES, check_time_limit, load_suite
+from benchbench.text import plural
 from benchbench.settings import varying_settings
-from benchbench.tables import build_table, render
 
 DATA_ENV = "BENCHBENCH_DATA"
 DEFAULT_RESULTS = "runs"
@@ -47,7 +40,7 @@ def add_parser(sub, parent) -> None:
     where.add_argument("--run-dir", metavar="DIR", help="resume (or start) exactly this run directory")
     p.add_argument("--results", default=DEFAULT_RESULTS, metavar="ROOT",
                    help=f"where runs are written: ROOT/<suite>/<run-id>/ (default: {DEFAULT_RESULTS})")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
+    p.add_argument("--device", default="auto", metavar="D", help="auto | cpu | cuda | cuda:N (default: auto)")
     p.add_argument("--seed", type=int, action="append", metavar="N",
                    help="run these seeds instead of the suite's (repeatable)")
     p.add_argument("--data-root", metavar="DIR", default=os.environ.get(DATA_ENV),
@@ -78,6 +71,8 @@ def _raise_interrupt(signum, frame):
 
 
 def _dry_run(plans, run_dir: Path | None) -> None:
+    from tabulate import tabulate
+
     settings = [dict(p.cell.settings) for p in plans]
     varying = varying_settings([p.cell.protocol for p in plans], settings)
     rows = [[p.state, p.cell.model, p.cell.dataset, p.cell.protocol, p.cell.seed, *(s.get(k, "-") for k in varying),
@@ -87,11 +82,18 @@ def _dry_run(plans, run_dir: Path | None) -> None:
     print(tabulate(rows, ["State", "Model", "Dataset", "Protocol", "Seed", *varying, "Res (px)", "GMACs",
                           "exaFLOPs", "Est. time", "Key"], tablefmt="github", disable_numparse=True))
     print(f"\nrun directory: {run_dir if run_dir else 'a new one'}\n{summary(totals(plans))}")
+    used = {(p.cell.model, p.resolution): p.img_per_s_from for p in plans if p.state != "done" and p.img_per_s_from}
+    for (model, resolution), measured in used.items():
+        print(f"  {model} at {resolution} px: {measured}")
 
 
-def _driver_device(name: str, in_process: bool) -> torch.device:
+def _driver_device(name: str, in_process: bool) -> "torch.device":
     """The device of this process. Cells an executor runs elsewhere get `--device` as written and
     resolve it where they run: a login node without the GPUs the cells ask for is fine."""
+    import torch
+
+    from benchbench.envinfo import pick_device
+
     try:
         return pick_device(name)
     except BenchError:
@@ -101,6 +103,8 @@ def _driver_device(name: str, in_process: bool) -> torch.device:
 
 
 def run(args) -> int:
+    from benchbench.envinfo import device_name
+
     cat = catalog(args)
     suite = load_suite(args.suite, cat, quick=args.quick, seeds=args.seed)
     if args.cell_time_limit is not None:
@@ -133,6 +137,11 @@ def run(args) -> int:
 
 
 def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, executor) -> int:
+    import torch
+
+    from benchbench.envinfo import environment
+    from benchbench.runner import run_suite
+
     executor.check(Dispatch(suite=suite, catalog=cat, run_dir=run_dir or root, device=args.device, data=data,
                             env=None, choice=choice, total=0))
     if run_dir is None:
@@ -189,6 +198,9 @@ def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, 
 
 def _finish(run_dir: Path, suite, records: list, force_flops: bool) -> int:
     """Print the suite's table from every record of its cells in the run directory."""
+    from benchbench import results
+    from benchbench.tables import build_table, render
+
     df = results.load(run_dir)
     order = {c.key: i for i, c in enumerate(suite.cells)}
     df = df[df["key"].isin(order)]
@@ -206,8 +218,8 @@ def _finish(run_dir: Path, suite, records: list, force_flops: bool) -> int:
     except OSError as exc:  # the records are written; the table is printed below anyway
         _echo(f"warning: cannot write {run_dir / 'table.md'}: {exc.strerror or exc}")
     print(table, end="")
-    _echo(f"ran {len(records)} cells now; records: {run_dir / RECORDS}  table: {run_dir / 'table.md'}")
+    _echo(f"ran {plural(len(records), 'cell')} now; records: {run_dir / RECORDS}  table: {run_dir / 'table.md'}")
     if failed:
-        _echo(f"{failed} of {len(df)} cells failed; their errors are in the records. Running the same "
+        _echo(f"{failed} of {plural(len(df), 'cell')} failed; their errors are in the records. Running the same "
               "command again retries them")
     return 1 if failed else 0

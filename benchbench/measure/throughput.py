@@ -30,12 +30,13 @@ import torch
 from torch import nn
 
 from benchbench import precision as precision_policy
+from benchbench.choices import THROUGHPUT_MODES
 from benchbench.clock import sync, time_steps
 from benchbench.envinfo import device_name as _device_name
 from benchbench.errors import BenchError
 from benchbench.step import forward, train_step
 
-MODES = ("infer", "train")
+MODES = THROUGHPUT_MODES
 # The automatic batch-size search doubles from START up to MAX (per device type): there is no
 # out-of-memory signal worth waiting for on a CPU, whose throughput stops growing long before.
 START_BATCH_SIZE = 8

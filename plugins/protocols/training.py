@@ -122,9 +122,11 @@ def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.de
     bar.close()
     return {
         "train_loss": last_loss,
-        "train_examples": len(train),  # distinct training images (the subset's size)
+        "train_examples": len(train),  # the training set's size: the (sub)set batches are drawn from
         "train_steps": done,
-        "train_images_seen": images,
+        "train_images_seen": images,  # every image of every step (an epoch's last batch may be short)
+        # each epoch is a permutation of the set, so the first len(train) images seen are all distinct
+        "train_distinct_images": min(images, len(train)),
         "train_epochs": images / len(train),
         "train_device_seconds": clock.seconds,
         "train_img_per_s": images / clock.seconds,

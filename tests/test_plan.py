@@ -1,0 +1,41 @@
+"""The dry-run's time estimate: the fastest earlier measurement, and where it came from."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from benchbench.plan import CellPlan, Throughput, summary, throughput_history, totals
+from benchbench.store import append_record
+from benchbench.suite import Cell
+
+DEVICE = "Some CPU (2 threads)"
+
+
+def test_history_prefers_the_fastest_measurement_and_names_its_run(tmp_path, make_record):
+    # the same model measured three times on this device (one on a loaded machine: 80 img/s), once elsewhere
+    for run, ips, device in (("busy", 80.0, DEVICE), ("quiet", 1000.0, DEVICE), ("other", 500.0, DEVICE),
+                             ("gpu", 9000.0, "H100")):
+        path = tmp_path / "suite" / run
+        path.mkdir(parents=True)
+        record = make_record("vit", "d", "scratch", 0, 0.8, train_img_per_s=ips)
+        append_record(path, dataclasses.replace(record, resolution=28, env={"device_name": device}))
+    history = throughput_history([tmp_path], DEVICE, ["scratch"])
+    got = history["vit", 28]
+    assert (got.img_per_s, got.n, got.median_img_per_s) == (1000.0, 3, 500.0)
+    assert got.run_dir.endswith("suite/quiet")
+    assert str(got).endswith("suite/quiet (the fastest of 3; median 500)")
+    assert throughput_history([tmp_path], DEVICE, ["finetune"]) == {}  # protocols that do not train are not used
+
+
+def test_summary_says_where_the_estimate_comes_from_and_counts_in_words():
+    measured = Throughput(100.0, "runs/q/1", n=2, median_img_per_s=90.0)
+    cell = Cell("vit", "d", "scratch", 0, ())
+    plan = CellPlan(cell, "todo", 28, 0.5, train_images=1000.0, eval_images=300.0, img_per_s=100.0,
+                    img_per_s_from=measured)
+    assert plan.seconds == pytest.approx((1000 + 300 / 3) / 100)  # evaluation is a third of a training image
+    text = summary(totals([plan]))
+    assert text.startswith("1 cell: 0 done, 1 to run;") and "about 11 s on this device" in text
+    assert "time estimated from the fastest training img/s measured on this device before, in runs/q/1" in text
+    assert "estimated from" not in summary(totals([dataclasses.replace(plan, state="done")]))
