@@ -684,3 +684,85 @@ def _check_site(site: Path) -> dict[str, _SiteChecker]:
 def check_site():
     """check_site(site_dir) -> {page: parsed}: see _check_site."""
     return _check_site
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process still runs (a zombie waiting for its parent counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
+class Browsers:
+    """Headless Chromium (Debian's `chromium`) started only through chromedriver (selenium): open(javascript=)
+    returns a WebDriver; close() quits every one and checks that chromedriver and every browser process
+    it started are gone."""
+
+    def __init__(self):
+        import shutil
+
+        try:
+            import selenium  # noqa: F401
+        except ImportError:
+            pytest.fail("selenium is not installed: run `bash scripts/ci-setup-browser.sh`")
+        self.binary, self.driver_exe = shutil.which("chromium"), shutil.which("chromedriver")
+        if not (self.binary and self.driver_exe):
+            pytest.fail("chromium and chromedriver are not installed: run `bash scripts/ci-setup-browser.sh`")
+        self.drivers, self.pids = [], set()
+
+    def open(self, javascript: bool = True, width: int = 1280, height: int = 1000):
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
+        options = webdriver.ChromeOptions()
+        options.binary_location = self.binary
+        for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    "--no-first-run", "--disable-extensions", f"--window-size={width},{height}"):
+            options.add_argument(arg)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        if not javascript:
+            options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
+        service = Service(self.driver_exe)
+        driver = webdriver.Chrome(service=service, options=options)
+        self.drivers.append(driver)
+        self.pids |= {service.process.pid} | _descendants(service.process.pid)
+        return driver
+
+    def close(self) -> None:
+        import time
+
+        for driver in self.drivers:
+            driver.quit()
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in self.pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = sorted(p for p in self.pids if _alive(p))
+        assert left == [], f"browser processes still running after quit: {left}"
+
+
+@pytest.fixture(scope="module")
+def browsers():
+    """Browsers (see its docstring), closed and checked at the end of the test module."""
+    b = Browsers()
+    try:
+        yield b
+    finally:
+        b.close()

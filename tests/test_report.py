@@ -199,7 +199,7 @@ def test_published_site_is_what_the_command_writes_today(tmp_path, run_suite):
     """results/site is `benchbench report results -o results/site` of today's code and results (a new
     published run, or a change to the pages, means: run that command again and commit the site)."""
     published = REPO / "results" / "site"
-    proc = run_suite.cli("report", "results", "-o", tmp_path / "site")
+    proc = run_suite.cli("report", "results", "-o", tmp_path / "site", timeout=1800)  # counts ~110 models afresh
     assert proc.returncode == 0, proc.stderr
     fresh = tmp_path / "site"
     names = sorted(str(p.relative_to(fresh)) for p in fresh.rglob("*") if p.is_file())
