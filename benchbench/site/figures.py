@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import sys
 from dataclasses import dataclass
 from xml.etree import ElementTree
 
@@ -36,6 +37,10 @@ def figures(df, styles, salt: str) -> tuple[list[Figure], dict[str, str]]:
             fig = draw(df, "", styles)
         except BenchError as exc:
             skipped[kind] = str(exc)
+            continue
+        except Exception as exc:  # noqa: BLE001 - records this code did not foresee: say so, draw the rest
+            skipped[kind] = f"could not be drawn ({type(exc).__name__}: {exc})"
+            print(f"warning: figure {kind}: {type(exc).__name__}: {exc}", file=sys.stderr)
             continue
         drawn.append(Figure(kind, TITLES.get(kind, kind), svg_markup(fig, f"{salt}:{kind}", TITLES.get(kind, kind))))
     return drawn, skipped

@@ -113,7 +113,7 @@ def _cells(run) -> tuple[HtmlTable, list[CellDetail]]:
         links.append(f"#{anchor}")
         facts = [("key", r.key), ("model", f"{r.model_name} ({r.model})"), ("dataset", f"{r.dataset_name} ({r.dataset})"),
                  ("protocol", r.protocol), ("seed", str(r.seed)), ("resolution", show(r.resolution)),
-                 ("device", f"{r.devices} x {r.device}" if r.devices > 1 else r.device), ("FLOPs", show(r.flops_status)),
+                 ("device", f"{r.devices} x {r.device}" if (r.devices or 1) > 1 else r.device), ("FLOPs", show(r.flops_status)),
                  ("started", show(r.started_at)), ("finished", show(r.finished_at)),
                  ("wall seconds", show(r.wall_seconds)), ("plugins", ", ".join(
                      p for p in (r.model_plugin, r.dataset_plugin, r.protocol_plugin) if p))]
