@@ -119,6 +119,11 @@ def test_the_filter_hides_rows(browsers, tiny_site):
     box.clear()
     box.send_keys("bit 87")  # every word must match
     assert _column(driver, "table-cells", "Accuracy (%)") == ["87.00"]
+    driver.get((tiny_site / "compare-tiny-20260101-000000--vs--tiny-20260102-000000.html").as_uri())
+    rows = driver.find_elements(By.CSS_SELECTOR, "#table-comparison tbody tr")
+    assert len(rows) > 1
+    driver.find_element(By.CSS_SELECTOR, "input[data-filter-flagged]").click()  # only the regressions
+    assert [r.get_attribute("class") for r in rows if r.is_displayed()] == ["flagged"]
     driver.get((tiny_site / "zoo.html").as_uri())
     Select(driver.find_element(By.CSS_SELECTOR, "select[data-filter-column]")).select_by_visible_text("bit")
     assert _column(driver, "table-zoo", "Family") == ["bit"]
