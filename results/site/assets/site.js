@@ -48,6 +48,7 @@
     if (!table) return;
     var text = box.querySelector("[data-filter-text]");
     var select = box.querySelector("[data-filter-column]");
+    var flagged = box.querySelector("[data-filter-flagged]");
     var status = box.querySelector(".filter-status");
     function apply() {
       var terms = text.value.toLowerCase().split(/\s+/).filter(Boolean);
@@ -57,7 +58,8 @@
       for (var i = 0; i < rows.length; i++) {
         var content = rows[i].textContent.toLowerCase();
         var ok = terms.every(function (t) { return content.indexOf(t) !== -1; }) &&
-                 (!wanted || rows[i].cells[column].textContent.trim() === wanted);
+                 (!wanted || rows[i].cells[column].textContent.trim() === wanted) &&
+                 (!flagged || !flagged.checked || rows[i].classList.contains("flagged"));
         rows[i].hidden = !ok;
         if (ok) shown++;
       }
@@ -65,6 +67,7 @@
     }
     text.addEventListener("input", apply);
     if (select) select.addEventListener("change", apply);
+    if (flagged) flagged.addEventListener("change", apply);
     box.hidden = false;
     apply();
   }
