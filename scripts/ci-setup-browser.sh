@@ -14,5 +14,5 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
     --no-install-recommends chromium chromium-driver fonts-dejavu-core
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[browser]"
-echo "ci-setup-browser: $(chromium --version), $(chromedriver --version | head -1), selenium" \
+echo "ci-setup-browser: $(chromium --version 2>/dev/null), $(chromedriver --version | head -1), selenium" \
      "$(.venv/bin/python -c 'import selenium; print(selenium.__version__)')"
