@@ -41,7 +41,7 @@ def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptio
     protocol = catalog.protocols.get(cell.protocol)
     settings = dict(cell.settings)
     shape = input_shape(settings, model_spec, dataset_spec)
-    devices = 1
+    devices = int(settings.get("devices", 1)) * int(settings.get("nodes", 1))  # a protocol that trains on many
     started_at, start = _now(), time.perf_counter()
     metrics: dict[str, Any] = {}
     status, error, trace, flops_status = "failed", None, None, None
@@ -60,6 +60,7 @@ def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptio
             model=model, model_spec=model_spec, dataset_spec=dataset_spec,
             data=replace(data, image_size=shape["image_size"], in_chans=shape["in_chans"]),
             settings=settings, device=device, seed=cell.seed, show_progress=show_progress, run_dir=run_dir,
+            plugin_files=catalog.local_files(),
         )
         metrics.update(protocol.run(ctx))
         metrics.update(derived(metrics, devices))

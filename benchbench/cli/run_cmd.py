@@ -116,8 +116,8 @@ def run(args) -> int:
                   f"{summary(totals(plans))}")
             records = run_suite(suite, cat, run_dir, device, data, env=env, done=done,
                                 show_progress=not args.no_progress, echo=_echo)
-    except KeyboardInterrupt:
-        states = cell_states(read_records(run_dir).records)
+    except KeyboardInterrupt:  # possibly before the first record: no records file yet
+        states = cell_states(read_records(run_dir).records if (run_dir / RECORDS).is_file() else [])
         recorded = sum(states.get(c.key) == "done" for c in suite.cells)
         _echo(f"\ninterrupted: {recorded} of {len(suite.cells)} cells are recorded in {run_dir / RECORDS}; the "
               f"cell in progress was not. Run the same command again to resume.")
