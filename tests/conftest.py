@@ -24,6 +24,7 @@ import sys
 import textwrap
 import time
 import zlib
+from html.parser import HTMLParser
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -687,3 +688,247 @@ def cluster():
                               ray_address=(state / "ray.address").read_text().strip(), nap=NAP_PLUGIN)
     finally:
         subprocess.run(["bash", str(script), "stop"], env=env, timeout=120)
+# --- the results site: runs on disk, an HTML checker, a headless Chromium ---------------------------------
+
+
+def _write_run(run_dir: Path, records, env: dict | None = None, lines_after: tuple[str, ...] = (),
+               tail: str = "") -> Path:
+    """A run directory as `benchbench run` leaves it: records.jsonl (then `lines_after`, whole lines,
+    and `tail`, a last line without its newline: a torn write) and env.json unless env is None."""
+    from benchbench.store import RECORDS, append_record, write_json
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / RECORDS).touch()
+    for record in records:
+        append_record(run_dir, record)
+    with open(run_dir / RECORDS, "a", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in lines_after) + tail)
+    if env is not None:
+        write_json(run_dir / "env.json", env)
+    return run_dir
+
+
+@pytest.fixture
+def report_runs(tmp_path, make_record):
+    """Runs of every kind `benchbench report` must read, under tmp_path/results, and an empty folder
+    tmp_path/nothing. Returns a namespace: root, nothing, and each run directory by name:
+    `base` (3 models x 2 seeds, all ok), `regressed` (the same cells; vit-a's top-1 10 points lower
+    in both seeds: beyond the two seeds' noise), `failed` (every cell failed), `torn` (a line that is no JSON, and a torn last line),
+    `empty` (a records.jsonl without records, no env.json)."""
+    import dataclasses
+
+    root, nothing = tmp_path / "results", tmp_path / "nothing"
+    nothing.mkdir()
+    env = {"suite": "tiny", "device": "cpu", "device_name": "Test CPU (2 threads)", "devices": 1, "quick": False,
+           "git_commit": "0123456789abcdef0123456789abcdef01234567", "command": ["benchbench", "run", "tiny"],
+           "versions": {"python": "3.11"}, "table": "models"}
+    top1 = {("vit-a", 0): 0.80, ("vit-a", 1): 0.82, ("bit-b", 0): 0.85, ("bit-b", 1): 0.87, ("vit-c", 0): 0.70,
+            ("vit-c", 1): 0.74}
+
+    def cells(drop: float = 0.0):
+        return [make_record(model, seed=seed, top1=acc - (drop if model == "vit-a" else 0.0),
+                            family="bit" if model.startswith("bit") else "vit", train_exaflops=1e-6 * (i + 1),
+                            train_examples=600, train_img_per_s=100.0 + i)
+                for i, ((model, seed), acc) in enumerate(top1.items())]
+
+    failed = [dataclasses.replace(make_record(m, status="failed"), traceback=f"Traceback (most recent call last):\n"
+                                  f"  File \"x.py\", line 1, in <module>\nRuntimeError: boom {m}")
+              for m in ("vit-a", "bit-b")]
+    return SimpleNamespace(
+        root=root, nothing=nothing,
+        base=_write_run(root / "tiny" / "20260101-000000", cells(), env),
+        regressed=_write_run(root / "tiny" / "20260102-000000", cells(drop=0.10), env),
+        failed=_write_run(root / "broken" / "20260103-000000", failed, {**env, "suite": "broken"}),
+        torn=_write_run(root / "torn" / "20260104-000000", cells()[:1], {**env, "suite": "torn"},
+                        lines_after=("this is no JSON",), tail='{"key": "torn", "sta'),
+        empty=_write_run(root / "empty" / "20260105-000000", [], None),
+    )
+
+
+@pytest.fixture
+def report_models(catalog):
+    """A small model registry for the zoo page: two 28 px models of the built-ins."""
+    from benchbench.registry import Registry
+
+    registry = Registry("model")
+    for model_id in ("vit-mu4", "bit-r20x1-small"):
+        registry.add(catalog.models.get(model_id), catalog.models.plugin_of[model_id])
+    return registry
+
+
+class _SiteChecker(HTMLParser):
+    """Collects what check_site looks at in one page: open/close tags, ids, links, tables' headers."""
+
+    VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr",
+            "path", "use", "rect", "circle", "line", "polyline", "polygon", "ellipse", "stop"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack, self.errors, self.ids, self.refs, self.tags = [], [], [], [], []
+        self.lang = None
+        self.svg_titles = 0
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.append((tag, a))
+        if tag == "html":
+            self.lang = a.get("lang")
+        if "id" in a:
+            self.ids.append(a["id"])
+        for name in ("href", "src", "xlink:href"):
+            if a.get(name) is not None:
+                self.refs.append((tag, a[name]))
+        if tag == "title" and self.stack and self.stack[-1] == "svg":
+            self.svg_titles += 1
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag, attrs):  # <path ... /> inside SVG: opened and closed at once
+        self.handle_starttag(tag, attrs)
+        if tag not in self.VOID:
+            self.stack.pop()
+
+    def handle_endtag(self, tag):
+        if tag in self.VOID:
+            return
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes <{self.stack[-1] if self.stack else 'nothing'}>")
+            if tag in self.stack:
+                del self.stack[len(self.stack) - 1 - self.stack[::-1].index(tag):]
+            return
+        self.stack.pop()
+
+
+def _check_site(site: Path) -> dict[str, _SiteChecker]:
+    """Every page of a site written by `benchbench report`, validated: html5lib parses it without a
+    single error (strict), tags balance, ids are unique, <html lang>, every table header has a scope,
+    every inline SVG has a <title>, and every href/src is relative and resolves to a file of the site
+    (and a #fragment to an id of its page). Returns the parsed pages by file name; fails naming all."""
+    import html5lib
+    from urllib.parse import unquote, urlsplit
+
+    pages, problems = {}, []
+    for path in sorted(site.glob("*.html")):
+        text = path.read_text(encoding="utf-8")
+        try:
+            html5lib.HTMLParser(strict=True, namespaceHTMLElements=False).parse(text)
+        except Exception as exc:  # html5lib's ParseError: the first error in the page
+            problems.append(f"{path.name}: html5lib: {exc}")
+        p = _SiteChecker()
+        p.feed(text)
+        p.close()
+        pages[path.name] = p
+        problems += [f"{path.name}: {e}" for e in p.errors]
+        if p.stack:
+            problems.append(f"{path.name}: unclosed {p.stack}")
+        dup = {i for i in p.ids if p.ids.count(i) > 1}
+        if dup:
+            problems.append(f"{path.name}: duplicate ids {sorted(dup)}")
+        if p.lang != "en":
+            problems.append(f"{path.name}: <html lang> is {p.lang!r}")
+        problems += [f"{path.name}: <th> without scope" for tag, a in p.tags if tag == "th" and "scope" not in a][:1]
+        svgs = sum(tag == "svg" for tag, _ in p.tags)
+        if svgs != p.svg_titles:
+            problems.append(f"{path.name}: {svgs} <svg> but {p.svg_titles} with a <title>")
+    for name, p in pages.items():
+        for tag, ref in p.refs:
+            url = urlsplit(ref)
+            if url.scheme or url.netloc:
+                if url.scheme != "data":
+                    problems.append(f"{name}: <{tag}> {ref!r} leaves the site")
+                continue
+            target = (site / unquote(url.path)).resolve() if url.path else site / name
+            if not target.is_file() or site.resolve() not in target.parents:
+                problems.append(f"{name}: <{tag}> {ref!r}: no such file in the site")
+            elif url.fragment and target.suffix == ".html" and url.fragment not in pages[target.name].ids:
+                problems.append(f"{name}: <{tag}> {ref!r}: no id {url.fragment!r} on {target.name}")
+    assert problems == [], "\n".join(problems)
+    return pages
+
+
+@pytest.fixture(scope="session")
+def check_site():
+    """check_site(site_dir) -> {page: parsed}: see _check_site."""
+    return _check_site
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process still runs (a zombie waiting for its parent counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
+class Browsers:
+    """Headless Chromium (Debian's `chromium`) started only through chromedriver (selenium): open(javascript=)
+    returns a WebDriver; close() quits every one and checks that chromedriver and every browser process
+    it started are gone."""
+
+    def __init__(self):
+        import shutil
+
+        try:
+            import selenium  # noqa: F401
+        except ImportError:
+            pytest.fail("selenium is not installed: run `bash scripts/ci-setup-browser.sh`")
+        self.binary, self.driver_exe = shutil.which("chromium"), shutil.which("chromedriver")
+        if not (self.binary and self.driver_exe):
+            pytest.fail("chromium and chromedriver are not installed: run `bash scripts/ci-setup-browser.sh`")
+        self.drivers, self.pids = [], set()
+
+    def open(self, javascript: bool = True, width: int = 1280, height: int = 1000):
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
+        options = webdriver.ChromeOptions()
+        options.binary_location = self.binary
+        for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    "--no-first-run", "--disable-extensions", f"--window-size={width},{height}"):
+            options.add_argument(arg)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        if not javascript:
+            options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
+        service = Service(self.driver_exe)
+        driver = webdriver.Chrome(service=service, options=options)
+        self.drivers.append(driver)
+        self.pids |= {service.process.pid} | _descendants(service.process.pid)
+        return driver
+
+    def close(self) -> None:
+        import time
+
+        for driver in self.drivers:
+            driver.quit()
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in self.pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = sorted(p for p in self.pids if _alive(p))
+        assert left == [], f"browser processes still running after quit: {left}"
+
+
+@pytest.fixture(scope="module")
+def browsers():
+    """Browsers (see its docstring), closed and checked at the end of the test module."""
+    b = Browsers()
+    try:
+        yield b
+    finally:
+        b.close()

@@ -8,11 +8,11 @@ import sys
 
 from benchbench import __version__
 from benchbench.cli import (compare_cmd, convert_cmd, cost_cmd, device_cmd, info_cmd, list_cmd, plot_cmd, profile_cmd,
-                            run_cmd, table_cmd)
+                            report_cmd, run_cmd, table_cmd)
 from benchbench.cli.common import plugin_options
 from benchbench.errors import BenchError
 
-COMMANDS = (list_cmd, run_cmd, table_cmd, plot_cmd, compare_cmd, info_cmd, profile_cmd, cost_cmd, device_cmd,
+COMMANDS = (list_cmd, run_cmd, table_cmd, plot_cmd, compare_cmd, report_cmd, info_cmd, profile_cmd, cost_cmd, device_cmd,
             convert_cmd)
 
 

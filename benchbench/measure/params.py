@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from benchbench.measure.cache import cached_per_model, source_stamp
 from benchbench.specs import ModelSpec
 
 
@@ -30,33 +28,9 @@ def params_at_default(spec: ModelSpec, num_classes: int = 1000) -> int:
 
 
 def _source_stamp(spec: ModelSpec) -> str:
-    """Identifies the code that builds `spec`: its module's file and modification time."""
-    fn = getattr(spec.build, "func", spec.build)
-    module = sys.modules.get(getattr(fn, "__module__", ""), None)
-    path = getattr(module, "__file__", None)
-    return f"{path}@{os.stat(path).st_mtime_ns}" if path and os.path.exists(path) else "unknown"
+    return source_stamp(spec)
 
 
 def cached_params_at_default(specs, cache: Path) -> dict[str, int]:
-    """`params_at_default` for many specs, remembered in a JSON file: building 100+ models, even on
-    the meta device, takes tens of seconds. An entry is reused only while the building module's
-    file, the resolution and torch's version are unchanged."""
-    try:
-        known = json.loads(cache.read_text())
-    except (OSError, ValueError):
-        known = {}
-    out, changed = {}, False
-    for spec in specs:
-        key = f"{spec.id}|{spec.default_resolution}|{torch.__version__}|{_source_stamp(spec)}"
-        if key not in known:
-            known[key], changed = params_at_default(spec), True
-        out[spec.id] = known[key]
-    if changed:
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(".tmp")
-            tmp.write_text(json.dumps(known, indent=0, sort_keys=True))
-            os.replace(tmp, cache)
-        except OSError:
-            pass  # a read-only home: counts are still right, only slower next time
-    return out
+    """`params_at_default` for many specs, remembered in a JSON file (see cached_per_model)."""
+    return cached_per_model(specs, cache, lambda spec: params_at_default(spec), stamp=lambda spec: _source_stamp(spec))

@@ -1,0 +1,40 @@
+"""`benchbench report ROOT_OR_RUN_DIR... -o SITE_DIR`: the runs as a static website (no server, no network)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from benchbench.cli.common import catalog
+
+
+def add_parser(sub, parent) -> None:
+    p = sub.add_parser("report", parents=[parent],
+                       help="write a static website of runs: an index, a page per run, comparisons, the model zoo")
+    p.add_argument("paths", nargs="+", metavar="ROOT_OR_RUN_DIR",
+                   help="a results root (every run below it) or a run directory, e.g. results or runs/quickstart/<run-id>")
+    p.add_argument("-o", "--output", required=True, metavar="SITE_DIR",
+                   help="the site's folder: created, or replaced if an earlier `benchbench report` wrote it")
+    p.add_argument("--compare", nargs=2, action="append", default=[], metavar=("RUN_A", "RUN_B"),
+                   help="compare run B against baseline run A (repeatable; default: each run against the run "
+                        "before it that shares a cell with it)")
+    p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
+                   help="regression threshold of the comparisons: percent for ratios, points for accuracy (default: 5)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from benchbench.site.build import build_site
+
+    site = build_site([Path(p) for p in args.paths], Path(args.output), models=catalog(args).models,
+                      pairs=[(Path(a), Path(b)) for a, b in args.compare], threshold=args.threshold,
+                      roots_shown=list(args.paths))
+    for note in site.notes:
+        print(f"warning: {note}", file=sys.stderr)
+    for r in site.runs:
+        for problem in r.problems:
+            print(f"warning: {problem}", file=sys.stderr)
+    regressions = sum(c.regressions for c in site.comparisons)
+    print(f"{site.out}/index.html: {len(site.runs)} runs, {len(site.comparisons)} comparisons "
+          f"({regressions} regressions), {len(site.pages)} pages")
+    return 0

@@ -1,0 +1,162 @@
+"""Writing the site: Jinja2 templates (autoescaped) rendered to files, the assets and downloads beside them, the previous site replaced whole.
+
+Everything a page needs lies in the site folder (no server, no network, no CDN), every link is
+relative, and the bytes depend only on the runs and the registered models: no build time, no
+absolute paths, stable order. So a published site can be checked against a fresh build.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from benchbench.errors import BenchError
+from benchbench.site.cells import html_table, show
+from benchbench.site.comparison import Comparison, default_pairs
+from benchbench.site.runs import SITE_MARKER, Run, find_run_dirs, read_run
+from benchbench.store import ENV, RECORDS
+
+ASSETS = ("site.css", "site.js", "favicon.svg")
+
+
+@dataclass
+class Site:
+    """What was written, for the command's summary."""
+
+    out: Path
+    runs: list[Run] = field(default_factory=list)
+    comparisons: list[Comparison] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # paths without runs
+    pages: list[str] = field(default_factory=list)
+
+
+def environment():
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.PackageLoader("benchbench.site", "templates"),
+                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
+                              lstrip_blocks=True, keep_trailing_newline=True)
+
+
+def build_site(paths: list[Path], out: Path, *, models, pairs: list[tuple[Path, Path]] = (),
+               threshold: float = 5.0, roots_shown: list[str] | None = None) -> Site:
+    """Render the runs under `paths` (and the runs of `pairs`), their comparisons and the model zoo of
+    `models` (a registry) into `out`. Without `pairs`, each run is compared with the run before it
+    that shares a cell with it."""
+    from benchbench import __version__
+    from benchbench.plots import family_styles
+    from benchbench.site.run_page import run_page
+    from benchbench.site.zoo import zoo_rows
+
+    out = Path(out)
+    _check_out(out)
+    site = Site(out)
+    taken: set[str] = set()
+    found, site.notes = find_run_dirs([Path(p) for p in paths])
+    site.runs = [read_run(d, root, taken) for d, root in found]
+    site.comparisons = _comparisons(site, pairs, threshold, taken)
+
+    env = environment()
+    env.globals.update(version=__version__, show=show)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "assets").mkdir(parents=True)
+    try:
+        for name in ASSETS:
+            (tmp / "assets" / name).write_bytes(resources.files("benchbench.site").joinpath("static", name).read_bytes())
+        (tmp / SITE_MARKER).write_text("Written by `benchbench report`; the whole folder is replaced by the next build.\n")
+        styles = family_styles(models)
+
+        def page(name: str, template: str, **context) -> None:
+            (tmp / name).write_text(env.get_template(template).render(page_name=name, **context), encoding="utf-8")
+            site.pages.append(name)
+
+        page("index.html", "index.html", runs=site.runs, notes=site.notes, roots=roots_shown or [str(p) for p in paths],
+             runs_table=_runs_table(site.runs), comparisons=site.comparisons)
+        for run in site.runs:
+            view = run_page(run, styles)
+            folder = tmp / "downloads" / run.slug
+            folder.mkdir(parents=True)
+            for name in (RECORDS, ENV):
+                if (run.path / name).is_file():
+                    shutil.copyfile(run.path / name, folder / name)
+            for t in view.tables:
+                for (_, file_name), text in zip(t.downloads, t.files.values()):
+                    (tmp / "downloads" / file_name).write_text(text, encoding="utf-8")
+            page(f"run-{run.slug}.html", "run.html", run=run, view=view,
+                 copied=[n for n in (RECORDS, ENV) if (folder / n).is_file()])
+        for c in site.comparisons:
+            page(f"compare-{c.slug}.html", "compare.html", c=c, table=html_table(
+                "table-comparison", f"{c.b.label} against {c.a.label}", c.columns, c.rows, flagged=c.flagged))
+        page("comparisons.html", "comparisons.html", comparisons=site.comparisons, runs=site.runs,
+             table=_comparisons_table(site.comparisons))
+        rows = zoo_rows(models)
+        page("zoo.html", "zoo.html", zoo=html_table(
+            "table-zoo", "Every registered model, at its default resolution, 1000 classes",
+            ["Id", "Name", "Family", "Params", "GMACs", "Resolution (px)", "Plugin"],
+            [[r.id, r.name, r.family, r.params, None if r.gmacs is None else float(f"{r.gmacs:.4g}"), r.resolution,
+              r.plugin] for r in rows]), families=sorted({r.family for r in rows}), count=len(rows))
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return site
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / SITE_MARKER).exists())):
+        raise BenchError(f"-o {out}: exists and is not a site benchbench report wrote (no {SITE_MARKER} in it); "
+                         "choose a new or empty folder")
+
+
+def _comparisons(site: Site, pairs, threshold: float, taken: set[str]) -> list[Comparison]:
+    from benchbench.site.comparison import compare_runs
+
+    if threshold < 0:
+        raise BenchError(f"--threshold {threshold}: must be >= 0 (percent for ratios, points for accuracy)")
+    by_path = {r.path.resolve(): r for r in site.runs}
+
+    def run_of(path: Path) -> Run:
+        path = Path(path)
+        if not (path / RECORDS).is_file():
+            raise BenchError(f"--compare {path}: not a run directory (no {RECORDS}); pass results/<suite>/<run-id>")
+        if path.resolve() not in by_path:
+            by_path[path.resolve()] = read_run(path, path.parent.parent, taken)
+            site.runs.append(by_path[path.resolve()])
+        return by_path[path.resolve()]
+
+    chosen = [(run_of(a), run_of(b)) for a, b in pairs] if pairs else default_pairs(site.runs)
+    slugs: set[str] = set()
+    out = []
+    for a, b in chosen:
+        slug = f"{a.slug}--vs--{b.slug}"
+        while slug in slugs:
+            slug += "-again"
+        slugs.add(slug)
+        out.append(compare_runs(a, b, slug, threshold))
+    return out
+
+
+def short_commit(commit: str) -> str:
+    dirty = commit.endswith("-dirty")
+    return (commit[:-6] if dirty else commit)[:12] + ("-dirty" if dirty else "")
+
+
+def _runs_table(runs: list[Run]):
+    return html_table("table-runs", "Every run, by suite and run id",
+                      ["Run", "Suite", "Date", "Device", "Git commit", "Cells done", "Cells failed", "Problems"],
+                      [[r.label, r.suite, r.date, r.device or "-", short_commit(r.git_commit) or "-", r.done, r.failed,
+                        len(r.problems)] for r in runs],
+                      links=[f"run-{r.slug}.html" for r in runs])
+
+
+def _comparisons_table(comparisons: list[Comparison]):
+    return html_table("table-comparisons", "Run against run: B judged against the baseline A",
+                      ["Comparison", "A (baseline)", "B", "Rows", "Regressions"],
+                      [[f"{c.b.label} vs {c.a.label}", c.a.label, c.b.label, len(c.rows) if not c.error else "-",
+                        c.regressions if not c.error else "-"] for c in comparisons],
+                      links=[f"compare-{c.slug}.html" for c in comparisons])
