@@ -22,17 +22,22 @@ CLIP_GRAD_NORM = 1.0
 
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device, precision: str, *,
                clip_grad_norm: float = CLIP_GRAD_NORM, label_smoothing: float = 0.0,
-               scheduler: torch.optim.lr_scheduler.LRScheduler | None = None) -> Callable[[torch.Tensor, torch.Tensor],
-                                                                                         torch.Tensor]:
+               scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+               loss_fn: Callable[[object, torch.Tensor], torch.Tensor] | None = None) -> Callable[[torch.Tensor, torch.Tensor],
+                                                                                                  torch.Tensor]:
     """step(x, y) -> the batch's loss (a tensor: reading it waits for the device). A precision this
-    device does not run (benchbench.precision.check) is a BenchError here, before any step."""
+    device does not run (benchbench.precision.check) is a BenchError here, before any step.
+
+    The loss is cross-entropy of the model's logits against `y`; `loss_fn(output, y)` replaces it for a
+    model whose output is not logits (masked patch prediction returns its logits with their targets)."""
     precision = precision_policy.check(device, precision)
     scaler = precision_policy.grad_scaler(device, precision)
 
     def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         with precision_policy.autocast(device, precision):
-            logits = model(x)
-        loss = F.cross_entropy(logits.float(), y, label_smoothing=label_smoothing)
+            out = model(x)
+        loss = (F.cross_entropy(out.float(), y, label_smoothing=label_smoothing) if loss_fn is None
+                else loss_fn(out, y))
         optimizer.zero_grad(set_to_none=True)
         if scaler is not None:
             scaler.scale(loss).backward()
