@@ -57,9 +57,8 @@ def _meta(path: Path) -> dict:
 
 
 def _label(model: str, path: Path, meta: dict) -> str:
-    if meta.get("protocol") or meta.get("dataset"):
-        how = "supervised" if meta.get("protocol", "scratch") == "scratch" else meta["protocol"]
-        return f"{model} {how} on {meta.get('dataset', '?')}"
+    if meta.get("protocol") or meta.get("dataset"):  # written by the protocol that trained it
+        return f"{model} {meta.get('protocol') or 'trained'} on {meta.get('dataset', '?')}"
     return f"{model} {path.stem}"
 
 
