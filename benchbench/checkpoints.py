@@ -2,7 +2,8 @@
 
 A load is all or nothing: the checkpoint is converted, adapted (position embeddings resized to the
 model's grid) and checked against the model's state dict first; the model is touched only when
-every key and shape fits.
+every key and shape fits, and (unless allowed) every weight is finite. An .npz whose array headers
+ask for more memory than the model could need is refused before any array is read.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ NPZ_SUFFIX = ".npz"
 # The classifier and, in vit_jax checkpoints, the pre-logits representation layer before it.
 HEAD_PREFIXES = ("head.", "head/", "pre_logits.", "pre_logits/")
 MAX_LISTED = 10  # names shown per group in a mismatch error
+# A checkpoint holds one model's weights (maybe with a bigger head, or position embeddings for a bigger
+# grid): .npz headers declaring more than this many times the model's bytes, plus a margin, are refused.
+NPZ_BUDGET_FACTOR, NPZ_BUDGET_MARGIN = 4, 64 * 2**20
+NONFINITE_META = "nonfinite_accepted"  # meta of a checkpoint saved from weights that were knowingly non-finite
 _META_TYPES = (str, int, float, bool, type(None))
 
 
@@ -78,7 +83,7 @@ def _check_meta(value: Any, where: str) -> None:
 
 
 def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: bool = False,
-                    npz_layout: NpzLayout | None = None) -> LoadReport:
+                    npz_layout: NpzLayout | None = None, allow_nonfinite: bool = False) -> LoadReport:
     """Load weights from `path` into `model`, all or nothing.
 
     `path` is one of ours (.pt/.pth, from `save_checkpoint`, or a bare state dict) or a .npz in the
@@ -86,6 +91,8 @@ def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: boo
     Position embeddings from another resolution are resized to the model's grid.
     `drop_head=True` keeps the model's own head (and drops a vit_jax `pre_logits` layer): for
     fine-tuning to another number of classes.
+    A tensor holding NaN or infinite values is refused unless `allow_nonfinite` (or the checkpoint was
+    saved with `benchbench convert --allow-nonfinite`, which marks it so).
     Raises BenchError, with the model untouched, when the file cannot be read or does not fit.
     """
     path = Path(path)
@@ -118,6 +125,8 @@ def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: boo
         sd = {k: v for k, v in sd.items() if k not in dropped} | kept
 
     _check_fits(path, model, sd, own)
+    if not (allow_nonfinite or meta.get(NONFINITE_META) is True):
+        _check_finite(path, {k: v for k, v in sd.items() if k not in kept})
     model.load_state_dict(sd, strict=True)
     return LoadReport(path=str(path), source=source, keys_loaded=len(sd) - len(kept), pos_embed_resized=resized,
                       head_dropped=bool(dropped), dropped_keys=dropped, meta=meta)
@@ -161,6 +170,7 @@ def _read_npz(path: Path, model: nn.Module, layout: NpzLayout | None) -> tuple[d
     if layout is None:
         raise BenchError(f"checkpoint {path}: no .npz layout is known for {type(model).__name__} (its model "
                          "spec declares none); .npz files load into the families whose spec has an npz_layout")
+    _check_npz_sizes(path, model)
     try:
         npz = np.load(path, allow_pickle=False)
         if not isinstance(npz, np.lib.npyio.NpzFile):
@@ -202,3 +212,47 @@ def _check_fits(path: Path, model: nn.Module, sd: Mapping[str, torch.Tensor],
         lines.append("  only the classification head differs: load with drop_head=True to keep the model's "
                      "own zero-initialised head (fine-tuning to another number of classes)")
     raise BenchError("\n".join(lines))
+
+
+def _check_finite(path: Path, sd: Mapping[str, torch.Tensor]) -> None:
+    bad = [(k, v) for k, v in sd.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        name, v = bad[0]
+        nan, inf = int(torch.isnan(v).sum()), int(torch.isinf(v).sum())
+        more = f" (and {len(bad) - 1} more tensors)" if len(bad) > 1 else ""
+        raise BenchError(f"checkpoint {path}: tensor {name!r} holds {nan:,} NaN and {inf:,} infinite values of "
+                         f"{v.numel():,}{more}; refused, as a model from it computes NaN. If that is intended, "
+                         "load with allow_nonfinite=True, or save it with `benchbench convert --allow-nonfinite`")
+
+
+def _check_npz_sizes(path: Path, model: nn.Module) -> None:
+    """Reads only the .npy headers: refuses an array whose declared size exceeds what its archive member
+    holds, or declared sizes in all beyond what the model could need, before numpy allocates them."""
+    import zipfile
+
+    budget = NPZ_BUDGET_FACTOR * sum(t.numel() * t.element_size() for t in model.state_dict().values()) \
+        + NPZ_BUDGET_MARGIN
+    total = 0
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                with zf.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    read = {(1, 0): np.lib.format.read_array_header_1_0,
+                            (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+                    if read is None:
+                        continue  # numpy reads (or refuses) other versions itself
+                    shape, _, dtype = read(f, max_header_size=10_000)
+                nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize if shape else dtype.itemsize
+                name = info.filename.removesuffix(".npy")
+                if nbytes > info.file_size:
+                    raise BenchError(f"checkpoint {path}: array {name!r} declares shape {list(shape)} of {dtype} "
+                                     f"({nbytes:,} bytes), but its archive member holds {info.file_size:,}; refused "
+                                     "before reading (a torn or forged file)")
+                total += nbytes
+                if total > budget:
+                    raise BenchError(f"checkpoint {path}: its arrays declare {total:,} bytes or more (array {name!r}: "
+                                     f"shape {list(shape)} of {dtype}), beyond the {budget:,} any checkpoint of "
+                                     f"{type(model).__name__} could need; refused before reading")
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError):
+        return  # not a readable archive: np.load below says so, naming the file

@@ -9,7 +9,6 @@ the results roots), that run's training img/s; otherwise unknown. A rough guide,
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass
@@ -21,7 +20,8 @@ from benchbench.measure.flops import meta_macs
 from benchbench.plugins import Catalog
 from benchbench.record import Record
 from benchbench.specs import input_shape
-from benchbench.store import ENV, RECORDS, read_records
+from benchbench.errors import BenchError
+from benchbench.store import RECORDS, read_env, read_records
 from benchbench.suite import Cell, Suite
 
 STATES = ("done", "failed", "todo")
@@ -62,11 +62,12 @@ def throughput_history(roots: Iterable[Path], device_name: str, training: Iterab
     seen: dict[tuple[str, int], list[float]] = {}
     for root in dict.fromkeys(Path(r).resolve() for r in roots):
         for path in sorted(root.glob(f"**/{RECORDS}")):
+            run_device = (read_env(path.parent) or {}).get("device_name")
             try:
-                run_device = json.loads((path.parent / ENV).read_text()).get("device_name")
-            except (OSError, ValueError):
-                run_device = None
-            for r in read_records(path.parent).records:
+                records = read_records(path.parent).records
+            except BenchError:  # a broken run elsewhere under the root: not this run's concern
+                continue
+            for r in records:
                 ips = r.metrics.get("train_img_per_s")
                 name = (r.env or {}).get("device_name", run_device)
                 if r.ok and name == device_name and ips and r.protocol in training:

@@ -56,6 +56,10 @@ class Catalog:
     protocols: Registry[ProtocolSpec] = field(default_factory=lambda: Registry("protocol"))
     failures: list[PluginFailure] = field(default_factory=list)
 
+    def local_files(self) -> tuple[str, ...]:
+        """The local plugin files loaded (--plugin), in order."""
+        return tuple(name[len("file:"):] for name, _ in self.pm.list_name_plugin() if name.startswith("file:"))
+
     def registry(self, kind: str) -> Registry:
         return {"models": self.models, "datasets": self.datasets, "protocols": self.protocols}[kind]
 

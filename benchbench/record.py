@@ -82,11 +82,37 @@ class Record:
             raise RecordError(f"not a benchbench record: no {', '.join(missing)}")
         if obj["status"] not in STATUSES:
             raise RecordError(f"status {obj['status']!r}: allowed: {', '.join(STATUSES)}")
-        for name in ("settings", "metrics", "accuracies"):
-            if not isinstance(obj.get(name, {}), Mapping):
-                raise RecordError(f"{name!r} is a {type(obj[name]).__name__}, not an object")
         known = {f.name for f in dataclasses.fields(cls)}
+        for name, value in obj.items():
+            if name in _TYPES and not _is(value, _TYPES[name]):
+                raise RecordError(f"{name!r} is {type(value).__name__} {_short(value)}, not "
+                                  + " or ".join("null" if t is type(None) else _JSON_NAMES.get(t, t.__name__)
+                                                for t in _TYPES[name]))
         return cls(**{k: v for k, v in obj.items() if k in known})
+
+
+_STR, _OPT_STR, _MAP = (str,), (str, type(None)), (Mapping,)
+# The JSON type of each field a reader relies on (bool is not an int here, unlike in Python).
+_TYPES: dict[str, tuple[type, ...]] = {
+    "key": _STR, "status": _STR, "model": _STR, "dataset": _STR, "protocol": _STR, "seed": (int,),
+    "settings": _MAP, "metrics": _MAP, "accuracies": _MAP, "model_name": _STR, "model_family": _STR,
+    "model_plugin": _STR, "dataset_name": _STR, "dataset_plugin": _STR, "protocol_plugin": _STR,
+    "resolution": (int, type(None)), "device": _STR, "devices": (int,), "flops_status": _OPT_STR, "error": _OPT_STR,
+    "traceback": _OPT_STR, "started_at": _OPT_STR, "finished_at": _OPT_STR, "wall_seconds": (int, float, type(None)),
+    "suite": _OPT_STR, "run_id": _OPT_STR, "quick": (bool,), "env": (Mapping, type(None)), "schema": (int,),
+}
+_JSON_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true/false", Mapping: "an object"}
+
+
+def _is(value: Any, types: tuple[type, ...]) -> bool:
+    if isinstance(value, bool):
+        return bool in types
+    return isinstance(value, types) and (not isinstance(value, Mapping) or all(isinstance(k, str) for k in value))
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def upgrade(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import torch
 from tqdm import tqdm
 
 from benchbench.compute import derived
+from benchbench.deadline import time_limit
 from benchbench.errors import BenchError
 from benchbench.measure.flops import MacCount, build_for_counting, count_macs
 from benchbench.measure.params import count_params
@@ -41,28 +42,30 @@ def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptio
     protocol = catalog.protocols.get(cell.protocol)
     settings = dict(cell.settings)
     shape = input_shape(settings, model_spec, dataset_spec)
-    devices = 1
+    devices = int(settings.get("devices", 1)) * int(settings.get("nodes", 1))  # a protocol that trains on many
     started_at, start = _now(), time.perf_counter()
     metrics: dict[str, Any] = {}
     status, error, trace, flops_status = "failed", None, None, None
     try:
-        torch.manual_seed(cell.seed)
-        if protocol.needs_initialised_model:
-            model = model_spec.build(**shape)
-            meta = None
-        else:
-            model, meta = build_for_counting(model_spec, **shape)
-        metrics["params"] = count_params(model)
-        macs = _count(model_spec, model, meta, shape, {} if mac_counts is None else mac_counts)
-        metrics.update(macs=macs.macs, gmacs=macs.gmacs, gflops=macs.gflops)
-        flops_status = macs.status
-        ctx = ProtocolContext(
-            model=model, model_spec=model_spec, dataset_spec=dataset_spec,
-            data=replace(data, image_size=shape["image_size"], in_chans=shape["in_chans"]),
-            settings=settings, device=device, seed=cell.seed, show_progress=show_progress, run_dir=run_dir,
-        )
-        metrics.update(protocol.run(ctx))
-        metrics.update(derived(metrics, devices))
+        with time_limit(cell.time_limit_s):  # off unless the suite or --cell-time-limit sets one
+            torch.manual_seed(cell.seed)
+            if protocol.needs_initialised_model:
+                model = model_spec.build(**shape)
+                meta = None
+            else:
+                model, meta = build_for_counting(model_spec, **shape)
+            metrics["params"] = count_params(model)
+            macs = _count(model_spec, model, meta, shape, {} if mac_counts is None else mac_counts)
+            metrics.update(macs=macs.macs, gmacs=macs.gmacs, gflops=macs.gflops)
+            flops_status = macs.status
+            ctx = ProtocolContext(
+                model=model, model_spec=model_spec, dataset_spec=dataset_spec,
+                data=replace(data, image_size=shape["image_size"], in_chans=shape["in_chans"]),
+                settings=settings, device=device, seed=cell.seed, show_progress=show_progress, run_dir=run_dir,
+                plugin_files=catalog.local_files(),
+            )
+            metrics.update(protocol.run(ctx))
+            metrics.update(derived(metrics, devices))
         status = "ok"
     except KeyboardInterrupt:
         raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Mapping
 
 from benchbench.errors import BenchError, unknown_message
@@ -13,9 +14,34 @@ def _type_name(t: type | tuple[type, ...]) -> str:
     return " or ".join(x.__name__ for x in types)
 
 
+MAX_INT = 2**31 - 1  # counts (steps, images, batch sizes) beyond an int32 are no schedule any device runs
+
+
+def _extreme(value: Any) -> str | None:
+    """Why a value is beyond what any setting can use (an integer past ±MAX_INT, an inf or NaN), or None."""
+    if isinstance(value, list):
+        return next((p for p in map(_extreme, value) if p), None)
+    if isinstance(value, int) and not isinstance(value, bool) and not -MAX_INT <= value <= MAX_INT:
+        return f"beyond ±{MAX_INT:,}, the range of counts benchbench takes"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number"
+    return None
+
+
+def shown_value(value: Any) -> str:
+    """A value for a message: huge integers by their size (Python will not print more than 4,300 digits)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def check_value(key: str, value: Any, setting: Setting, where: str) -> Any:
     """The value, converted where lossless (int -> float); BenchError naming `where.key` otherwise."""
     types = setting.type if isinstance(setting.type, tuple) else (setting.type,)
+    extreme = _extreme(value)
+    if extreme:
+        raise BenchError(f"{where}.{key} = {shown_value(value)}: {extreme} ({setting.help})")
     if isinstance(value, bool) and bool not in types:
         ok = False  # True is an int in Python, but never a valid count or rate
     elif float in types and isinstance(value, int) and not isinstance(value, bool):

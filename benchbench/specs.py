@@ -168,6 +168,9 @@ class ProtocolContext:
     # The run directory (results/<suite>/<run-id>): protocols may keep artifacts under it, e.g.
     # checkpoints/ for a later fine-tuning cell. None outside a suite run.
     run_dir: Path | None = None
+    # The local plugin files of the run (--plugin), so that a protocol's worker processes (e.g. the
+    # ranks of a data-parallel cell) can load the same catalog and find the cell's specs by id.
+    plugin_files: tuple[str, ...] = ()
 
 
 def main_top1(settings: Mapping[str, Any]) -> dict[str, str]:

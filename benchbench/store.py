@@ -3,6 +3,12 @@
 A run directory is resumable: its records say which cells are done. A lock file keeps a second
 process out while one is writing; the lock is an flock, so the kernel releases it when the owner
 dies, even by SIGKILL.
+
+Reading survives any content: a line that is not a record (other bytes, other JSON, another schema) is
+reported and skipped, and a run whose files are of the wrong kind is reported without touching
+another run. Writing fails as one `StoreError` naming the file and the operating system's reason
+(full disk, read-only, ...); an append that fails is rolled back, so the file holds whole records only.
+See docs/running.md, "What can be lost, when, and how resume recovers".
 """
 
 from __future__ import annotations
@@ -12,10 +18,12 @@ import json
 import os
 import signal
 import socket
+import stat
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from benchbench.errors import BenchError
 from benchbench.record import Record, RecordError
@@ -25,6 +33,65 @@ ENV = "env.json"
 LOCK = ".lock"
 
 
+class StoreError(BenchError):
+    """A results file or directory that cannot be used: wrong kind, unwritable, disk full."""
+
+
+@contextmanager
+def writing(path: Path, what: str, after: str = "") -> Iterator[None]:
+    """OSErrors inside become one StoreError: `what` `path`: the system's reason; `after` (what now)."""
+    try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise StoreError(f"cannot {what} {path}: {reason}" + (f"; {after}" if after else "")) from None
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a file")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def file_kind(path: Path) -> str | None:
+    """None when `path` is a regular file (or a link to one) or absent; else what it is instead."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return f"a link to {os.readlink(path)}, which does not exist" if path.is_symlink() else None
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    return None if stat.S_ISREG(mode) else _kind(mode)
+
+
+def check_directory(path: Path, flag: str) -> None:
+    """A directory, or a path where one can be created: StoreError when it or a parent is something else."""
+    path = Path(path)
+    for p in (path, *path.parents):
+        if os.path.lexists(p):
+            if not p.is_dir():
+                kind = file_kind(p) or "a file"
+                below = "" if p == path else f" ({p} is {kind})"
+                raise StoreError(f"{flag} {path}: not a directory{below if below else f' (it is {kind})'}; "
+                                 "name a directory (it is created if missing)")
+            return
+
+
+def check_run_dir(run_dir: Path) -> None:
+    """Refuses a run directory whose records.jsonl or env.json is not a regular file, before any cell
+    runs (an append would fail only after the cell's work)."""
+    check_directory(run_dir, "run directory")
+    for name in (RECORDS, ENV):
+        kind = file_kind(Path(run_dir) / name)
+        if kind is not None:
+            raise StoreError(f"{Path(run_dir) / name} is {kind}, not a file; move it out of the way (the run's "
+                             f"{'records start anew' if name == RECORDS else 'environment is written anew'}), "
+                             "or start a separate run with --fresh")
+
+
 def new_run_dir(results: Path, suite: str) -> Path:
     """results/<suite>/<run-id>, the run id being the local start time (suffixed if taken)."""
     base = Path(results) / suite
@@ -32,24 +99,51 @@ def new_run_dir(results: Path, suite: str) -> Path:
     for n in range(1000):
         run_dir = base / (stamp if n == 0 else f"{stamp}-{n}")
         try:
-            run_dir.mkdir(parents=True, exist_ok=False)
+            with writing(run_dir, "create the run directory"):
+                run_dir.mkdir(parents=True, exist_ok=False)
             return run_dir
-        except FileExistsError:
-            continue
-    raise BenchError(f"{base}: could not create a new run directory")
+        except StoreError:
+            if run_dir.is_dir():
+                continue  # taken by another run started in the same second
+            raise
+    raise StoreError(f"{base}: could not create a new run directory")
+
+
+def read_env(run_dir: Path) -> dict | None:
+    """The run's env.json as a dict; None when it is missing, unreadable or not a JSON object."""
+    path = Path(run_dir) / ENV
+    if file_kind(path) is not None:
+        return None
+    try:
+        env = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return env if isinstance(env, dict) else None
+
+
+def run_mode(run_dir: Path) -> bool | None:
+    """Whether a run was made with --quick, from env.json or else its records; None when neither says."""
+    env = read_env(run_dir)
+    if env is not None and isinstance(env.get("quick"), bool):
+        return env["quick"]
+    try:
+        records = read_records(run_dir).records
+    except BenchError:
+        return None
+    return records[0].quick if records else None
 
 
 def latest_run_dir(results: Path, suite: str, quick: bool) -> Path | None:
-    """The newest run directory of `suite` made in the same mode (quick or full), if any."""
+    """The newest run directory of `suite` made in the same mode (quick or full), if any. Directories
+    that do not say their mode (no env.json, no readable record) are not runs to resume."""
     base = Path(results) / suite
+    check_directory(base, "the suite's results folder")
     if not base.is_dir():
         return None
-    for run_dir in sorted((p for p in base.iterdir() if p.is_dir()), key=lambda p: p.name, reverse=True):
-        try:
-            env = json.loads((run_dir / ENV).read_text())
-        except (OSError, ValueError):
-            continue  # not a run directory (or one whose env.json was never written)
-        if bool(env.get("quick")) == quick:
+    with writing(base, "list"):
+        runs = sorted((p for p in base.iterdir() if p.is_dir()), key=lambda p: p.name, reverse=True)
+    for run_dir in runs:
+        if run_mode(run_dir) == quick:
             return run_dir
     return None
 
@@ -62,7 +156,8 @@ class RunLock:
         self._fd: int | None = None
 
     def __enter__(self) -> "RunLock":
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        with writing(self.path, "create the lock file"):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -96,34 +191,67 @@ def repair_torn_tail(run_dir: Path) -> str | None:
     if not data or data.endswith(b"\n"):
         return None
     keep = data.rfind(b"\n") + 1
-    with open(path.with_name(RECORDS + ".torn"), "ab") as f:
-        f.write(data[keep:] + b"\n")
-    with open(path, "r+b") as f:
-        f.truncate(keep)
-        f.flush()
-        os.fsync(f.fileno())
+    with signals_held(), writing(path, "repair the torn last line of", "free space or make it writable, then run again"):
+        with open(path.with_name(RECORDS + ".torn"), "ab") as f:
+            f.write(data[keep:] + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        with open(path, "r+b") as f:
+            f.truncate(keep)
+            f.flush()
+            os.fsync(f.fileno())
     return (f"{path}: the last line was torn (the run was interrupted while writing it); moved its "
             f"{len(data) - keep} bytes to {path.name}.torn, and its cell will run again")
 
 
 def append_record(run_dir: Path, record: Record) -> None:
-    """Append one record as a JSON line, flushed and fsynced so a crash loses at most this line."""
-    line = json.dumps(record.to_json(), sort_keys=True, allow_nan=True) + "\n"
+    """Append one record as a JSON line, flushed and fsynced so a crash loses at most this line.
+
+    If the write fails (a full disk, a file-size limit, an I/O error), the file is cut back to its
+    length before, so it holds whole records only, and a StoreError says so: the cell is not recorded
+    and runs again when the same command is run once the cause is fixed."""
+    path = Path(run_dir) / RECORDS
+    line = (json.dumps(record.to_json(), sort_keys=True, allow_nan=True) + "\n").encode("utf-8")
+    after = (f"the record of {record.model} x {record.dataset} x {record.protocol} (seed {record.seed}) was not "
+             "written and the records file is as it was; fix that (free space, make it writable), then run the "
+             "same command again: it resumes, and runs that cell again")
     # Ctrl-C or SIGTERM wait until the line is on disk (a SIGKILL can still tear it: see repair_torn_tail).
+    with signals_held(), writing(path, "append to", after):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except OSError:
+                os.ftruncate(fd, size)  # shrinking needs no space; the torn bytes go
+                os.fsync(fd)
+                raise
+        finally:
+            os.close(fd)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM arriving inside are delivered when it ends (a write is finished first)."""
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
-        with open(Path(run_dir) / RECORDS, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def write_json(path: Path, obj: Mapping[str, Any]) -> None:
+    """Written whole or not at all (a temporary file, renamed)."""
     tmp = Path(path).with_suffix(".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    with writing(path, "write"):
+        try:
+            tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)
@@ -132,22 +260,38 @@ class ReadResult:
     problems: list[str]  # e.g. a torn last line, a line that is no record; reported, never fatal
 
 
-def read_records(run_dir: Path) -> ReadResult:
+def read_records(run_dir: Path, *, missing_ok: bool = False) -> ReadResult:
+    """Every record of the run, and a problem for each line that is none; never fails on content.
+    A records.jsonl that is not a regular file is a StoreError; a missing one too, unless `missing_ok`."""
     path = Path(run_dir) / RECORDS
-    if not path.is_file():
+    kind = file_kind(path)
+    if kind is not None:
+        raise StoreError(f"{path} is {kind}, not a records file; move it out of the way, or pass another run "
+                         "directory")
+    if not path.exists():
+        if missing_ok:
+            return ReadResult([], [])
         raise BenchError(f"{run_dir}: no {RECORDS} here; pass a run directory such as results/<suite>/<run-id>")
+    with writing(path, "read"):
+        data = path.read_bytes()
     records, problems = [], []
-    lines = path.read_text(encoding="utf-8").split("\n")
-    torn_tail = lines[-1] != ""  # a complete file ends with a newline
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
+    lines = data.split(b"\n")
+    torn_tail = lines[-1] != b""  # a complete file ends with a newline
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
             continue
+        where = f"{path}:{number}: "
         try:
-            records.append(Record.from_json(json.loads(line)))
+            records.append(Record.from_json(json.loads(raw.decode("utf-8"))))
+        except UnicodeDecodeError as exc:
+            problems.append(where + f"not UTF-8 text (byte {exc.start + 1} of the line); ignored")
         except json.JSONDecodeError as exc:
             last = number == len(lines) and torn_tail
-            problems.append(f"{path}:{number}: " + ("torn last line (the run was interrupted while writing it); "
-                            "ignored" if last else f"not valid JSON ({exc}); ignored"))
-        except RecordError as exc:
-            problems.append(f"{path}:{number}: not a record this benchbench can read ({exc}); ignored")
+            problems.append(where + ("torn last line (the run was interrupted while writing it); ignored" if last
+                                     else f"not valid JSON ({exc}); ignored"))
+        except (RecordError, RecursionError) as exc:
+            reason = exc if isinstance(exc, RecordError) else "nested too deeply"
+            problems.append(where + f"not a record this benchbench can read ({reason}); ignored")
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            problems.append(where + f"not valid JSON ({exc}); ignored")
     return ReadResult(records, problems)

@@ -8,6 +8,7 @@
     datasets = ["fashion-mnist"]
     protocols = ["scratch"]
     seeds = [0]                      # optional; [0] otherwise
+    cell_time_limit_s = 3600         # optional: a cell running longer is stopped, recorded as failed
 
     [settings.scratch]               # per-protocol settings; see `benchbench list protocols --json`
     epochs = 1
@@ -32,23 +33,28 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from benchbench.errors import BenchError, UnknownIdError, did_you_mean, unknown_message
 from benchbench.plugins import Catalog
-from benchbench.settings import resolve
+from benchbench.settings import resolve, shown_value
 from benchbench.specs import input_shape
 
-SUITE_KEYS = ("name", "description", "table", "models", "datasets", "protocols", "seeds")
+SUITE_KEYS = ("name", "description", "table", "models", "datasets", "protocols", "seeds", "cell_time_limit_s")
 LIST_KEYS = ("models", "datasets", "protocols", "seeds")
 TOP_KEYS = ("suite", "settings", "sweep", "group", "override", "quick")
 GROUP_KEYS = ("name", "models", "datasets", "protocols", "seeds", "settings", "sweep")
 OVERRIDE_KEYS = ("models", "datasets", "protocols", "seeds", "settings")
 QUICK_KEYS = ("models", "datasets", "seeds", "settings", "sweep")
 REPO_SUITES = Path(__file__).resolve().parent.parent / "suites"
+MAX_SUITE_BYTES = 1024 * 1024  # a suite is a page of settings; a bigger file is a mistake
+MAX_CELLS = 100_000  # per matrix; a sweep beyond this is a typo, not a plan
+SEED_MAX = 2**32 - 1  # seeds seed torch, NumPy and Python; NumPy's legacy generator takes 32 bits
+NAME_MAX = 100  # characters of a suite name, which becomes a folder name (at most 255 bytes)
 
 
 class SuiteError(BenchError):
@@ -64,6 +70,9 @@ class Cell:
     protocol: str
     seed: int
     settings: tuple[tuple[str, Any], ...]
+    # Wall-clock limit of the cell in seconds (None: none). Not part of the key: a limit changes how
+    # long a cell may take, not its result.
+    time_limit_s: float | None = field(default=None, compare=False)
 
     @property
     def key(self) -> str:
@@ -133,16 +142,55 @@ def _list(value: Any, where: str, item: type) -> list:
 
 def parse(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise SuiteError(f"{path}: not valid TOML: {exc}") from exc
+        size = path.stat().st_size
+        if size > MAX_SUITE_BYTES:
+            raise SuiteError(f"{path}: {size:,} bytes, larger than the {MAX_SUITE_BYTES:,} a suite file may be; "
+                             "is it the right file?")
+        data = path.read_bytes()
     except OSError as exc:
-        raise SuiteError(f"{path}: cannot read: {exc}") from exc
+        raise SuiteError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SuiteError(f"{path}: not UTF-8 text (byte {exc.start + 1} is {data[exc.start:exc.start + 1]!r}); "
+                         "TOML files are UTF-8: save it as UTF-8") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SuiteError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise SuiteError(f"{path}: not valid TOML for benchbench: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise SuiteError(f"{path}: not valid TOML: {str(exc).split(';')[0]}") from None
+
+
+def check_name(name: Any, where: str, from_file: bool) -> str:
+    """A suite name that is one plain folder name under the results root; SuiteError otherwise."""
+    if not isinstance(name, str) or not name.strip():
+        problem = "must be a non-empty string"
+    elif len(name) > NAME_MAX or len(name.encode()) > 2 * NAME_MAX:
+        problem = f"is {len(name)} characters long; at most {NAME_MAX}"
+    elif "/" in name or "\\" in name:
+        problem = "must not contain '/' or '\\'"
+    elif name[0] in ".-" or name != name.strip():
+        problem = "must not start with '.' or '-', nor start or end with spaces"
+    elif not name.isprintable():
+        problem = "must not contain control or invisible formatting characters"
+    else:
+        return name
+    shown = repr(name[:40] + "..." if isinstance(name, str) and len(name) > 40 else name)
+    source = " (the file's name: [suite] sets none)" if from_file else ""
+    raise SuiteError(f"{where}: [suite].name = {shown}{source} {problem}: it becomes a folder name under the results "
+                     "root; use letters, digits, '-', '_' and '.'")
 
 
 def _resolve_ids(values: Any, key: str, where: str, catalog: Catalog) -> list:
     values = _list(values, where, int if key == "seeds" else str)
     if key == "seeds":
+        for i, seed in enumerate(values):
+            if not 0 <= seed <= SEED_MAX:
+                raise SuiteError(f"{where}[{i}]: seed {shown_value(seed)} is outside 0..{SEED_MAX} (a seed seeds torch, "
+                                 "NumPy and Python's generators; NumPy takes 32 bits, and seeds outside would collide)")
         return values
     registry = catalog.registry(key)
     ids = []
@@ -245,6 +293,11 @@ def _expand(lists: dict[str, tuple[Any, str]], settings: dict[str, dict], sweeps
     """Cells of one matrix. `lists` maps each list key to (value, the section it came from)."""
     resolved = {key: _resolve_ids(value, key, f"{where}: {section}.{key}", catalog)
                 for key, (value, section) in lists.items()}
+    count = len(resolved["models"]) * len(resolved["datasets"]) * len(resolved["seeds"]) * sum(
+        math.prod(len(v) for v in sweeps.get(p, {}).values()) for p in resolved["protocols"])
+    if count > MAX_CELLS:
+        raise SuiteError(f"{where}: {count:,} cells in one matrix (models x datasets x seeds x each protocol's "
+                         f"sweep); at most {MAX_CELLS:,}: shorten a [sweep] list, or split the suite")
     for proto_id in resolved["protocols"]:  # errors in the base settings point at [settings.<protocol>]
         _resolve_settings(catalog, proto_id, settings.get(proto_id, {}), f"{where}: [settings.{proto_id}]")
     cells, cache, checked = [], {}, {}
@@ -286,6 +339,13 @@ def load_suite(name_or_path: str, catalog: Catalog, *, quick: bool = False, seed
     """
     path = find_suite(name_or_path)
     doc = parse(path)
+    try:
+        return _load(path, doc, catalog, quick, seeds)
+    except RecursionError:  # values nested within TOML's limits but beyond what is checked here
+        raise SuiteError(f"{path}: values nested too deeply") from None
+
+
+def _load(path: Path, doc: dict[str, Any], catalog: Catalog, quick: bool, seeds: list[int] | None) -> Suite:
     where = str(path)
     _check_keys(doc, TOP_KEYS, where)
     head = _table(doc.get("suite", {}), f"{where}: [suite]")
@@ -327,13 +387,22 @@ def load_suite(name_or_path: str, catalog: Catalog, *, quick: bool = False, seed
         for cell in _expand(lists, matrix_settings, matrix_sweeps, overrides, where, catalog):
             cells.setdefault(cell.key, cell)
 
-    name = head.get("name", path.stem)
-    if not isinstance(name, str) or not name.strip() or "/" in name:
-        raise SuiteError(f"{where}: [suite].name must be a non-empty string without '/', got {name!r}")
+    name = check_name(head.get("name", path.stem), where, from_file="name" not in head)
     from benchbench.tables import LAYOUTS
 
     layout = head.get("table", "models")
     if layout not in LAYOUTS:
         raise SuiteError(f"{where}: [suite].table = {layout!r}: allowed: {', '.join(LAYOUTS)}")
+    limit = check_time_limit(head.get("cell_time_limit_s"), f"{where}: [suite].cell_time_limit_s")
     return Suite(name=name, description=str(head.get("description", "")), path=path, quick=quick,
-                 cells=tuple(cells.values()), table=layout)
+                 cells=tuple(replace(c, time_limit_s=limit) for c in cells.values()), table=layout)
+
+
+def check_time_limit(value: Any, where: str) -> float | None:
+    """A cell time limit in seconds: a positive finite number, or None (absent) for no limit."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise SuiteError(f"{where} = {shown_value(value)}: expected a positive number of seconds (wall time a cell "
+                         "may take before it is stopped and recorded as failed); leave it out for no limit")
+    return float(value)

@@ -22,6 +22,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import time
 import zlib
 from pathlib import Path
 from types import SimpleNamespace
@@ -519,3 +520,129 @@ def run_suite(tmp_path, tiny_data):
     runner = SuiteRun(tmp_path, tiny_data)
     yield runner
     runner.close()
+
+
+# --- gated runs: a protocol that waits for the test -------------------------------------------------------
+# Real processes are signalled at known moments without sleeps: the `gated` protocol creates
+# <gate>/started-<seed> at the start of a cell, then waits until the test creates <gate>/go-<seed> (or
+# <gate>/go-all). With BENCHBENCH_TEST_HOLD_WRITE=<gate> in its environment, the child also stops inside
+# each append to records.jsonl (after the line is written and flushed, before its fsync): it creates
+# <gate>/writing-<n> (n = 1, 2, ...) and waits for <gate>/write-<n> (or <gate>/go-all); with
+# BENCHBENCH_TEST_HOLD_START=<gate> it stops while its plugins load (creates <gate>/loading, waits for
+# <gate>/go-load). Every wait has a
+# deadline, so a test that never opens the gate fails instead of hanging.
+
+GATED_PLUGIN = """
+import os
+import time
+from pathlib import Path
+from benchbench import hookimpl
+from benchbench.specs import ProtocolSpec, Setting
+
+
+def _wait(gate, name, what):
+    deadline = time.monotonic() + 300
+    while not ((gate / name).exists() or (gate / "go-all").exists()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} was not let through in 300 s")
+        time.sleep(0.01)
+
+
+if os.environ.get("BENCHBENCH_TEST_HOLD_START"):  # while plugins load: before anything is written
+    (Path(os.environ["BENCHBENCH_TEST_HOLD_START"]) / "loading").touch()
+    _wait(Path(os.environ["BENCHBENCH_TEST_HOLD_START"]), "go-load", "start-up")
+
+if os.environ.get("BENCHBENCH_TEST_HOLD_WRITE"):
+    _hold, _fsync, _writes = Path(os.environ["BENCHBENCH_TEST_HOLD_WRITE"]), os.fsync, []
+
+    def _held_fsync(fd):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("records.jsonl"):
+            _writes.append(fd)
+            (_hold / f"writing-{len(_writes)}").touch()
+            _wait(_hold, f"write-{len(_writes)}", f"write {len(_writes)}")
+        return _fsync(fd)
+
+    os.fsync = _held_fsync
+
+
+def run(ctx):
+    if ctx.settings["gate"]:
+        gate = Path(ctx.settings["gate"])
+        (gate / f"started-{ctx.seed}").touch()
+        _wait(gate, f"go-{ctx.seed}", f"cell of seed {ctx.seed}")
+    return {"top1": 0.5 + ctx.seed / 100}
+
+@hookimpl
+def register_protocols(register):
+    register(ProtocolSpec(id="gated", name="Gated", run=run, needs_initialised_model=False,
+                          settings={"gate": Setting("", str, "folder to wait in for the test; '' for none")},
+                          estimate=lambda s, d: {"train_images": 0.0, "eval_images": 0.0}))
+"""
+
+
+class Gate:
+    """The test's side of the gated protocol."""
+
+    def __init__(self, path: Path):
+        path.mkdir()
+        self.path = path
+
+    def let_through(self, *seeds: int) -> None:
+        for seed in seeds:
+            (self.path / f"go-{seed}").touch()
+
+    def let_write(self, n: int) -> None:
+        (self.path / f"write-{n}").touch()
+
+    def open(self) -> None:
+        (self.path / "go-all").touch()
+
+    def started(self, seed: int) -> bool:
+        return (self.path / f"started-{seed}").exists()
+
+    def writing(self, n: int) -> bool:
+        return (self.path / f"writing-{n}").exists()
+
+    def env(self, *, start: bool = False, writes: bool = False) -> dict[str, str]:
+        """The environment that makes a child stop while its plugins load and/or inside each append."""
+        return {**({"BENCHBENCH_TEST_HOLD_START": str(self.path)} if start else {}),
+                **({"BENCHBENCH_TEST_HOLD_WRITE": str(self.path)} if writes else {})}
+
+
+def _wait_for(condition, what: str, proc: subprocess.Popen, timeout: float = 120) -> None:
+    """Polls `condition` until it holds; fails if `proc` exits first or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None:
+            raise AssertionError(f"the run exited ({proc.returncode}) before {what}: {proc.communicate()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} after {timeout} s")
+        time.sleep(0.02)
+
+
+def _gated_suite(run_suite: "SuiteRun", seeds: int, gate: Gate | None, name: str = "gated") -> Path:
+    """Writes the gated plugin (once) and a suite `name` of one cell per seed 0..seeds-1."""
+    if not any(p.name == "gated.py" for p in run_suite.plugins):
+        run_suite.plugin(GATED_PLUGIN, "gated.py")
+    return run_suite.write(f"""
+        [suite]
+        name = "{name}"
+        models = ["vit-mu7"]
+        datasets = ["fashion-mnist"]
+        protocols = ["gated"]
+        seeds = {list(range(seeds))}
+        [settings.gated]
+        gate = "{gate.path if gate else ''}"
+    """, f"{name}.toml")
+
+
+@pytest.fixture
+def gate(tmp_path) -> Gate:
+    return Gate(tmp_path / "gate")
+
+
+@pytest.fixture(scope="session")
+def gated() -> SimpleNamespace:
+    """suite(run_suite, seeds, gate, name="gated"): write the gated protocol's plugin and a suite of one cell
+    per seed; wait_for(condition, what, proc, timeout=120); PLUGIN: the plugin's source."""
+    return SimpleNamespace(suite=_gated_suite, wait_for=_wait_for, PLUGIN=GATED_PLUGIN)

@@ -475,3 +475,104 @@ def test_convert_command_turns_a_paper_npz_into_our_checkpoint_at_another_resolu
     assert torch.equal(model.blocks[3].mlp.fc1.weight, source.blocks[3].mlp.fc1.weight)
     assert main(["convert", "vit-mu7", str(npz), "-o", str(tmp_path / "x.pt")]) == 2
     assert "does not fit" in capsys.readouterr().err and not (tmp_path / "x.pt").exists()
+
+
+# --- hostile checkpoints: non-finite weights, absurd sizes ----------------------------------------------
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")], ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("suffix", [".pt", ".npz"])
+def test_non_finite_weights_are_refused_naming_the_tensor_unless_allowed(tmp_path, value, suffix):
+    src = randomised(vit_mu(0), seed=3)
+    with torch.no_grad():
+        src.blocks[2].attn.qkv.weight[1, 5] = value
+    path = (save_checkpoint(src, tmp_path / "m.pt") if suffix == ".pt"
+            else write_npz(tmp_path / "m.npz", vit_jax_arrays(src)))
+    target = vit_mu(1)
+    before = snapshot(target)
+    with pytest.raises(BenchError) as exc:
+        load_checkpoint(target, path)
+    assert str(path) in str(exc.value) and "'blocks.2.attn.qkv.weight'" in str(exc.value)
+    counts = "1 NaN and 0 infinite" if value != value else "0 NaN and 1 infinite"
+    assert counts in str(exc.value) and "allow_nonfinite" in str(exc.value)
+    assert_same_state(target.state_dict(), before)  # nothing loaded
+    load_checkpoint(target, path, allow_nonfinite=True)
+    for k, v in src.state_dict().items():
+        assert torch.allclose(target.state_dict()[k], v, rtol=0, atol=0, equal_nan=True), k
+
+
+def test_a_dropped_head_may_hold_non_finite_values(tmp_path):
+    src = randomised(vit_mu(0), seed=3)
+    with torch.no_grad():
+        src.head.weight[0, 0] = float("nan")
+    path = save_checkpoint(src, tmp_path / "m.pt")
+    load_checkpoint(vit_mu(1, num_classes=7), path, drop_head=True)  # the NaN is not loaded
+
+
+def test_convert_allow_nonfinite_marks_its_output(tmp_path, capsys):
+    from benchbench.cli import main
+
+    src = randomised(vit.create("Mu", 4, num_classes=1000, image_size=28), 5)
+    with torch.no_grad():
+        src.norm.weight[0] = float("inf")
+    npz = write_npz(tmp_path / "in.npz", vit_jax_arrays(src))
+    assert main(["convert", "vit-mu4", str(npz), "-o", str(tmp_path / "a.pt")]) == 2
+    err = capsys.readouterr().err
+    assert "'norm.weight'" in err and "--allow-nonfinite" in err and not (tmp_path / "a.pt").exists()
+    assert main(["convert", "vit-mu4", str(npz), "-o", str(tmp_path / "b.pt"), "--allow-nonfinite"]) == 0
+    model = vit.create("Mu", 4, num_classes=1000, image_size=28)
+    assert load_checkpoint(model, tmp_path / "b.pt").meta["nonfinite_accepted"] is True  # marked: accepted
+    assert torch.isinf(model.norm.weight[0])
+
+
+def _npy_header(shape, dtype="<f4") -> bytes:
+    import io
+
+    out = io.BytesIO()
+    np.lib.format.write_array_header_1_0(out, {"descr": dtype, "fortran_order": False, "shape": tuple(shape)})
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("case", ["header beyond the data", "compressed beyond the model"])
+def test_npz_headers_asking_for_absurd_sizes_are_refused_before_reading(tmp_path, case):
+    """A child process with 1 GiB of address space to spare: reading the arrays would need far more."""
+    import subprocess
+    import sys
+    import textwrap
+    import zipfile
+
+    path = tmp_path / "absurd.npz"
+    model = vit_mu(0)
+    arrays = vit_jax_arrays(model)
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, a in arrays.items():
+            if name == "embedding/kernel":
+                if case == "header beyond the data":  # 4 TB declared, a few bytes stored
+                    zf.writestr(name + ".npy", _npy_header((10**6, 10**6)) + b"\0" * 64)
+                else:  # 2 GiB of zeros, declared honestly, compressed to a few MB: a zip bomb
+                    with zf.open(name + ".npy", "w", force_zip64=True) as f:
+                        f.write(_npy_header((2**29,)))
+                        zero = b"\0" * 2**24
+                        for _ in range(2**31 // len(zero)):
+                            f.write(zero)
+                continue
+            buf = __import__("io").BytesIO()
+            np.save(buf, a)
+            zf.writestr(name + ".npy", buf.getvalue())
+    code = textwrap.dedent(f"""
+        import resource, sys, dataclasses, torch
+        from benchbench.checkpoints import load_checkpoint
+        from benchbench.errors import BenchError
+        from benchbench_plugins.models import vision_transformer as vit, vit_npz
+        width = dataclasses.replace(vit.WIDTHS["Mu"], depth=6)
+        model = vit.VisionTransformer(width, 4, num_classes=10, image_size=28)
+        mapped = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (mapped + 2**30, mapped + 2**30))  # 1 GiB more than now
+        try:
+            load_checkpoint(model, {str(path)!r}, npz_layout=vit_npz.LAYOUT)
+        except BenchError as exc:
+            print(exc)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "'embedding/kernel'" in done.stdout and "refused before reading" in done.stdout, done.stdout
+    assert ("holds" if case == "header beyond the data" else "could need") in done.stdout

@@ -1,10 +1,9 @@
 """Resumable, fault-tolerant runs, with real processes: SIGKILL, Ctrl-C, SIGTERM, a second run on
 the same directory, a torn last line.
 
-The runs use a protocol that synchronises with the test instead of taking a set time: at the start of
-a cell it creates <gate>/started-<seed>, then waits until the test creates <gate>/go-<seed> (or
-<gate>/go-all). The test lets cells through one at a time and signals the child while it is known to
-be inside a given cell, however fast or slow the machine is. Every wait has a deadline."""
+The runs use the `gated` protocol (tests/conftest.py), which synchronises with the test instead of
+taking a set time: the test lets cells (and writes) through one at a time and signals the child while it
+is known to be at a given moment, however fast or slow the machine is. Every wait has a deadline."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -21,83 +19,12 @@ import pytest
 from benchbench import results
 from benchbench.store import RECORDS, RunLock, repair_torn_tail
 
-GATED_PLUGIN = """
-import time
-from pathlib import Path
-from benchbench import hookimpl
-from benchbench.specs import ProtocolSpec, Setting
 
-def run(ctx):
-    if ctx.settings["gate"]:
-        gate = Path(ctx.settings["gate"])
-        (gate / f"started-{ctx.seed}").touch()
-        deadline = time.monotonic() + 300  # a test that never lets the cell through fails, not hangs
-        while not ((gate / f"go-{ctx.seed}").exists() or (gate / "go-all").exists()):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"cell of seed {ctx.seed} was not let through in 300 s")
-            time.sleep(0.01)
-    return {"top1": 0.5 + ctx.seed / 100}
-
-@hookimpl
-def register_protocols(register):
-    register(ProtocolSpec(id="gated", name="Gated", run=run, needs_initialised_model=False,
-                          settings={"gate": Setting("", str, "folder to wait in for the test; '' for none")},
-                          estimate=lambda s, d: {"train_images": 0.0, "eval_images": 0.0}))
-"""
-
-
-class Gate:
-    """The test's side of the gated protocol."""
-
-    def __init__(self, path: Path):
-        path.mkdir()
-        self.path = path
-
-    def let_through(self, *seeds: int) -> None:
-        for seed in seeds:
-            (self.path / f"go-{seed}").touch()
-
-    def open(self) -> None:
-        (self.path / "go-all").touch()
-
-    def started(self, seed: int) -> bool:
-        return (self.path / f"started-{seed}").exists()
-
-
-@pytest.fixture
-def gate(tmp_path) -> Gate:
-    return Gate(tmp_path / "gate")
-
-
-def wait_for(condition, what: str, proc: subprocess.Popen, timeout: float = 120) -> None:
-    """Polls `condition` until it holds; fails if `proc` exits first or `timeout` seconds pass."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if proc.poll() is not None:
-            raise AssertionError(f"the run exited ({proc.returncode}) before {what}: {proc.communicate()}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {what} after {timeout} s")
-        time.sleep(0.02)
-
-
-def _suite(run_suite, seeds: int, gate: Gate | None) -> None:
-    run_suite.plugin(GATED_PLUGIN, "gated.py")
-    run_suite.write(f"""
-        [suite]
-        models = ["vit-mu7"]
-        datasets = ["fashion-mnist"]
-        protocols = ["gated"]
-        seeds = {list(range(seeds))}
-        [settings.gated]
-        gate = "{gate.path if gate else ''}"
-    """, "gated.toml")
-
-
-def _inside_cell(run_suite, gate: Gate, seed: int, proc: subprocess.Popen) -> Path:
+def _inside_cell(run_suite, gated, gate, seed: int, proc: subprocess.Popen) -> Path:
     """Lets the cells before `seed` through and waits until the run is inside the cell of `seed`:
     the earlier cells are then recorded, that one is not."""
     gate.let_through(*range(seed))
-    wait_for(lambda: gate.started(seed), f"start of the cell of seed {seed}", proc)
+    gated.wait_for(lambda: gate.started(seed), f"start of the cell of seed {seed}", proc)
     return run_suite.run_dir
 
 
@@ -105,10 +32,10 @@ def _ok_keys(run_dir: Path) -> list[str]:
     return [r["key"] for r in results.load(run_dir, all_attempts=True).to_dict("records") if r["status"] == "ok"]
 
 
-def test_sigkill_mid_suite_then_resume_has_every_cell_exactly_once(run_suite, gate):
-    _suite(run_suite, seeds=8, gate=gate)
+def test_sigkill_mid_suite_then_resume_has_every_cell_exactly_once(run_suite, gated, gate):
+    gated.suite(run_suite, 8, gate)
     proc = run_suite.start()
-    run_dir = _inside_cell(run_suite, gate, 3, proc)
+    run_dir = _inside_cell(run_suite, gated, gate, 3, proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     before = _ok_keys(run_dir)
@@ -127,10 +54,10 @@ def test_sigkill_mid_suite_then_resume_has_every_cell_exactly_once(run_suite, ga
     assert len(run_suite.run_dirs()) == 2
 
 
-def test_ctrl_c_stops_with_a_consistent_store(run_suite, gate):
-    _suite(run_suite, seeds=6, gate=gate)
+def test_ctrl_c_stops_with_a_consistent_store(run_suite, gated, gate):
+    gated.suite(run_suite, 6, gate)
     proc = run_suite.start()
-    run_dir = _inside_cell(run_suite, gate, 2, proc)
+    run_dir = _inside_cell(run_suite, gated, gate, 2, proc)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -142,10 +69,10 @@ def test_ctrl_c_stops_with_a_consistent_store(run_suite, gate):
     assert len(text.splitlines()) == 2  # interrupted inside the third cell
 
 
-def test_a_second_run_on_the_same_directory_is_refused_and_sigterm_stops_the_first(run_suite, gate):
-    _suite(run_suite, seeds=6, gate=gate)
+def test_a_second_run_on_the_same_directory_is_refused_and_sigterm_stops_the_first(run_suite, gated, gate):
+    gated.suite(run_suite, 6, gate)
     first = run_suite.start()
-    run_dir = _inside_cell(run_suite, gate, 1, first)  # one cell recorded, the lock held
+    run_dir = _inside_cell(run_suite, gated, gate, 1, first)  # one cell recorded, the lock held
     second = run_suite.cli(*run_suite.argv(), timeout=120)
     assert second.returncode == 2, second.stderr
     assert f"{run_dir} is in use by pid {first.pid}" in second.stderr and "--fresh" in second.stderr
@@ -176,8 +103,8 @@ def test_the_lock_is_released_when_its_owner_is_killed(tmp_path):
         pass
 
 
-def test_a_torn_last_line_is_reported_cut_and_its_cell_runs_again(run_suite, capsys):
-    _suite(run_suite, seeds=3, gate=None)
+def test_a_torn_last_line_is_reported_cut_and_its_cell_runs_again(run_suite, gated, capsys):
+    gated.suite(run_suite, 3, None)
     assert run_suite.run() == 0
     (run_dir,) = (run_suite.results / "gated").iterdir()
     lines = (run_dir / RECORDS).read_text().splitlines(keepends=True)
@@ -203,8 +130,8 @@ def test_repair_leaves_a_whole_file_alone(tmp_path):
     assert (tmp_path / RECORDS).read_text() == '{"key": "a"}\n'
 
 
-def test_dry_run_lists_cells_done_and_to_run_and_runs_nothing(run_suite, capsys):
-    _suite(run_suite, seeds=2, gate=None)
+def test_dry_run_lists_cells_done_and_to_run_and_runs_nothing(run_suite, gated, capsys):
+    gated.suite(run_suite, 2, None)
     assert run_suite.run("--dry-run") == 0
     out = capsys.readouterr().out
     assert out.count("| todo ") == 2 and "run directory: a new one" in out and "2 cells: 0 done, 2 to run" in out
@@ -216,3 +143,70 @@ def test_dry_run_lists_cells_done_and_to_run_and_runs_nothing(run_suite, capsys)
     assert run_suite.run("--dry-run") == 0
     out = capsys.readouterr().out
     assert out.count("| done ") == 2 and out.count("| todo ") == 1 and "3 cells: 2 done, 1 to run" in out
+
+
+# Moments of a 3-cell run at which it is stopped: (name, environment that holds the child there, how to get
+# there, records on disk at that moment). "write" holds the child inside the append of the second record,
+# after the line is written and flushed, before its fsync.
+MOMENTS = {
+    "start-up": dict(env={"start": True}, records=0),
+    "first cell": dict(env={}, records=0),
+    "second cell": dict(env={}, records=1),
+    "write": dict(env={"writes": True}, records=2),
+}
+
+
+def _reach(moment: str, gate, gated, proc) -> None:
+    if moment == "start-up":
+        gated.wait_for(lambda: (gate.path / "loading").exists(), "start-up", proc)
+    elif moment == "first cell":
+        gated.wait_for(lambda: gate.started(0), "the first cell", proc)
+    elif moment == "second cell":
+        gate.let_through(0)
+        gated.wait_for(lambda: gate.started(1), "the second cell", proc)
+    else:
+        gate.let_write(1)
+        gate.let_through(0, 1)
+        gated.wait_for(lambda: gate.writing(2), "the second write", proc)
+
+
+# Every pair runs under `slow`; these in the default run (each starts a process and resumes).
+DEFAULT = {("start-up", signal.SIGTERM), ("first cell", signal.SIGTERM), ("first cell", signal.SIGINT),
+           ("second cell", signal.SIGKILL), ("write", signal.SIGINT), ("write", signal.SIGKILL)}
+
+
+@pytest.mark.parametrize("moment,signum", [
+    pytest.param(m, s, id=f"{m}-{s.name}", marks=() if (m, s) in DEFAULT else pytest.mark.slow)
+    for m in MOMENTS for s in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)])
+def test_a_signal_at_any_moment_loses_nothing_and_resume_completes(run_suite, gated, gate, moment, signum):
+    """Ctrl-C and `kill` exit 130 with no traceback, `kill -9` dies; either way every record written
+    before is intact, nothing lands outside the results root, and the same command completes the run."""
+    gated.suite(run_suite, 3, gate)
+    before = sorted(p.relative_to(run_suite.dir) for p in run_suite.dir.rglob("*") if "r" not in p.parts[:1])
+    proc = run_suite.start(env=gate.env(**MOMENTS[moment]["env"]))
+    _reach(moment, gate, gated, proc)
+    proc.send_signal(signum)
+    if moment == "write":
+        gate.let_write(2)  # Ctrl-C and SIGTERM wait until the record is on disk
+    out, err = proc.communicate(timeout=120)
+    if signum == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+    else:
+        assert proc.returncode == 130, err
+        assert "interrupted" in err and "Traceback" not in err and "error:" not in err, err
+    expected = MOMENTS[moment]["records"]
+    runs = run_suite.run_dirs()
+    if moment == "start-up":
+        assert runs == []  # stopped before anything was written
+    else:
+        text = (runs[0] / RECORDS).read_text() if (runs[0] / RECORDS).exists() else ""
+        assert text == "" or text.endswith("\n")
+        assert [json.loads(line)["seed"] for line in text.splitlines()] == list(range(expected))
+    after = sorted(p.relative_to(run_suite.dir) for p in run_suite.dir.rglob("*") if "r" not in p.parts[:1])
+    assert [p for p in after if p not in before and p.parts[0] not in ("r", "gate")] == []
+
+    gate.open()
+    assert run_suite.run() == 0  # the same command resumes (or starts) the run
+    keys = _ok_keys(run_suite.run_dir)
+    assert len(keys) == 3 == len(set(keys))
+    assert sorted(r.seed for r in run_suite.records()) == [0, 1, 2]

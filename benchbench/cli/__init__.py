@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from benchbench import __version__
@@ -29,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser().parse_args(argv)
     args.command_line = ["benchbench", *argv]
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops any command like Ctrl-C: status 130
     try:
         return args.func(args) or 0
     except BenchError as exc:
@@ -37,3 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt

@@ -1,10 +1,11 @@
-"""`benchbench convert MODEL IN.npz|IN.pt -o OUT.pt [--resolution R] [--num-classes K] [--drop-head]`."""
+"""`benchbench convert MODEL IN.npz|IN.pt -o OUT.pt [--resolution R] [--num-classes K] [--drop-head]
+[--allow-nonfinite]`."""
 
 from __future__ import annotations
 
 import sys
 
-from benchbench.checkpoints import load_checkpoint, save_checkpoint
+from benchbench.checkpoints import NONFINITE_META, load_checkpoint, save_checkpoint
 from benchbench.cli.common import catalog
 
 
@@ -19,6 +20,9 @@ def add_parser(sub, parent) -> None:
     p.add_argument("--num-classes", type=int, default=1000, help="classes of the checkpoint's head (default 1000)")
     p.add_argument("--drop-head", action="store_true",
                    help="keep a fresh zero head of --num-classes instead of the checkpoint's head")
+    p.add_argument("--allow-nonfinite", action="store_true",
+                   help="accept NaN or infinite weights (refused otherwise), and mark the output so that "
+                        "loading it accepts them too")
     p.set_defaults(func=run)
 
 
@@ -26,9 +30,11 @@ def run(args) -> int:
     spec = catalog(args).models.get(args.model)
     resolution = args.resolution or spec.default_resolution
     model = spec.build(num_classes=args.num_classes, image_size=resolution, in_chans=3)
-    report = load_checkpoint(model, args.source, drop_head=args.drop_head, npz_layout=spec.npz_layout)
+    report = load_checkpoint(model, args.source, drop_head=args.drop_head, npz_layout=spec.npz_layout,
+                             allow_nonfinite=args.allow_nonfinite)
+    marked = {NONFINITE_META: True} if args.allow_nonfinite else {}
     save_checkpoint(model, args.output, model=spec.id, resolution=resolution, num_classes=args.num_classes,
-                    source=str(args.source))
+                    source=str(args.source), **marked)
     resized = ", position embeddings resized" if report.pos_embed_resized else ""
     dropped = f", head dropped ({len(report.dropped_keys)} tensors)" if report.head_dropped else ""
     print(f"{spec.id} at {resolution} px: {report.keys_loaded} tensors from {report.source}{resized}{dropped}"

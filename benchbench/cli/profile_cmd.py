@@ -1,4 +1,5 @@
-"""`benchbench profile MODEL [--device D] [--precision P] [--batch-size B] [--mode infer|train] ... [--json]`."""
+"""`benchbench profile MODEL [--device D] [--precision P] [--batch-size B] [--mode infer|train] [--devices N]
+... [--json]`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 from benchbench import precision as precision_policy
 from benchbench.cli.common import catalog
 from benchbench.compute import achieved_flops_per_s
-from benchbench.envinfo import pick_device
+from benchbench.envinfo import device_name, pick_device
 from benchbench.errors import BenchError
 from benchbench.measure.flops import count_macs
 from benchbench.measure.peaks import lookup, measured_matmul_flops, mfu
@@ -39,8 +40,50 @@ def add_parser(sub, parent) -> None:
     p.add_argument("--matmul-n", type=int, metavar="N",
                    help="size of the square matmul that measures the device's peak (default: 8192 on CUDA, "
                         "at most about 0.1 s of work on the CPU)")
+    p.add_argument("--devices", type=int, default=1, metavar="N",
+                   help="N > 1: training img/s data-parallel on N devices (DDP, one process each) and on one, and "
+                        "the scaling efficiency; --batch-size is per device (default 32)")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=run)
+
+
+def scaling(args) -> dict:
+    """`--devices N`: the training step's img/s on N devices against N x one device's."""
+    from benchbench.measure.scaling import measure_scaling
+
+    cat = catalog(args)
+    spec = cat.models.get(args.model)
+    device = pick_device(args.device)
+    precision_policy.check(device, args.precision)
+    if args.mode != "train":
+        raise BenchError("--devices: scaling is measured for training; add --mode train")
+    resolution = args.resolution or spec.default_resolution
+    batch = args.batch_size or 32
+    r = measure_scaling(spec.id, devices=args.devices, device_type=device.type, plugin_files=cat.local_files(),
+                        num_classes=args.num_classes, image_size=resolution, in_chans=args.in_chans,
+                        precision=args.precision, batch_size=batch, warmup_steps=args.warmup_steps,
+                        steps=args.min_steps)
+    return {"id": spec.id, "name": spec.name, "resolution": resolution, "num_classes": args.num_classes,
+            "device": device.type, "device_name": device_name(device), "precision": args.precision, "mode": "train",
+            "devices": r.devices, "batch_size_per_device": r.batch_size_per_device,
+            "threads_per_device": r.threads_per_device, "steps": args.min_steps, "img_per_s": r.img_per_s,
+            "img_per_s_per_device": r.img_per_s_per_device, "img_per_s_one_device": r.img_per_s_one_device,
+            "scaling_efficiency": r.efficiency}
+
+
+def render_scaling(r: dict) -> str:
+    n = r["threads_per_device"]
+    threads = f", {n} CPU thread{'s' if n != 1 else ''} each" if n else ""
+    return "\n".join([
+        f"{r['id']} ({r['name']}) at {r['resolution']} px, {r['num_classes']} classes: train, {r['precision']}, "
+        f"data-parallel (DDP)",
+        f"  devices       {r['devices']} x {r['device']}: {r['device_name']}{threads}",
+        f"  batch         {r['batch_size_per_device']} per device, {r['steps']} timed steps",
+        f"  throughput    {r['img_per_s']:.1f} img/s on {r['devices']} ({r['img_per_s_per_device']:.1f} per device); "
+        f"{r['img_per_s_one_device']:.1f} img/s on 1",
+        f"  scaling       {_pct(r['scaling_efficiency'])} efficiency "
+        f"({r['img_per_s']:.1f} / ({r['devices']} x {r['img_per_s_one_device']:.1f}))",
+    ]) + "\n"
 
 
 def profile(args) -> dict:
@@ -121,6 +164,12 @@ def render(r: dict) -> str:
 
 
 def run(args) -> int:
+    if args.devices < 1:
+        raise BenchError(f"--devices {args.devices}: must be at least 1")
+    if args.devices > 1:
+        row = scaling(args)
+        print(json.dumps(row) if args.json else render_scaling(row), end="\n" if args.json else "")
+        return 0
     row = profile(args)
     print(json.dumps(row) if args.json else render(row), end="\n" if args.json else "")
     return 0

@@ -24,8 +24,9 @@ from benchbench.plan import cell_states, duration, plan, summary, throughput_his
 from benchbench.envinfo import pick_device
 from benchbench.runner import run_suite
 from benchbench.specs import DataOptions
-from benchbench.store import ENV, RECORDS, RunLock, latest_run_dir, new_run_dir, read_records, repair_torn_tail, write_json
-from benchbench.suite import REPO_SUITES, load_suite
+from benchbench.store import (ENV, RECORDS, RunLock, check_directory, check_run_dir, latest_run_dir, new_run_dir,
+                              read_env, read_records, repair_torn_tail, write_json, writing)
+from benchbench.suite import REPO_SUITES, check_time_limit, load_suite
 from benchbench.settings import varying_settings
 from benchbench.tables import build_table, render
 
@@ -52,6 +53,9 @@ def add_parser(sub, parent) -> None:
                    help=f"where datasets are looked for first (default: ${DATA_ENV})")
     p.add_argument("--download", action="store_true", help="let dataset plugins download missing data")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--cell-time-limit", type=float, metavar="SECONDS",
+                   help="stop a cell running longer than this and record it as failed; the suite goes on "
+                        "(default: the suite's [suite].cell_time_limit_s, else none)")
     p.add_argument("--force-flops", action="store_true",
                    help="print the table even when a FLOP count is not verified (marked with a dagger)")
     p.set_defaults(func=run)
@@ -81,13 +85,19 @@ def run(args) -> int:
     cat = catalog(args)
     device = pick_device(args.device)
     suite = load_suite(args.suite, cat, quick=args.quick, seeds=args.seed)
+    if args.cell_time_limit is not None:
+        limit = check_time_limit(args.cell_time_limit, "--cell-time-limit")
+        suite = replace(suite, cells=tuple(replace(c, time_limit_s=limit) for c in suite.cells))
     data = DataOptions(root=Path(args.data_root) if args.data_root else None, download=args.download)
     root = Path(args.results)
+    check_directory(root, "--results")
     if args.run_dir:
         run_dir = Path(args.run_dir)
     else:
         run_dir = None if args.fresh else latest_run_dir(root, suite.name, suite.quick)
-    earlier = read_records(run_dir).records if run_dir and (run_dir / RECORDS).is_file() else []
+    if run_dir is not None:
+        check_run_dir(run_dir)  # a records file that cannot take a record is refused before any cell runs
+    earlier = read_records(run_dir, missing_ok=True).records if run_dir else []
     history = throughput_history([root, PUBLISHED], device_name(device), [p.id for p in cat.protocols if p.trains])
     plans = plan(suite, cat, earlier, history)
     if args.dry_run:
@@ -96,7 +106,8 @@ def run(args) -> int:
 
     if run_dir is None:
         run_dir = new_run_dir(root, suite.name)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    with writing(run_dir, "create the run directory"):
+        run_dir.mkdir(parents=True, exist_ok=True)
     env = environment(device, suite.path, args.command_line)
     env.update(suite=suite.name, suite_path=str(suite.path), quick=suite.quick, threads=torch.get_num_threads(),
                table=suite.table)
@@ -106,10 +117,20 @@ def run(args) -> int:
             torn = repair_torn_tail(run_dir)
             if torn:
                 _echo(f"warning: {torn}")
-            if not (run_dir / ENV).is_file():
+            check_run_dir(run_dir)
+            if not (run_dir / ENV).exists():
                 write_json(run_dir / ENV, env)  # the first invocation's; each record carries its own
+            elif read_env(run_dir) is None:
+                _echo(f"warning: {run_dir / ENV} is not a JSON object; left as it is (each record carries its "
+                      "own environment)")
             # What is done is read again under the lock: another run may have finished cells meanwhile.
-            states = cell_states(read_records(run_dir).records if (run_dir / RECORDS).is_file() else [])
+            read = read_records(run_dir, missing_ok=True)
+            for problem in read.problems:
+                _echo(f"warning: {problem}")
+            if read.problems:
+                _echo(f"warning: {len(read.problems)} lines of {run_dir / RECORDS} are not records; they are kept "
+                      "as they are, and cells without a record run again")
+            states = cell_states(read.records)
             plans = [replace(p, state=states.get(p.cell.key, "todo")) for p in plans]
             done = frozenset(k for k, state in states.items() if state == "done")
             _echo(f"{suite.name}: {'resuming ' if earlier else ''}{run_dir} on {env['device_name']}\n"
@@ -117,7 +138,10 @@ def run(args) -> int:
             records = run_suite(suite, cat, run_dir, device, data, env=env, done=done,
                                 show_progress=not args.no_progress, echo=_echo)
     except KeyboardInterrupt:
-        states = cell_states(read_records(run_dir).records)
+        try:  # a fresh run stopped in its first cell has no records file yet
+            states = cell_states(read_records(run_dir, missing_ok=True).records)
+        except BenchError:
+            states = {}
         recorded = sum(states.get(c.key) == "done" for c in suite.cells)
         _echo(f"\ninterrupted: {recorded} of {len(suite.cells)} cells are recorded in {run_dir / RECORDS}; the "
               f"cell in progress was not. Run the same command again to resume.")
@@ -138,7 +162,10 @@ def _finish(run_dir: Path, suite, records: list, force_flops: bool) -> int:
         _echo(f"records: {run_dir / RECORDS}\nno table: {exc}\n"
               f"  re-render with: benchbench table {run_dir} --layout {suite.table} [--force-flops]")
         return 1
-    (run_dir / "table.md").write_text(table)
+    try:
+        (run_dir / "table.md").write_text(table)
+    except OSError as exc:  # the records are written; the table is printed below anyway
+        _echo(f"warning: cannot write {run_dir / 'table.md'}: {exc.strerror or exc}")
     print(table, end="")
     _echo(f"ran {len(records)} cells now; records: {run_dir / RECORDS}  table: {run_dir / 'table.md'}")
     if failed:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from benchbench import results
-from benchbench.store import ENV
+from benchbench.errors import BenchError
+from benchbench.store import read_env
 from benchbench.tables import FORMATS, LAYOUTS, build_table, render
 
 
@@ -26,16 +26,17 @@ def add_parser(sub, parent) -> None:
 
 
 def _suite_layout(run_dir: str) -> str:
-    try:
-        return json.loads((Path(run_dir) / ENV).read_text()).get("table", "models")
-    except (OSError, ValueError):
-        return "models"
+    layout = (read_env(Path(run_dir)) or {}).get("table", "models")
+    return layout if layout in LAYOUTS else "models"
 
 
 def run(args) -> int:
     df = results.load(args.run_dir)
     for problem in df.attrs["problems"]:
         print(f"warning: {problem}", file=sys.stderr)
+    if df.empty:
+        raise BenchError(f"{args.run_dir}: no records to tabulate"
+                         + (" (its lines are not records: see the warnings above)" if df.attrs["problems"] else ""))
     layout = args.layout or _suite_layout(args.run_dir)
     sys.stdout.write(render(build_table(df, layout, force_flops=args.force_flops), args.format))
     return 0

@@ -130,7 +130,8 @@ def largest_batch(fits: Callable[[int], bool], start: int, maximum: int) -> tupl
             batch //= 2
 
 
-def _peak_mem_mb(device: torch.device) -> tuple[float, str]:
+def peak_mem_mb(device: torch.device) -> tuple[float, str]:
+    """(MiB, kind): the CUDA allocator's peak since the last reset, or the process's lifetime peak RSS."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20, "cuda_max_allocated"
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
@@ -230,7 +231,7 @@ def measure_throughput(
                 if batch == 1:
                     raise BenchError("out of memory at batch size 1: the model does not fit on this device")
                 batch, oom_retries = batch // 2, oom_retries + 1
-            peak_mb, peak_kind = _peak_mem_mb(device)
+            peak_mb, peak_kind = peak_mem_mb(device)
             lat = None
             if latency:
                 lat = latency_percentiles(runner, image_size=image_size, in_chans=in_chans, device=device,

@@ -14,7 +14,7 @@ from pathlib import Path
 from benchbench import hookimpl
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions, DatasetSpec
-from benchbench_plugins.datasets.folders import FolderImages, folder_classes, image_folder
+from benchbench_plugins.datasets.folders import FolderImages, folder_classes, image_folder, unreadable_image
 from benchbench_plugins.datasets.locate import check_split
 from benchbench_plugins.datasets.transforms import photo_transform
 
@@ -32,7 +32,11 @@ def _first_image(train: Path, classes: list[str]) -> Path:
     from torchvision.datasets.folder import IMG_EXTENSIONS
 
     for c in classes:
-        for f in sorted((train / c).iterdir()):
+        try:
+            files = sorted((train / c).iterdir())
+        except OSError as exc:
+            raise BenchError(f"{ID}: cannot list {train / c}: {exc.strerror or exc}") from None
+        for f in files:
             if f.is_file() and f.suffix.lower() in IMG_EXTENSIONS:
                 return f
     raise BenchError(f"{ID}: no image files under {train} (extensions: {', '.join(IMG_EXTENSIONS)})")
@@ -50,8 +54,12 @@ def bind(arg: str) -> DatasetSpec:
     classes = folder_classes(train) if train.is_dir() else []
     if not classes:
         raise BenchError(f"{ID}:{arg}: no class folders in {train}; expected {layout}")
-    with Image.open(_first_image(train, classes)) as img:
-        (w, h), mode = img.size, img.mode
+    first = _first_image(train, classes)
+    try:
+        with Image.open(first) as img:
+            (w, h), mode = img.size, img.mode
+    except Exception as exc:  # noqa: BLE001 - PIL raises many types for corrupt files
+        raise unreadable_image(f"{ID}:{arg}", first, exc) from None
     size = w if w == h else DEFAULT_SIZE
     grey = mode in GREY_MODES
     return DatasetSpec(
@@ -71,7 +79,7 @@ def load(root: Path, classes: tuple[str, ...], native: int, mode: str, dataset_i
     channels = 1 if mode == "L" else 3
     transform = photo_transform(options, native, mean=(0.5,) * channels, std=(0.5,) * channels)
     return image_folder(directory, classes, transform, mode=mode, dataset_id=dataset_id,
-                        allow_missing_classes=split != "train")
+                        allow_missing_classes=split != "train", root=root)
 
 
 def _unbound(split: str, options: DataOptions):

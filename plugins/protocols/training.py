@@ -1,5 +1,7 @@
 """Training and evaluation as the training protocols run them: optimiser, schedule, `fit` (the loop
-around benchbench.step.train_step), `evaluate`, and `train_and_evaluate`, a cell's whole run."""
+around benchbench.step.train_step), `evaluate`, and `train_and_evaluate`, a cell's whole run (on
+one device here; on many through plugins/protocols/distributed.py, which runs `fit` and `evaluate`
+in every rank)."""
 
 from __future__ import annotations
 
@@ -9,15 +11,17 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.utils.data import Dataset
 
 from benchbench import precision as precision_policy
 from benchbench.clock import DeviceClock
 from benchbench.errors import BenchError
-from benchbench.specs import DatasetSpec, ProtocolContext
+from benchbench.specs import DataOptions, DatasetSpec, ProtocolContext
 from benchbench.step import forward, train_step
 from benchbench_plugins.protocols.loader import Loader, workers
+from benchbench_plugins.protocols.sharding import activation_checkpointing
 from benchbench_plugins.protocols.subsets import random_subset, training_subset
 from benchbench_plugins.protocols.training_settings import split_sizes
 
@@ -71,34 +75,44 @@ def total_steps(s: Mapping[str, Any], train_images: int) -> int:
 
 
 def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.device, seed: int, *,
-        show_progress: bool = False, desc: str = "train") -> dict[str, float]:
-    """Train `model` on `train` with the settings of `train_settings`; training metrics, timed."""
+        show_progress: bool = False, desc: str = "train", rank: int = 0, world: int = 1) -> dict[str, float]:
+    """Train `model` on `train` with the settings of `train_settings`; training metrics, timed.
+
+    Data-parallel (`world` > 1, `model` wrapped by DDP or FSDP, a process group up): this rank trains
+    on its part of each global batch of `batch_size` (plugins/protocols/loader.py); the steps, the
+    permutation and the metrics (global images, the loss of the global batch) are one process's."""
     from tqdm import tqdm
 
     total = total_steps(s, len(train))
     if total <= 0:
         raise BenchError("nothing to train; set epochs >= 1 or steps >= 1")
     gen = torch.Generator().manual_seed(seed)
-    loader = Loader(train, s["batch_size"], shuffle=True, generator=gen,
-                    num_workers=workers(s.get("num_workers", 0), train), pin_memory=device.type == "cuda")
+    batch_size = s["batch_size"]
+    loader = Loader(train, batch_size, shuffle=True, generator=gen, num_workers=workers(s.get("num_workers", 0), train),
+                    pin_memory=device.type == "cuda", rank=rank, world=world)
     model = model.to(device)
     opt = make_optimizer(model, s)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, make_schedule(total, int(s["warmup_fraction"] * total),
                                                                  s["schedule"]))
     precision = s.get("precision", "fp32")
     step = train_step(model, opt, device, precision, clip_grad_norm=s["clip_grad_norm"],
-                      label_smoothing=s["label_smoothing"], scheduler=sched)
+                      label_smoothing=s["label_smoothing"], scheduler=sched, world_size=world)
     done, images, last_loss = 0, 0, float("nan")
     bar = tqdm(total=total, desc=desc, unit="step", leave=False, disable=not show_progress, dynamic_ncols=True,
                mininterval=0.2 if sys.stderr.isatty() else 15.0)  # sparse lines in a log file
     model.train()
     with precision_policy.matmul_mode(device, precision), DeviceClock(device) as clock:
         while done < total:
-            for x, y in loader:
-                loss = step(x.to(device, non_blocking=True), y.to(device, non_blocking=True))
-                done, images = done + 1, images + len(y)
+            for i, (x, y) in enumerate(loader):
+                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                if world == 1:
+                    loss, n = step(x, y), len(y)
+                else:
+                    n = min(batch_size, len(train) - i * batch_size)  # the global batch's images
+                    loss = step(x, y, n)
+                done, images = done + 1, images + n
                 if done % 20 == 0 or done == total:
-                    last_loss = loss.item()  # syncs; so only every 20 steps
+                    last_loss = loss.item() if world == 1 else _mean_over_ranks(loss, world)  # syncs: every 20
                     if not math.isfinite(last_loss):
                         raise FloatingPointError(f"training loss became {last_loss} at step {done}")
                     bar.set_postfix(loss=f"{last_loss:.3f}", img_s=f"{images / clock.elapsed():.0f}", refresh=False)
@@ -117,6 +131,13 @@ def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.de
     }
 
 
+def _mean_over_ranks(loss: torch.Tensor, world: int) -> float:
+    """The global batch's mean loss from each rank's share of it (see benchbench.step.train_step)."""
+    total = loss.detach().float().clone()
+    dist.all_reduce(total)
+    return total.item() / world
+
+
 @dataclass(frozen=True)
 class Accuracy:
     top1: float
@@ -125,12 +146,15 @@ class Accuracy:
 
 
 def evaluate(model: nn.Module, dataset: Dataset, device: torch.device, batch_size: int, *,
-             precision: str = "fp32", num_workers: int = 0) -> Accuracy:
+             precision: str = "fp32", num_workers: int = 0, rank: int = 0, world: int = 1) -> Accuracy:
+    """Top-1/top-5 over `dataset`; data-parallel (`world` > 1), each rank evaluates its part of each
+    batch (every rank the same number of forward passes, as FSDP needs) and the counts are summed."""
     model.eval()
     logits_of = forward(model, device, precision)
     hit1 = hit5 = n = 0
     with precision_policy.matmul_mode(device, precision):
-        for x, y in Loader(dataset, batch_size, num_workers=num_workers, pin_memory=device.type == "cuda"):
+        for x, y in Loader(dataset, batch_size, num_workers=num_workers, pin_memory=device.type == "cuda",
+                           rank=rank, world=world):
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             logits = logits_of(x)
             k = min(5, logits.shape[1])
@@ -139,23 +163,44 @@ def evaluate(model: nn.Module, dataset: Dataset, device: torch.device, batch_siz
             hit1 += int(correct[:, 0].sum())
             hit5 += int(correct.any(dim=1).sum())
             n += len(y)
+    if world > 1:
+        counts = torch.tensor([hit1, hit5, n], dtype=torch.long, device=device)
+        dist.all_reduce(counts)
+        hit1, hit5, n = counts.tolist()
     if n == 0:
         raise ValueError("evaluation split is empty")
     return Accuracy(top1=hit1 / n, top5=hit5 / n, images=n)
 
 
-def train_and_evaluate(ctx: ProtocolContext, model: nn.Module, desc: str) -> dict[str, float]:
-    """A training cell's run: `fit` on the training split (its subset settings, augmented when asked),
-    then top-1/top-5 on the test split (or its subset), each timed on the device."""
-    s, device, spec = ctx.settings, ctx.device, ctx.dataset_spec
-    train = training_subset(spec.load("train", replace(ctx.data, augment=s["augment"])),
-                            per_class=s["train_per_class"], total=s["train_subset"], seed=ctx.seed)
-    test = random_subset(spec.load("test", ctx.data), s["test_subset"], ctx.seed + 1)
-    metrics = fit(model, train, s, device, ctx.seed, show_progress=ctx.show_progress, desc=desc)
+def cell_splits(spec: DatasetSpec, data: DataOptions, s: Mapping[str, Any], seed: int) -> tuple[Dataset, Dataset]:
+    """A training cell's (train, test) data: its subset settings, training images augmented when asked."""
+    train = training_subset(spec.load("train", replace(data, augment=s["augment"])),
+                            per_class=s["train_per_class"], total=s["train_subset"], seed=seed)
+    return train, random_subset(spec.load("test", data), s["test_subset"], seed + 1)
+
+
+def evaluate_timed(model: nn.Module, test: Dataset, s: Mapping[str, Any], device: torch.device, *,
+                   rank: int = 0, world: int = 1) -> dict[str, float]:
+    """`evaluate` on the device clock, as a cell's metrics."""
     with DeviceClock(device) as eval_clock:
         acc = evaluate(model, test, device, s["eval_batch_size"], precision=s["precision"],
-                       num_workers=workers(s["num_workers"], test))
-    metrics.update(top1=acc.top1, top5=acc.top5, eval_images=acc.images, eval_device_seconds=eval_clock.seconds)
+                       num_workers=workers(s["num_workers"], test), rank=rank, world=world)
+    return dict(top1=acc.top1, top5=acc.top5, eval_images=acc.images, eval_device_seconds=eval_clock.seconds)
+
+
+def train_and_evaluate(ctx: ProtocolContext, model: nn.Module, desc: str) -> dict[str, float]:
+    """A training cell's run: `fit` on the training split (its subset settings, augmented when asked),
+    then top-1/top-5 on the test split (or its subset), each timed on the device. On more than one
+    device, or sharded, the same run data-parallel (plugins/protocols/distributed.py)."""
+    s, device = ctx.settings, ctx.device
+    if s.get("devices", 1) * s.get("nodes", 1) > 1 or s.get("sharding", "ddp") != "ddp":
+        from benchbench_plugins.protocols.distributed import train_and_evaluate_parallel
+
+        return train_and_evaluate_parallel(ctx, model, desc)
+    train, test = cell_splits(ctx.dataset_spec, ctx.data, s, ctx.seed)
+    with activation_checkpointing(model, s.get("activation_checkpointing", False)):
+        metrics = fit(model, train, s, device, ctx.seed, show_progress=ctx.show_progress, desc=desc)
+    metrics.update(evaluate_timed(model, test, s, device))
     return metrics
 
 

@@ -1,5 +1,6 @@
-"""The settings the built-in protocols share: data (resolution, workers, precision), subsets, and the
-optimisation settings of `fit`, each declared once with protocol-specific defaults."""
+"""The settings the built-in protocols share: data (resolution, workers, precision), subsets, the
+optimisation settings of `fit` and how many devices run it, each declared once with
+protocol-specific defaults."""
 
 from __future__ import annotations
 
@@ -63,12 +64,31 @@ def data_settings(**defaults: Any) -> dict[str, Setting]:
     return out
 
 
+SHARDING = ("ddp", "fsdp")
+
+
+def parallel_settings() -> dict[str, Setting]:
+    """How many devices train a cell, and how (plugins/protocols/distributed.py)."""
+    return {
+        "devices": Setting(1, int, "data-parallel processes per node (GPUs on CUDA, processes on the CPU); "
+                           "batch_size stays the global batch, split across them", positive),
+        "nodes": Setting(1, int, "machines (> 1: under Slurm, one launcher per node); devices in all = "
+                         "devices x nodes", positive),
+        "sharding": Setting("ddp", str, "ddp (replicated weights, averaged gradients) | fsdp (weights, "
+                            "gradients and optimiser state sharded: torch's fully_shard)", one_of(*SHARDING)),
+        "activation_checkpointing": Setting(False, bool, "recompute each block's activations in the backward "
+                                            "pass (less memory, about a third more compute)"),
+        "timeout_s": Setting(600.0, float, "a collective that waits longer (a rank hung or dead) fails the "
+                             "cell", positive),
+    }
+
+
 def train_settings(**defaults: Any) -> dict[str, Setting]:
     """The optimisation settings of `fit`, with protocol-specific defaults."""
     out = {
         "epochs": Setting(1, int, "passes over the training split (ignored when steps > 0)", non_negative),
         "steps": Setting(0, int, "optimiser steps; 0 means use epochs", non_negative),
-        "batch_size": Setting(128, int, "training batch size", positive),
+        "batch_size": Setting(128, int, "training batch size: the global batch, split across devices", positive),
         "optimizer": Setting("adamw", str, "adamw | adam | sgd", one_of("adamw", "adam", "sgd")),
         "lr": Setting(1e-3, float, "peak learning rate", positive),
         "weight_decay": Setting(0.05, float, "on weight matrices and kernels only", non_negative),
@@ -81,6 +101,7 @@ def train_settings(**defaults: Any) -> dict[str, Setting]:
         "augment": Setting(False, bool, "random crop + flip on training images (flip only for in-memory data)"),
         **subset_settings(),
         "eval_batch_size": Setting(512, int, "evaluation batch size", positive),
+        **parallel_settings(),
     }
     for key, value in defaults.items():
         out[key] = Setting(value, out[key].type, out[key].help, out[key].check)

@@ -1,0 +1,158 @@
+"""Running one function in many processes, one per device, with torch's elastic launcher (what
+torchrun uses): the device check before the launch, each rank's process group, and a failed rank's
+error as the caller's exception.
+
+Each rank runs `entry(*args)` (a top-level, importable function; its arguments are pickled). What
+a rank raises is written to the launch's folder before the rank fails, so the caller reports the
+rank's own error; a rank that died without a word (a signal, os._exit) is reported by its exit.
+The launcher stops the other ranks (SIGTERM, then SIGKILL after SHUTDOWN_TIMEOUT_S): nothing stays.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import traceback
+import uuid
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+import torch
+
+from benchbench.errors import BenchError
+from benchbench.rendezvous import Rendezvous
+
+# Seconds the launcher waits for the other ranks to stop after one failed, before SIGKILL.
+SHUTDOWN_TIMEOUT_S = 5
+_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+
+
+class RankFailure(Exception):
+    """A rank raised, died or hung; the message names the rank and its error."""
+
+
+def available_devices(device_type: str) -> int:
+    """Processes one node can run: its CUDA devices, or on the CPU its usable cores (one each)."""
+    if device_type == "cuda":
+        return torch.cuda.device_count()
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def check_devices(device_type: str, devices: int) -> None:
+    """A BenchError, before anything starts, for a device type without a backend or more devices than
+    this node has."""
+    if device_type not in ("cpu", "cuda"):
+        raise BenchError(f"devices = {devices}: data-parallel runs use cpu (gloo) or cuda (nccl), not {device_type}")
+    have = available_devices(device_type)
+    if devices > have:
+        what = "CUDA devices" if device_type == "cuda" else "CPU cores (one process each)"
+        raise BenchError(f"devices = {devices}: this machine has {have} {what}; set devices to at most {have}")
+
+
+def init_rank(device_type: str, *, timeout_s: float, threads: int = 1, local: bool = True) -> tuple[torch.device, int, int]:
+    """In a rank: its device, the process group (NCCL on CUDA, gloo on the CPU with `threads` threads,
+    over loopback when `local`), and (device, rank, world size)."""
+    import torch.distributed as dist
+
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if device_type == "cuda":
+        device, backend = torch.device("cuda", local_rank), "nccl"
+        torch.cuda.set_device(device)
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+        torch.set_num_threads(threads)
+        if local:
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+    return device, dist.get_rank(), dist.get_world_size()
+
+
+def _rank_main(folder: str, entry: Callable, args: tuple) -> Any:
+    """A rank's process: entry(*args); its error, if any, goes to folder/rank<R>.error first."""
+    rank = int(os.environ["RANK"])
+    try:
+        return entry(*args)
+    except BaseException as exc:
+        kind = "BenchError" if isinstance(exc, BenchError) else type(exc).__name__
+        text = f"{kind}: {exc}".replace("\n", " ")
+        (Path(folder) / f"rank{rank}.error").write_text(f"{text}\n{traceback.format_exc()}")
+        raise
+    finally:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+@contextmanager
+def _launcher_quiet() -> Iterator[None]:
+    """The launcher logs each start and stop at INFO/WARNING; the caller reports what matters."""
+    logger = logging.getLogger("torch.distributed.elastic")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def launch(entry: Callable, args: tuple, rdzv: Rendezvous, nproc: int, *, folder: str) -> dict[int, Any]:
+    """entry(*args) in `nproc` processes on this node (of `rdzv.nodes`); {global rank: return value}
+    of this node's ranks. A failed rank is a RankFailure (a BenchError when the rank's error was one);
+    SIGINT/SIGTERM stop the ranks and come back as KeyboardInterrupt. The launcher's signal handlers
+    are undone afterwards, so the caller's own (Ctrl-C, SIGTERM: exit 130) hold again."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    config = LaunchConfig(
+        min_nodes=rdzv.nodes, max_nodes=rdzv.nodes, nproc_per_node=nproc, run_id=uuid.uuid4().hex,
+        rdzv_backend="c10d" if rdzv.local else "static", rdzv_endpoint=rdzv.endpoint,
+        rdzv_configs={} if rdzv.local else {"rank": rdzv.node_rank}, max_restarts=0, monitor_interval=0.1,
+        start_method="spawn", local_addr=rdzv.addr if rdzv.local else None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+    handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
+    try:
+        with _launcher_quiet():
+            return elastic_launch(config, _rank_main)(folder, entry, args)
+    except ChildFailedError as exc:
+        raise failure(exc.failures, folder, nproc * rdzv.nodes) from None
+    except SignalException as exc:
+        raise KeyboardInterrupt(f"stopped by {exc.sigval.name}") from None
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
+def _rank_error(folder: str, rank: int, exitcode: int) -> tuple[str, str | None]:
+    """(one line, traceback or None) of a failed rank: what it wrote before exiting, else how it ended."""
+    path = Path(folder) / f"rank{rank}.error"
+    if path.is_file():
+        line, _, trace = path.read_text().partition("\n")
+        return line, trace or None
+    if exitcode < 0:
+        return f"killed by signal {signal.Signals(-exitcode).name}", None
+    return f"exited with status {exitcode} without an error (e.g. os._exit)", None
+
+
+def failure(failures: Mapping[int, Any], folder: str, world: int) -> Exception:
+    """The error from the launcher's failed ranks: the first to fail (the cause; the others mostly
+    fail because it did), then the others in one clause."""
+    ordered = sorted(failures.items(), key=lambda kv: (kv[1].timestamp, kv[0]))
+    first_rank, first = ordered[0]
+    line, trace = _rank_error(folder, first_rank, first.exitcode)
+    message = f"rank {first_rank} of {world} failed: {line}"
+    others = [f"rank {r}: {_rank_error(folder, r, f.exitcode)[0]}" for r, f in ordered[1:]]
+    if others:
+        message += f" (then {'; '.join(others)})"
+    if line.startswith("BenchError: "):  # the user's to fix (_rank_main writes any BenchError so)
+        return BenchError(message)
+    exc = RankFailure(message)
+    if trace:
+        exc.add_note(f"rank {first_rank}'s traceback:\n{trace}")
+    return exc

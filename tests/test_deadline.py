@@ -1,0 +1,127 @@
+"""The per-cell wall-clock limit (off by default): a cell that hangs (asleep, or busy in Python) is
+stopped when its time is up and recorded as failed, with the traceback of where it was; the suite goes
+on. In the main thread and in a worker thread (as an executor may run cells)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from benchbench.deadline import CellTimeLimit, time_limit
+
+HANG_PLUGIN = """
+import time
+from benchbench import hookimpl
+from benchbench.specs import ProtocolSpec, Setting
+
+def run(ctx):
+    how = ctx.settings["how"]
+    if how == "sleep":
+        time.sleep(3600)  # a plugin waiting forever on something
+    elif how == "busy":
+        while True:  # a plugin looping forever
+            pass
+    return {"top1": 0.5}
+
+@hookimpl
+def register_protocols(register):
+    register(ProtocolSpec(id="hang", name="Hang", run=run, needs_initialised_model=False,
+                          settings={"how": Setting("ok", str, "sleep | busy | ok")},
+                          estimate=lambda s, d: {"train_images": 0.0, "eval_images": 0.0}))
+"""
+
+SUITE = """
+    [suite]
+    {limit}
+    models = ["vit-mu7"]
+    datasets = ["fashion-mnist"]
+    protocols = ["hang"]
+    [sweep.hang]
+    how = ["sleep", "busy", "ok"]
+"""
+
+
+def test_a_hanging_cell_fails_when_its_time_is_up_and_the_suite_goes_on(run_suite, capsys):
+    run_suite.plugin(HANG_PLUGIN, "hang.py")
+    run_suite.write(SUITE.format(limit="cell_time_limit_s = 4"))  # room for building and counting the model
+    start = time.monotonic()
+    assert run_suite.run() == 1
+    elapsed = time.monotonic() - start
+    by = {r.settings["how"]: r for r in run_suite.records()}
+    for how, line in (("sleep", "time.sleep(3600)"), ("busy", "hang.py")):
+        r = by[how]
+        assert r.status == "failed" and r.error.startswith("CellTimeLimit: the cell ran longer than its limit of 4 s")
+        frames = [x for x in r.traceback.splitlines() if x.startswith('  File "')]
+        assert "hang.py" in frames[-2] and r.wall_seconds >= 4  # where it hung (then the alarm handler)
+        assert how == "busy" or line in r.traceback
+    assert by["ok"].status == "ok" and by["ok"].metrics["top1"] == 0.5
+    assert elapsed < 600  # two stopped cells, not two hours
+    assert "2 of 3 cells failed" in capsys.readouterr().err
+
+
+def test_the_option_overrides_the_suite_and_bad_limits_are_refused(run_suite, capsys):
+    run_suite.plugin(HANG_PLUGIN, "hang.py")
+    run_suite.write(SUITE.format(limit="").replace('["sleep", "busy", "ok"]', '["sleep", "ok"]'))
+    assert run_suite.run("--cell-time-limit", "4") == 1
+    assert [r.status for r in run_suite.records()] == ["failed", "ok"]
+    for bad in ("0", "-1", "nan", "inf"):
+        assert run_suite.run("--cell-time-limit", bad) == 2
+        assert "--cell-time-limit" in capsys.readouterr().err
+    run_suite.write(SUITE.format(limit='cell_time_limit_s = "1h"'))
+    assert run_suite.run() == 2
+    assert "[suite].cell_time_limit_s = '1h': expected a positive number of seconds" in capsys.readouterr().err
+
+
+def test_the_limit_is_off_by_default_and_not_part_of_a_cells_key(tmp_path, catalog):
+    from dataclasses import replace
+
+    from benchbench.suite import load_suite
+
+    path = tmp_path / "s.toml"
+    path.write_text('[suite]\nmodels = ["vit-mu7"]\ndatasets = ["fashion-mnist"]\nprotocols = ["measure"]\n')
+    (cell,) = load_suite(str(path), catalog).cells
+    assert cell.time_limit_s is None
+    assert replace(cell, time_limit_s=5.0).key == cell.key  # a run resumes when the limit changes
+
+
+@pytest.mark.parametrize("how", ["sleep", "busy"])
+def test_the_limit_works_in_a_worker_thread_and_never_fires_after_the_block(how):
+    caught = []
+
+    def worker():
+        try:
+            with time_limit(0.3):
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    if how == "sleep":
+                        time.sleep(0.01)
+            caught.append("not stopped")
+        except CellTimeLimit as exc:
+            caught.append(str(exc))
+        try:  # a block that ends in time: nothing is raised later
+            with time_limit(0.2):
+                pass
+            time.sleep(0.5)
+            caught.append("quiet")
+        except CellTimeLimit:
+            caught.append("leaked")
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join(120)
+    assert caught[0].startswith("the cell ran longer than its limit of 0.3 s") and caught[1] == "quiet"
+
+
+def test_the_main_thread_limit_restores_the_previous_alarm_handler():
+    import signal
+
+    before = signal.getsignal(signal.SIGALRM)
+    with pytest.raises(CellTimeLimit):
+        with time_limit(0.2):
+            time.sleep(30)
+    with time_limit(0.2):
+        pass
+    time.sleep(0.3)  # no alarm left armed
+    assert signal.getsignal(signal.SIGALRM) == before

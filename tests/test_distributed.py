@@ -1,0 +1,388 @@
+"""Data-parallel training of one cell (plugins/protocols/distributed.py) in real processes: gloo on
+the CPU, 2 ranks launched by torch's elastic launcher, no mocks.
+
+The independent source is the single-process run of the same cell: with `devices = 2` at the same
+global batch the final weights match it (float64: to 1e-12; float32: to a stated tolerance) and so do
+the metrics. Faults are real too: a plugin model whose rank 1 raises, is SIGKILLed or hangs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+# A float64 ViT-Mu/7 (weights and inputs float64), and copies whose rank 1 misbehaves at its 3rd
+# training forward pass: raises, is killed (SIGKILL), exits without a word (os._exit), or hangs.
+PLUGIN = """
+import os, signal, time
+from benchbench import hookimpl
+from benchbench.specs import ModelSpec
+from benchbench_plugins.models.vision_transformer import WIDTHS, VisionTransformer
+
+
+class F64(VisionTransformer):
+    fault = ""
+    calls = 0
+
+    def forward(self, x):
+        if self.training and self.fault and os.environ.get("RANK") == "1":
+            type(self).calls += 1
+            if self.calls == 3:
+                if self.fault == "raises":
+                    raise ValueError("boom on rank 1")
+                if self.fault == "dies":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                if self.fault == "exits":
+                    os._exit(3)
+                if self.fault == "hangs":
+                    time.sleep(600)
+        return super().forward(x.double())
+
+
+def make(fault):
+    cls = type("F64" + fault, (F64,), {"fault": fault})
+    return lambda num_classes, image_size, in_chans: cls(WIDTHS["Mu"], 7, num_classes=num_classes,
+                                                         image_size=image_size, in_chans=in_chans).double()
+
+
+@hookimpl
+def register_models(register):
+    for fault in ("", "raises", "dies", "exits", "hangs"):
+        register(ModelSpec(id="vit-f64" + (f"-{fault}" if fault else ""), name="ViT-Mu/7 float64 " + fault,
+                           family="vit", build=make(fault), default_resolution=28, resolution_multiple=7))
+"""
+
+# 299 training images in global batches of 32: the last batch of each epoch (11 images) splits 6 / 5,
+# so the ranks' shares differ in size. Clipping at 0.05 is active at every step, so the ranks must
+# clip the global gradient, not their own.
+SUITE = """
+[suite]
+name = "{name}"
+models = ["{model}"]
+datasets = ["fashion-mnist"]
+protocols = ["scratch"]
+[settings.scratch]
+epochs = 1
+train_subset = 299
+test_subset = 99
+batch_size = 32
+eval_batch_size = 20
+lr = 3e-3
+clip_grad_norm = 0.05
+devices = {devices}
+save_checkpoint = true
+{extra}
+"""
+
+
+MARK = "BENCHBENCH_TEST_RANKS"
+
+
+@pytest.fixture(autouse=True)
+def mark_processes(monkeypatch):
+    """Every process this test starts inherits a mark in its environment, so `_leftovers` finds them
+    even when re-parented (orphans)."""
+    monkeypatch.setenv(MARK, f"{os.getpid()}-{os.urandom(4).hex()}")
+
+
+def _leftovers() -> list[tuple[int, str]]:
+    """(pid, command line) of every live process, this one and Python's multiprocessing resource
+    tracker aside, that carries this test's mark."""
+    mark = f"{MARK}={os.environ[MARK]}".encode()
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+            if mark not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "resource_tracker" not in cmd:
+            out.append((int(entry.name), cmd))
+    return out
+
+
+def _run(run_suite, name: str, model: str, devices: int, extra: str = ""):
+    run_suite.write(SUITE.format(name=name, model=model, devices=devices, extra=extra), f"{name}.toml")
+    run_suite.run()
+    run_dir = next(d for d in run_suite.run_dirs() if d.parent.name == name)
+    (record,) = run_suite.records(run_dir)
+    return record, run_dir
+
+
+def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    (path,) = (run_dir / "checkpoints").glob("*.pt")
+    return torch.load(path, weights_only=True)["state_dict"]
+
+
+def _max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
+
+
+SAME_METRICS = ("top1", "top5", "eval_images", "train_steps", "train_images_seen", "train_examples")
+
+
+def test_two_devices_train_the_weights_one_device_trains_float64(run_suite):
+    run_suite.plugin(PLUGIN, "f64.py")
+    one, one_dir = _run(run_suite, "one", "vit-f64", 1)
+    two, two_dir = _run(run_suite, "two", "vit-f64", 2)
+    assert one.ok and two.ok, (one.error, two.error)
+    assert _max_diff(_weights(one_dir), _weights(two_dir)) < 1e-12
+    assert _max_diff(_weights(one_dir), {k: torch.zeros_like(v) for k, v in _weights(one_dir).items()}) > 0.01
+    for key in SAME_METRICS:
+        assert one.metrics[key] == two.metrics[key], key
+    assert one.metrics["train_steps"] == 10  # ceil(299 / 32): the global batch, not 32 per rank
+    # the step computes the loss in float32 (benchbench.step): a mean there, a sum x 2 / 32 per rank here
+    assert two.metrics["train_loss"] == pytest.approx(one.metrics["train_loss"], rel=1e-6)
+    # accounting: all devices count
+    assert (one.devices, two.devices) == (1, 2)
+    m = two.metrics
+    assert m["train_device_days"] == pytest.approx(2 * m["train_device_seconds"] / 86_400)
+    assert m["train_img_per_s"] == pytest.approx(m["train_images_seen"] / m["train_device_seconds"])
+    assert m["train_img_per_s_per_device"] == pytest.approx(m["train_img_per_s"] / 2)
+    assert m["train_peak_mem_mb_per_device"] > 0
+    assert _leftovers() == []
+
+
+@pytest.mark.slow
+def test_two_devices_float32_and_files_through_dataloader(run_suite):
+    """float32 (the real ViT-Mu/7, SGD): equal within 1e-5; and a file-like dataset (synthetic, read
+    item by item through a DataLoader) sharded by batch sampler: float64-exact."""
+    one, one_dir = _run(run_suite, "one", "vit-mu7", 1, 'optimizer = "sgd"')
+    two, two_dir = _run(run_suite, "two", "vit-mu7", 2, 'optimizer = "sgd"')
+    assert one.ok and two.ok, (one.error, two.error)
+    assert _max_diff(_weights(one_dir), _weights(two_dir)) < 1e-5
+    for key in SAME_METRICS:
+        assert one.metrics[key] == two.metrics[key], key
+    run_suite.plugin(PLUGIN, "f64.py")
+    files = 'resolution = 14\nnum_workers = 0\n'
+    for name, devices in (("synth1", 1), ("synth2", 2)):
+        run_suite.write(SUITE.format(name=name, model="vit-f64", devices=devices, extra=files)
+                        .replace('"fashion-mnist"', '"synthetic"').replace("299", "203"), f"{name}.toml")
+        run_suite.run()
+    a, b = (next(d for d in run_suite.run_dirs() if d.parent.name == n) for n in ("synth1", "synth2"))
+    (ra,), (rb,) = run_suite.records(a), run_suite.records(b)
+    assert ra.ok and rb.ok, (ra.error, rb.error)
+    assert _max_diff(_weights(a), _weights(b)) < 1e-12
+    assert ra.metrics["top1"] == rb.metrics["top1"]
+
+
+@pytest.mark.slow
+def test_fsdp_with_activation_checkpointing_matches_ddp(run_suite):
+    run_suite.plugin(PLUGIN, "f64.py")
+    ddp, ddp_dir = _run(run_suite, "ddp", "vit-f64", 2)
+    fsdp, fsdp_dir = _run(run_suite, "fsdp", "vit-f64", 2, 'sharding = "fsdp"\nactivation_checkpointing = true')
+    assert ddp.ok and fsdp.ok, (ddp.error, fsdp.error)
+    assert _max_diff(_weights(ddp_dir), _weights(fsdp_dir)) < 1e-12
+    for key in SAME_METRICS:
+        assert ddp.metrics[key] == fsdp.metrics[key], key
+    assert _leftovers() == []
+
+
+@pytest.mark.slow
+def test_a_rank_that_raises_dies_or_exits_fails_its_cell_and_the_suite_goes_on(run_suite):
+    run_suite.plugin(PLUGIN, "f64.py")
+    run_suite.write(SUITE.format(name="faults", model="vit-f64-raises", devices=2, extra="")
+                    .replace('models = ["vit-f64-raises"]',
+                             'models = ["vit-f64-raises", "vit-f64-dies", "vit-f64-exits", "vit-f64"]'), "f.toml")
+    assert run_suite.run() == 1
+    by = {r.model: r for r in run_suite.records()}
+    raised, died, exited = by["vit-f64-raises"], by["vit-f64-dies"], by["vit-f64-exits"]
+    assert raised.status == "failed" and raised.error.startswith("RankFailure: rank 1 of 2 failed: ValueError: "
+                                                                 "boom on rank 1"), raised.error
+    assert 'raise ValueError("boom on rank 1")' in raised.traceback  # the rank's own traceback
+    assert died.status == "failed" and "rank 1 of 2 failed: killed by signal SIGKILL" in died.error, died.error
+    assert exited.status == "failed" and "rank 1 of 2 failed: exited with status 3" in exited.error, exited.error
+    assert all(r.devices == 2 and r.metrics["params"] > 0 for r in (raised, died, exited))
+    assert by["vit-f64"].ok
+    assert _leftovers() == []
+
+
+@pytest.mark.slow
+def test_a_hung_rank_fails_its_cell_at_the_collective_timeout(run_suite):
+    run_suite.plugin(PLUGIN, "f64.py")
+    record, _ = _run(run_suite, "hang", "vit-f64-hangs", 2, "timeout_s = 3")
+    assert record.status == "failed"
+    # rank 0 waits in the gradients' all-reduce for the hung rank 1, gives up after 3 s and fails
+    assert record.error.startswith("RankFailure: rank 0 of 2 failed: "), record.error
+    assert "timed out" in record.error.lower() or "timeout" in record.error.lower(), record.error
+    assert record.wall_seconds < 120
+    assert _leftovers() == []
+
+
+def test_more_devices_than_cores_or_an_indivisible_batch_fail_before_anything_runs(run_suite):
+    cores = len(os.sched_getaffinity(0))
+    run_suite.write(SUITE.format(name="many", model="vit-mu7", devices=cores + 1, extra=""), "many.toml")
+    run_suite.write(SUITE.format(name="odd", model="vit-mu7", devices=2, extra="").replace("= 32", "= 33"),
+                    "odd.toml")
+    run_suite.run(suite=run_suite.dir / "many.toml")
+    run_suite.run(suite=run_suite.dir / "odd.toml")
+    many, odd = (run_suite.records(next(d for d in run_suite.run_dirs() if d.parent.name == n))[0]
+                 for n in ("many", "odd"))
+    assert many.error == (f"BenchError: devices = {cores + 1}: this machine has {cores} CPU cores (one process "
+                          f"each); set devices to at most {cores}")
+    assert odd.error.startswith("BenchError: batch_size = 33 is the global batch: it must divide by the 2 devices")
+    assert many.traceback == "" and odd.traceback == ""
+    assert "train_device_seconds" not in many.metrics
+
+
+# --- no processes: the pieces ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_the_ranks_parts_of_each_batch_are_the_single_process_batch(shuffle, in_memory):
+    """Rank r's batch i, for r = 0..2 concatenated, is batch i of the one-process loader with the same
+    seed: in-memory (sliced) and item by item (DataLoader with the ranks' batch sampler)."""
+    from torch.utils.data import Subset, TensorDataset
+
+    from benchbench_plugins.protocols.loader import Loader
+
+    data = TensorDataset(torch.arange(103).float()[:, None], torch.arange(103))
+    if not in_memory:
+        data = Subset(data, list(range(103)))
+
+    def batches(rank=0, world=1):
+        gen = torch.Generator().manual_seed(7)
+        return [y for _, y in Loader(data, 10, shuffle=shuffle, generator=gen, rank=rank, world=world)]
+
+    whole = batches()
+    parts = [batches(r, 3) for r in range(3)]
+    assert len(whole) == 11 and all(len(p) == 11 for p in parts)
+    for i, batch in enumerate(whole):
+        assert torch.equal(torch.cat([p[i] for p in parts]), batch)
+        assert [len(p[i]) for p in parts] == [len(batch) // 3 + (r < len(batch) % 3) for r in range(3)]
+    assert sorted(torch.cat(whole).tolist()) == list(range(103))
+
+
+def test_repeated_units_are_the_blocks_and_residual_units(catalog):
+    from benchbench_plugins.protocols.sharding import repeated_units
+
+    vit = catalog.models.get("vit-mu7").build(num_classes=10, image_size=28, in_chans=1)
+    assert repeated_units(vit) == list(vit.blocks)  # one per layer (Table 1's depth)
+    bit = catalog.models.get("bit-r20x1-small").build(num_classes=10, image_size=28, in_chans=1)
+    units = repeated_units(bit)
+    assert units == [u for stage in bit.stages for u in stage] and len(units) > 2
+    assert repeated_units(torch.nn.Linear(2, 2)) == []
+
+
+def test_activation_checkpointing_keeps_the_gradients_and_the_state_dict(catalog):
+    from benchbench_plugins.protocols.sharding import activation_checkpointing
+
+    torch.manual_seed(0)
+    model = catalog.models.get("vit-mu7").build(num_classes=10, image_size=28, in_chans=1).double()
+    x, y = torch.randn(4, 1, 28, 28, dtype=torch.float64), torch.tensor([0, 1, 2, 3])
+
+    def grads():
+        model.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    plain, keys = grads(), list(model.state_dict())
+    with activation_checkpointing(model) as units:
+        assert units == len(model.blocks) and list(model.state_dict()) == keys
+        checkpointed = grads()
+    assert "forward" not in vars(model.blocks[0])  # undone
+    assert all(torch.equal(a, b) for a, b in zip(plain, checkpointed))
+
+
+def test_rendezvous_from_slurm_and_torchrun_environments():
+    from benchbench.errors import BenchError
+    from benchbench.rendezvous import Rendezvous, expand_nodelist, rendezvous_from_env
+
+    assert expand_nodelist("gpu[01-03,07],login1,n[8-10]") == ["gpu01", "gpu02", "gpu03", "gpu07", "login1",
+                                                               "n8", "n9", "n10"]
+    assert expand_nodelist("node17") == ["node17"]
+    assert rendezvous_from_env(1, {}) == Rendezvous(1, 0, "127.0.0.1", 0)
+    slurm = {"SLURM_NNODES": "4", "SLURM_NODEID": "2", "SLURM_JOB_NODELIST": "gpu[11-14]", "SLURM_JOB_ID": "123456"}
+    assert rendezvous_from_env(4, slurm) == Rendezvous(4, 2, "gpu11", 20_000 + 123456 % 20_000)
+    assert rendezvous_from_env(4, {**slurm, "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}) == \
+        Rendezvous(4, 2, "10.0.0.1", 29500)
+    assert rendezvous_from_env(2, {"MASTER_ADDR": "h0", "MASTER_PORT": "29400", "NODE_RANK": "1"}) == \
+        Rendezvous(2, 1, "h0", 29400)
+    with pytest.raises(BenchError, match=r"nodes = 2, but this Slurm job has 4 \(SLURM_NNODES\)"):
+        rendezvous_from_env(2, slurm)
+    with pytest.raises(BenchError, match="nodes = 2 needs a multi-node launch: .* set MASTER_ADDR, MASTER_PORT, "
+                                         "NODE_RANK"):
+        rendezvous_from_env(2, {})
+    with pytest.raises(BenchError, match="SLURM_NODEID='x': expected an integer"):
+        rendezvous_from_env(4, {**slurm, "SLURM_NODEID": "x"})
+
+
+@pytest.mark.slow
+def test_profile_devices_reports_scaling_efficiency(run_suite):
+    import json
+
+    out = run_suite.cli("profile", "vit-mu7", "--device", "cpu", "--mode", "train", "--devices", "2",
+                        "--batch-size", "16", "--min-steps", "3", "--warmup-steps", "1", "--json")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert (r["devices"], r["batch_size_per_device"], r["threads_per_device"]) == (2, 16, len(os.sched_getaffinity(0)) // 2)
+    assert r["img_per_s_per_device"] == pytest.approx(r["img_per_s"] / 2)
+    assert r["scaling_efficiency"] == pytest.approx(r["img_per_s"] / (2 * r["img_per_s_one_device"]))
+    assert r["img_per_s"] > 0 and r["img_per_s_one_device"] > 0
+    bad = run_suite.cli("profile", "vit-mu7", "--device", "cpu", "--devices", "2")
+    assert bad.returncode == 2 and "--devices: scaling is measured for training; add --mode train" in bad.stderr
+    assert _leftovers() == []
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_parallel_cell_stops_every_rank_and_exits_130(run_suite):
+    import signal
+    import time
+
+    run_suite.write(SUITE.format(name="long", model="vit-mu7", devices=2, extra="").replace("epochs = 1", "epochs = 1000"))
+    proc = run_suite.start()
+    deadline = time.monotonic() + 300
+    while not any("multiprocessing.spawn" in cmd for _, cmd in _leftovers()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.5)
+    time.sleep(3)  # the ranks are training
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 130, proc.communicate()
+    deadline = time.monotonic() + 30
+    while _leftovers() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _leftovers() == []
+
+
+# --- NCCL on GPUs (skipped without them) -------------------------------------------------------------
+
+
+def _gpus() -> int:
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_gpus() < 1, reason="no CUDA device")
+def test_nccl_fsdp_on_one_gpu_matches_the_plain_run_float64(run_suite):
+    """The NCCL path on any GPU: FSDP over a world of 1 through the launcher against the in-process run."""
+    run_suite.device = "cuda"
+    run_suite.plugin(PLUGIN, "f64.py")
+    one, one_dir = _run(run_suite, "one", "vit-f64", 1, 'precision = "fp32"')
+    fsdp, fsdp_dir = _run(run_suite, "fsdp", "vit-f64", 1, 'precision = "fp32"\nsharding = "fsdp"')
+    assert one.ok and fsdp.ok, (one.error, fsdp.error)
+    assert _max_diff(_weights(one_dir), _weights(fsdp_dir)) < 1e-10
+    assert _leftovers() == []
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_gpus() < 2, reason="needs 2 CUDA devices")
+@pytest.mark.parametrize("sharding", ["ddp", "fsdp"])
+def test_nccl_two_gpus_train_the_weights_one_gpu_trains(run_suite, sharding):
+    run_suite.device = "cuda"
+    run_suite.plugin(PLUGIN, "f64.py")
+    one, one_dir = _run(run_suite, "one", "vit-f64", 1, 'precision = "fp32"')
+    two, two_dir = _run(run_suite, "two", "vit-f64", 2, f'precision = "fp32"\nsharding = "{sharding}"')
+    assert one.ok and two.ok, (one.error, two.error)
+    assert _max_diff(_weights(one_dir), _weights(two_dir)) < 1e-10  # float64 on GPUs: reductions reorder
+    for key in SAME_METRICS:
+        assert one.metrics[key] == two.metrics[key], key
+    assert _leftovers() == []
