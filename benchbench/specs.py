@@ -35,6 +35,32 @@ class AdaptsStateDict(Protocol):
         """E.g. resize position embeddings to this model's patch grid; ValueError when it cannot."""
 
 
+@runtime_checkable
+class PatchTokenModel(Protocol):
+    """Optional for a model: a transformer over a grid of patch tokens with a [class] token (a ViT, a
+    hybrid). Masked patch prediction (the `mpp` protocol) and `benchbench analyze` need it."""
+
+    patch_size: int  # input pixels along one side of the square each token covers
+    grid: int  # tokens along one side of the image
+
+    def embed_patches(self, x: "torch.Tensor") -> "torch.Tensor":
+        """The patch embeddings (N, grid * grid, D), row-major, before the [class] token and positions."""
+
+    def encode(self, patches: "torch.Tensor") -> "torch.Tensor":
+        """Final-norm tokens (N, 1 + P, D) from (possibly corrupted) patch embeddings (N, P, D); token 0 is
+        the [class] token. `features(x)` is `encode(embed_patches(x))[:, 0]`."""
+
+    def attention_weights(self, x: "torch.Tensor") -> list["torch.Tensor"]:
+        """Every layer's softmax attention (N, heads, 1 + P, 1 + P), computed explicitly (slow; for
+        analysis only: the forward pass keeps its fused kernel)."""
+
+    def position_embeddings(self) -> "torch.Tensor":
+        """The patch positions' learned embeddings (P, D), without the [class] token's."""
+
+    def patch_filters(self) -> "torch.Tensor | None":
+        """The linear patch projection's filters (D, C, p, p); None where patches come from a CNN."""
+
+
 @dataclass(frozen=True)
 class NpzLayout:
     """A family's checkpoint layout from the paper's code release (.npz of flattened Flax trees).
@@ -175,6 +201,9 @@ class ProtocolSpec:
     # True: the protocol trains on the cell's data, so its `train_img_per_s` is the pace of a real run
     # (cost estimates before a run use it); False for synthetic benchmarks and frozen-feature probes.
     trains: bool = True
+    # check_model(model_spec) -> None, or why this protocol cannot run that model (e.g. it has no patch
+    # tokens); suites are checked before any cell runs.
+    check_model: Callable[[ModelSpec], str | None] | None = None
 
 
 def input_shape(settings: Mapping[str, Any], model_spec: ModelSpec, dataset_spec: DatasetSpec) -> dict[str, int]:

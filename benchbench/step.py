@@ -23,7 +23,8 @@ CLIP_GRAD_NORM = 1.0
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device, precision: str, *,
                clip_grad_norm: float = CLIP_GRAD_NORM, label_smoothing: float = 0.0,
                scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
-               world_size: int = 1) -> Callable[..., torch.Tensor]:
+               world_size: int = 1,
+               loss_fn: Callable[[object, torch.Tensor], torch.Tensor] | None = None) -> Callable[..., torch.Tensor]:
     """step(x, y) -> the batch's loss (a tensor: reading it waits for the device). A precision this
     device does not run (benchbench.precision.check) is a BenchError here, before any step.
 
@@ -31,17 +32,23 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch
     ranks): step(x, y, global_batch) takes this rank's part of a global batch of `global_batch`
     images. Its loss is the sum over its images x world_size / global_batch, so the averaged gradient
     is the gradient of the global batch's mean loss even when the parts differ in size, and clipping
-    (after the gradients are averaged) sees the global gradient, as one process would."""
+    (after the gradients are averaged) sees the global gradient, as one process would.
+
+    The loss is cross-entropy of the model's logits against `y`; `loss_fn(output, y)` replaces it for a
+    model whose output is not logits (masked patch prediction returns its logits with their targets;
+    one process only)."""
     precision = precision_policy.check(device, precision)
     scaler = precision_policy.grad_scaler(device, precision)
 
     def step(x: torch.Tensor, y: torch.Tensor, global_batch: int | None = None) -> torch.Tensor:
         with precision_policy.autocast(device, precision):
-            logits = model(x)
-        if world_size == 1:
-            loss = F.cross_entropy(logits.float(), y, label_smoothing=label_smoothing)
+            out = model(x)
+        if loss_fn is not None:
+            loss = loss_fn(out, y)
+        elif world_size == 1:
+            loss = F.cross_entropy(out.float(), y, label_smoothing=label_smoothing)
         else:
-            loss = F.cross_entropy(logits.float(), y, label_smoothing=label_smoothing,
+            loss = F.cross_entropy(out.float(), y, label_smoothing=label_smoothing,
                                    reduction="sum") * (world_size / global_batch)
         optimizer.zero_grad(set_to_none=True)
         if scaler is not None:

@@ -287,6 +287,15 @@ def _check_resolution(model_id: str, dataset_id: str, settings: Mapping[str, Any
                          + (f" or {lower}" if lower else "") + " in the protocol's settings, or pick another model")
 
 
+def _check_model(model_id: str, proto_id: str, where: str, catalog: Catalog) -> bool:
+    """The protocol's own check that it can run this model (e.g. `mpp` needs patch tokens)."""
+    check = catalog.protocols.get(proto_id).check_model
+    problem = check(catalog.models.get(model_id)) if check is not None else None
+    if problem:
+        raise SuiteError(f"{where}: {problem}")
+    return True
+
+
 def _expand(lists: dict[str, tuple[Any, str]], settings: dict[str, dict], sweeps: dict[str, dict],
             overrides: list[Override], where: str, catalog: Catalog) -> list[Cell]:
     """Cells of one matrix. `lists` maps each list key to (value, the section it came from)."""
@@ -299,7 +308,7 @@ def _expand(lists: dict[str, tuple[Any, str]], settings: dict[str, dict], sweeps
                          f"sweep); at most {MAX_CELLS:,}: shorten a [sweep] list, or split the suite")
     for proto_id in resolved["protocols"]:  # errors in the base settings point at [settings.<protocol>]
         _resolve_settings(catalog, proto_id, settings.get(proto_id, {}), f"{where}: [settings.{proto_id}]")
-    cells, cache = [], {}
+    cells, cache, checked = [], {}, {}
     for m in resolved["models"]:
         for d in resolved["datasets"]:
             for p in resolved["protocols"]:
@@ -315,6 +324,8 @@ def _expand(lists: dict[str, tuple[Any, str]], settings: dict[str, dict], sweeps
                                                                if combo else f"{where}: [settings.{p}]")
                         cell_settings = cache[p, blob]
                         _check_resolution(m, d, cell_settings, f"{where}: cell {m} x {d} x {p}", catalog)
+                        if (m, p) not in checked:
+                            checked[m, p] = _check_model(m, p, f"{where}: cell {m} x {d} x {p}", catalog)
                         cells.append(Cell(model=m, dataset=d, protocol=p, seed=s,
                                           settings=tuple(sorted(cell_settings.items()))))
     return cells

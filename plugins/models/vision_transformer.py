@@ -63,6 +63,13 @@ class Attention(nn.Module):
         x = F.scaled_dot_product_attention(q, k, v)
         return self.proj(x.transpose(1, 2).reshape(b, n, d))
 
+    def weights(self, x: torch.Tensor) -> torch.Tensor:
+        """softmax(q k^T / sqrt(d_head)) (N, heads, n, n), explicitly: what the fused kernel computes
+        inside and never returns. Analysis only."""
+        b, n, d = x.shape
+        q, k, _ = self.qkv(x).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        return torch.softmax((q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads), dim=-1)
+
 
 class Mlp(nn.Module):
     def __init__(self, hidden: int, mlp: int, dropout: float):
@@ -144,12 +151,39 @@ class VisionTransformer(nn.Module):
             state_dict = {**state_dict, "pos_embed": resize_pos_embed(pos, self.grid)}
         return state_dict
 
+    def embed_patches(self, x: torch.Tensor) -> torch.Tensor:
+        """Patch embeddings (N, grid * grid, D), row-major, before the class token and positions."""
+        return self.patch_embed(x).flatten(2).transpose(1, 2)
+
+    def _tokens(self, patches: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([self.cls_token.expand(patches.shape[0], -1, -1), patches], dim=1)
+        return self.pos_drop(x + self.pos_embed)
+
+    def encode(self, patches: torch.Tensor) -> torch.Tensor:
+        """Final-LN tokens (N, 1 + P, D) from patch embeddings (N, P, D), e.g. corrupted ones (mpp)."""
+        return self.norm(self.blocks(self._tokens(patches)))
+
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """Pre-logits representation: the final-LN class token."""
-        x = self.patch_embed(x).flatten(2).transpose(1, 2)
-        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
-        x = self.blocks(self.pos_drop(x + self.pos_embed))
-        return self.norm(x)[:, 0]
+        return self.encode(self.embed_patches(x))[:, 0]
+
+    @torch.no_grad()
+    def attention_weights(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """Each block's attention (N, heads, 1 + P, 1 + P), computed explicitly beside the normal
+        forward pass (which keeps its fused kernel). For `benchbench analyze`, not for training."""
+        h, out = self._tokens(self.embed_patches(x)), []
+        for block in self.blocks:
+            out.append(block.attn.weights(block.ln1(h)))
+            h = block(h)
+        return out
+
+    def position_embeddings(self) -> torch.Tensor:
+        """The patch positions' embeddings (P, D), row-major over the grid; the class token's left out."""
+        return self.pos_embed[0, 1:]
+
+    def patch_filters(self) -> torch.Tensor | None:
+        """The linear patch projection's filters (D, C, p, p); None for a hybrid's CNN embedding."""
+        return self.patch_embed.weight if isinstance(self.patch_embed, nn.Conv2d) else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))

@@ -1,5 +1,6 @@
 """Resolves a protocol's `init` setting to starting weights: a checkpoint file, or the checkpoint a
-scratch cell of the same run wrote (`run:<dataset-id>`), with the pre-training cost it recorded."""
+pre-training cell of the same run wrote (`run:<dataset-id>` from `scratch`, `run:<dataset-id>:mpp` from
+masked patch prediction), with the pre-training cost it recorded."""
 
 from __future__ import annotations
 
@@ -20,10 +21,15 @@ def _safe(name: str) -> str:
     return urllib.parse.quote(name, safe="-._")
 
 
-def run_checkpoint(run_dir: Path, model_id: str, dataset_id: str, seed: int) -> Path:
-    """run_dir/checkpoints/<model>--<dataset>--seed<seed>.pt, ids percent-encoded ('/' -> %2F, '+' ->
-    %2B), so every id gives one distinct, valid file name; over-long names end in a hash instead."""
-    name = f"{_safe(model_id)}--{_safe(dataset_id)}--seed{seed}"
+# The protocols that write run checkpoints; `run:<dataset>` means the first one's.
+PRETRAINERS = ("scratch", "mpp")
+
+
+def run_checkpoint(run_dir: Path, model_id: str, dataset_id: str, seed: int, protocol: str = "scratch") -> Path:
+    """run_dir/checkpoints/<model>--<dataset>--seed<seed>.pt (scratch; other pre-training protocols add
+    --<protocol>), ids percent-encoded ('/' -> %2F, '+' -> %2B), so every id gives one distinct, valid
+    file name; over-long names end in a hash instead."""
+    name = f"{_safe(model_id)}--{_safe(dataset_id)}--seed{seed}" + ("" if protocol == PRETRAINERS[0] else f"--{protocol}")
     if len(name) > 200:  # file names are limited to 255 bytes
         name = name[:180] + "--" + hashlib.sha256(name.encode()).hexdigest()[:16]
     return Path(run_dir) / "checkpoints" / f"{name}.pt"
@@ -31,7 +37,17 @@ def run_checkpoint(run_dir: Path, model_id: str, dataset_id: str, seed: int) -> 
 
 INIT_HELP = ("weights to start from: a checkpoint file (.pt/.pth from benchbench, .npz from the paper's code "
              "release), or run:<dataset-id> for the checkpoint a scratch cell (save_checkpoint = true) of the same "
-             "model and seed on that dataset wrote earlier in this run")
+             "model and seed on that dataset wrote earlier in this run, run:<dataset-id>:mpp for an mpp cell's")
+
+
+def parse_run_init(value: str) -> tuple[str, str]:
+    """run:<dataset>[:<protocol>] -> (dataset id, pre-training protocol). The suffix is read as a protocol
+    only when it names one of PRETRAINERS, so parametric dataset ids ("imagefolder:/data") stay whole."""
+    rest = value[4:].strip()
+    head, sep, tail = rest.rpartition(":")
+    if sep and head.strip() and tail.strip() in PRETRAINERS:
+        return head.strip(), tail.strip()
+    return rest, PRETRAINERS[0]
 
 
 def init_setting(help_suffix: str) -> Setting:
@@ -41,19 +57,19 @@ def init_setting(help_suffix: str) -> Setting:
 
 def check_init(value: str) -> str | None:
     if value.startswith("run:"):
-        return None if value[4:].strip() else "run: needs a dataset id, e.g. run:fashion-mnist"
+        return None if parse_run_init(value)[0] else "run: needs a dataset id, e.g. run:fashion-mnist"
     if value == "" or Path(value).suffix.lower() in (".pt", ".pth", ".npz"):
         return None
     return "must be a .pt, .pth or .npz file, or run:<dataset-id>"
 
 
-def _pretrain_cost(run_dir: Path, model_id: str, dataset_id: str, seed: int) -> dict[str, float]:
-    """The training cost recorded by the scratch cell that wrote a run checkpoint; {} when not found."""
+def _pretrain_cost(run_dir: Path, model_id: str, dataset_id: str, seed: int, protocol: str) -> dict[str, float]:
+    """The training cost recorded by the cell that wrote a run checkpoint; {} when not found."""
     try:
         records = read_records(run_dir).records
     except BenchError:
         return {}
-    found = [r for r in records if r.protocol == "scratch" and r.ok and r.model == model_id and r.seed == seed
+    found = [r for r in records if r.protocol == protocol and r.ok and r.model == model_id and r.seed == seed
              and r.dataset.lower() == dataset_id.lower()]
     if not found:
         return {}
@@ -73,19 +89,21 @@ def load_init(ctx: ProtocolContext, init: str, *, protocol: str) -> dict[str, fl
     if init == "":
         return {}
     if init.startswith("run:"):
-        dataset_id = init[4:].strip()
+        dataset_id, source = parse_run_init(init)
         if run_dir is None:
             raise BenchError(f"{protocol}: init = {init!r} needs a run directory (run it through a suite)")
-        path = run_checkpoint(run_dir, model_id, dataset_id, seed)
+        path = run_checkpoint(run_dir, model_id, dataset_id, seed, source)
         if not path.is_file():
             have = sorted(p.name for p in path.parent.glob("*.pt")) if path.parent.is_dir() else []
+            writer = "A scratch" if source == "scratch" else f"An {source}"
+            saving = " and save_checkpoint = true" if source == "scratch" else ""
             raise BenchError(
-                f"{protocol}: init = {init!r}: no checkpoint {path}. A scratch cell of model {model_id!r} on "
-                f"dataset {dataset_id!r} with seed {seed} and save_checkpoint = true must run first in the same "
+                f"{protocol}: init = {init!r}: no checkpoint {path}. {writer} cell of model {model_id!r} on "
+                f"dataset {dataset_id!r} with seed {seed}{saving} must run first in the same "
                 "run (put it in [suite] or an earlier [[group]] than this cell); "
                 + (f"checkpoints in this run: {', '.join(have)}" if have else "this run has no checkpoints yet"))
         report = _load(model, path, npz_layout)
-        cost = _pretrain_cost(run_dir, model_id, dataset_id, seed)
+        cost = _pretrain_cost(run_dir, model_id, dataset_id, seed, source)
         if cost:
             return cost
     else:

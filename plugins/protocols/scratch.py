@@ -31,7 +31,7 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
     if s["save_checkpoint"]:
         path = run_checkpoint(ctx.run_dir, ctx.model_spec.id, spec.id, ctx.seed)
         path.parent.mkdir(parents=True, exist_ok=True)
-        save_checkpoint(ctx.model, path, model=ctx.model_spec.id, dataset=spec.id, seed=ctx.seed,
+        save_checkpoint(ctx.model, path, model=ctx.model_spec.id, dataset=spec.id, seed=ctx.seed, protocol="scratch",
                         resolution=ctx.data.image_size, num_classes=spec.num_classes,
                         train_images_seen=metrics["train_images_seen"],
                         train_device_seconds=metrics["train_device_seconds"])
