@@ -83,9 +83,11 @@ class CellJob:
 def execute(job: CellJob, *, job_id: str | None = None, attempts: int | None = None,
             catalog: "Catalog | None" = None, mac_counts: dict | None = None, show_progress: bool = False) -> Record:
     """Run one cell and append its record once (see sharedstore); returns the record. A worker calls
-    this without `catalog` and loads the plugins the driver had."""
+    this without `catalog` and loads the plugins the driver had. In a multi-node job only the first
+    task appends (`rendezvous.records_the_cell`): the other nodes' tasks train but hold no result."""
     from benchbench.envinfo import pick_device
     from benchbench.plugins import load_catalog
+    from benchbench.rendezvous import records_the_cell
     from benchbench.runner import record_env, run_cell
 
     if catalog is None:
@@ -100,7 +102,8 @@ def execute(job: CellJob, *, job_id: str | None = None, attempts: int | None = N
     if job.env is not None:  # the driver's environment, with the device this cell ran on
         env = {**job.env, "device_name": device_name(device)}
         record = replace(record, env=record_env(env, catalog, record))
-    append_once(run_dir, record)
+    if records_the_cell():
+        append_once(run_dir, record)
     return record
 
 

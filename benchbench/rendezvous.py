@@ -55,6 +55,14 @@ def expand_nodelist(text: str) -> list[str]:
     return hosts
 
 
+def records_the_cell(env: Mapping[str, str] | None = None) -> bool:
+    """Whether this process records the cell it ran: always, except in a Slurm job's tasks after its
+    first (SLURM_PROCID > 0). A cell on several nodes runs one task per node; every task takes part in
+    the training, and the first (node 0, where rank 0 lives) alone holds the cell's result."""
+    env = os.environ if env is None else env
+    return _int(env, "SLURM_PROCID") == 0 if "SLURM_PROCID" in env else True
+
+
 def _int(env: Mapping[str, str], key: str) -> int:
     try:
         return int(env[key])

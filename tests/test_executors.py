@@ -200,3 +200,24 @@ def test_list_executors_shows_each_with_its_options(run_suite):
     assert rows["local"]["default"] and not rows["slurm"]["default"]
     assert rows["slurm"]["extra"] == "slurm" and rows["slurm"]["options"]["time_min"]["default"] == 60
     assert rows["ray"]["options"]["address"]["default"] == "auto"
+
+
+@pytest.mark.parametrize("procid, recorded", [("1", 0), ("0", 1)])
+def test_only_a_jobs_first_task_records_its_cell(catalog, tmp_path, monkeypatch, procid, recorded):
+    """A cell on several nodes is one Slurm task per node: every task runs it, and only the first
+    (SLURM_PROCID 0, node 0, where rank 0 lives) appends a record; the others' would be partial."""
+    from benchbench.executors import CellJob, execute
+    from benchbench.specs import DataOptions
+    from benchbench.store import read_records
+    from benchbench.suite import load_suite
+
+    path = tmp_path / "m.toml"
+    path.write_text(MEASURE.replace("    ", ""))  # measure on the CPU: params and MACs, no timing
+    cell = load_suite(str(path), catalog).cells[0]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    monkeypatch.setenv("SLURM_PROCID", procid)
+    job = CellJob(cell=cell, run_dir=str(run_dir), suite="m", quick=False, device="cpu", data=DataOptions(),
+                  executor="slurm")
+    assert execute(job, catalog=catalog).ok
+    assert len(read_records(run_dir, missing_ok=True).records) == recorded
