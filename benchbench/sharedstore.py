@@ -42,15 +42,15 @@ def write_lock(run_dir: Path) -> Iterator[None]:
 
 
 def _lines(path: Path) -> Iterator[dict]:
-    """The JSON objects of a .jsonl file; lines that do not parse (a torn tail) are skipped here,
-    the store's reader reports them."""
+    """The JSON objects of a .jsonl file; lines that are none (a torn tail, bytes that are not UTF-8,
+    anything else) are skipped here, the store's reader reports them."""
     if not path.is_file():
         return
-    for line in path.read_text(encoding="utf-8").split("\n"):
+    for line in path.read_bytes().split(b"\n"):
         if line.strip():
             try:
                 obj = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
                 continue
             if isinstance(obj, dict):
                 yield obj
