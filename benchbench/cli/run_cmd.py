@@ -8,7 +8,6 @@ run directory.
 from __future__ import annotations
 
 import os
-import signal
 from dataclasses import replace
 import sys
 from pathlib import Path
@@ -64,10 +63,6 @@ def add_parser(sub, parent) -> None:
 
 def _echo(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 def _dry_run(plans, run_dir: Path | None) -> None:
@@ -151,8 +146,7 @@ def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, 
     env = environment(device, suite.path, args.command_line)
     env.update(suite=suite.name, suite_path=str(suite.path), quick=suite.quick, threads=torch.get_num_threads(),
                table=suite.table)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops like Ctrl-C
-    try:
+    try:  # SIGTERM arrives as KeyboardInterrupt too: cli.main turns it into one for every command
         with RunLock(run_dir):
             torn = repair_torn_tail(run_dir)
             if torn:
@@ -191,8 +185,6 @@ def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, 
         _echo(f"\ninterrupted: {recorded} of {len(suite.cells)} cells are recorded in {run_dir / RECORDS}; {rest}. "
               "Run the same command again to resume.")
         return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     return _finish(run_dir, suite, records, args.force_flops)
 
 
