@@ -532,7 +532,8 @@ def _npy_header(shape, dtype="<f4") -> bytes:
     return out.getvalue()
 
 
-@pytest.mark.parametrize("case", ["header beyond the data", "compressed beyond the model"])
+@pytest.mark.parametrize("case", ["header beyond the data",
+                                  pytest.param("compressed beyond the model", marks=pytest.mark.slow)])
 def test_npz_headers_asking_for_absurd_sizes_are_refused_before_reading(tmp_path, case):
     """A child process with 1 GiB of address space to spare: reading the arrays would need far more."""
     import subprocess

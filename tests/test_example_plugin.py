@@ -37,6 +37,7 @@ def convmixer_params(dim, depth, kernel, patch, classes, in_chans=3) -> int:
     return stem + depth * block + dim * classes + classes
 
 
+@pytest.mark.slow  # the tiny run below also finds the plugin through its entry point
 def test_listed_through_its_entry_point(installed, run_suite):
     proc = run_suite.cli("list", "models", "--json", env=installed)
     assert proc.returncode == 0, proc.stderr

@@ -69,6 +69,7 @@ def test_ctrl_c_stops_with_a_consistent_store(run_suite, gated, gate):
     assert len(text.splitlines()) == 2  # interrupted inside the third cell
 
 
+@pytest.mark.slow  # six gated cells in two processes; test_the_lock_is_released_when_its_owner_is_killed stays default
 def test_a_second_run_on_the_same_directory_is_refused_and_sigterm_stops_the_first(run_suite, gated, gate):
     gated.suite(run_suite, 6, gate)
     first = run_suite.start()
@@ -171,8 +172,9 @@ def _reach(moment: str, gate, gated, proc) -> None:
 
 
 # Every pair runs under `slow`; these in the default run (each starts a process and resumes).
-DEFAULT = {("start-up", signal.SIGTERM), ("first cell", signal.SIGTERM), ("first cell", signal.SIGINT),
-           ("second cell", signal.SIGKILL), ("write", signal.SIGINT), ("write", signal.SIGKILL)}
+# One of each signal in the default run (the rest in the slow step): test_ctrl_c_stops_with_a_consistent_store and
+# test_sigkill_mid_suite_then_resume_has_every_cell_exactly_once cover Ctrl-C and kill -9 again in the default run.
+DEFAULT = {("first cell", signal.SIGTERM), ("second cell", signal.SIGKILL), ("write", signal.SIGINT)}
 
 
 @pytest.mark.parametrize("moment,signum", [

@@ -267,6 +267,7 @@ def _limit_file_size(limit: int):
     return set_limit
 
 
+@pytest.mark.slow  # the full-disk test above covers the same write path in the default run
 def test_a_file_size_limit_during_an_append_stops_cleanly_and_resume_completes(run_suite, gated):
     """RLIMIT_FSIZE (no privileges needed): the second record crosses the limit mid-line."""
     gated.suite(run_suite, 3, None)

@@ -113,8 +113,9 @@ def test_meta_forward_features_and_new_head(tv, module_builder):
 
 
 @pytest.mark.parametrize("name,size", [
-    ("resnet18", 64), ("mobilenet_v3_small", 64), ("squeezenet1_0", 64), ("vit_b_16", 32), ("googlenet", 64),
-    ("inception_v3", 75),  # its smallest input
+    ("resnet18", 64), ("mobilenet_v3_small", 64), ("squeezenet1_0", 64), ("vit_b_16", 32),
+    pytest.param("googlenet", 64, marks=pytest.mark.slow),
+    pytest.param("inception_v3", 75, marks=pytest.mark.slow),  # its smallest input
 ])
 def test_cpu_forward_features_and_zero_head(tv, name, size):
     torch.manual_seed(0)
