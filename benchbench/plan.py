@@ -23,7 +23,7 @@ from benchbench.plugins import Catalog
 from benchbench.record import Record
 from benchbench.specs import input_shape
 from benchbench.errors import BenchError
-from benchbench.store import RECORDS, read_env, read_records
+from benchbench.store import read_env, read_records, run_dirs_under
 from benchbench.suite import Cell, Suite
 from benchbench.text import plural
 
@@ -80,17 +80,17 @@ def throughput_history(roots: Iterable[Path], device_name: str, training: Iterab
     training = set(training)
     seen: dict[tuple[str, int], list[tuple[float, str]]] = {}
     for root in dict.fromkeys(Path(r).resolve() for r in roots):
-        for path in sorted(root.glob(f"**/{RECORDS}")):
-            run_device = (read_env(path.parent) or {}).get("device_name")
+        for run_dir in run_dirs_under(root):
+            run_device = (read_env(run_dir) or {}).get("device_name")
             try:
-                records = read_records(path.parent).records
+                records = read_records(run_dir).records
             except BenchError:  # a broken run elsewhere under the root: not this run's concern
                 continue
             for r in records:
                 ips = r.metrics.get("train_img_per_s")
                 name = (r.env or {}).get("device_name", run_device)
                 if r.ok and name == device_name and ips and r.protocol in training:
-                    seen.setdefault((r.model, r.resolution), []).append((float(ips), _shown(path.parent)))
+                    seen.setdefault((r.model, r.resolution), []).append((float(ips), _shown(run_dir)))
     return {k: Throughput(*max(v), n=len(v), median_img_per_s=statistics.median(x for x, _ in v))
             for k, v in seen.items()}
 

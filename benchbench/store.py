@@ -31,6 +31,7 @@ from benchbench.record import Record, RecordError
 RECORDS = "records.jsonl"
 ENV = "env.json"
 LOCK = ".lock"
+SITE_MARKER = ".benchbench-site"  # in a folder `benchbench report` wrote: its downloads copy records, not runs
 
 
 class StoreError(BenchError):
@@ -107,6 +108,23 @@ def new_run_dir(results: Path, suite: str) -> Path:
                 continue  # taken by another run started in the same second
             raise
     raise StoreError(f"{base}: could not create a new run directory")
+
+
+def run_dirs_under(root: Path) -> list[Path]:
+    """The run directories at or below `root` (folders holding a records.jsonl), sorted, skipping any
+    inside a site `benchbench report` wrote: its downloads hold copies of runs' records, and counting
+    them would count each run twice."""
+    root = Path(root)
+    return sorted(p.parent for p in root.rglob(RECORDS) if not _inside_site(p.parent, root))
+
+
+def _inside_site(path: Path, root: Path) -> bool:
+    for p in (path, *path.parents):
+        if (p / SITE_MARKER).exists():
+            return True
+        if p == root:
+            return False
+    return False
 
 
 def read_env(run_dir: Path) -> dict | None:

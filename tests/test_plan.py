@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
 
 import pytest
 
 from benchbench.plan import CellPlan, Throughput, summary, throughput_history, totals
-from benchbench.store import append_record
+from benchbench.store import SITE_MARKER, append_record
 from benchbench.suite import Cell
 
 DEVICE = "Some CPU (2 threads)"
@@ -39,3 +40,18 @@ def test_summary_says_where_the_estimate_comes_from_and_counts_in_words():
     assert text.startswith("1 cell: 0 done, 1 to run;") and "about 11 s on this device" in text
     assert "time estimated from the fastest training img/s measured on this device before, in runs/q/1" in text
     assert "estimated from" not in summary(totals([dataclasses.replace(plan, state="done")]))
+
+
+def test_history_skips_the_copies_of_records_in_a_built_site(tmp_path, make_record):
+    """`benchbench report -o results/site` copies each run's records.jsonl into its downloads; the history
+    reads the run once, not once more for each copy."""
+    run = tmp_path / "suite" / "run1"
+    run.mkdir(parents=True)
+    record = make_record("vit", "d", "scratch", 0, 0.8, train_img_per_s=100.0)
+    append_record(run, dataclasses.replace(record, resolution=28, env={"device_name": DEVICE}))
+    site = tmp_path / "site"  # as `benchbench report -o` leaves it (tests/test_report.py builds real ones)
+    (site / "downloads" / "suite-run1").mkdir(parents=True)
+    (site / SITE_MARKER).write_text("")
+    shutil.copy(run / "records.jsonl", site / "downloads" / "suite-run1" / "records.jsonl")
+    got = throughput_history([tmp_path], DEVICE, ["scratch"])["vit", 28]
+    assert got.n == 1 and got.run_dir.endswith("suite/run1")

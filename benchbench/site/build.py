@@ -16,8 +16,8 @@ from pathlib import Path
 from benchbench.errors import BenchError
 from benchbench.site.cells import html_table, show
 from benchbench.site.comparison import Comparison, default_pairs
-from benchbench.site.runs import SITE_MARKER, Run, find_run_dirs, read_run
-from benchbench.store import ENV, RECORDS
+from benchbench.site.runs import Run, find_run_dirs, read_run
+from benchbench.store import ENV, RECORDS, SITE_MARKER
 
 ASSETS = ("site.css", "site.js", "favicon.svg")
 

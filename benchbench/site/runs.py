@@ -10,9 +10,8 @@ from typing import Any
 
 from benchbench.errors import BenchError
 from benchbench.record import Record
-from benchbench.store import ENV, RECORDS, read_records
+from benchbench.store import ENV, RECORDS, read_records, run_dirs_under
 
-SITE_MARKER = ".benchbench-site"  # a folder `benchbench report` wrote: never searched for runs
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -80,7 +79,7 @@ def find_run_dirs(paths: list[Path]) -> tuple[list[tuple[Path, Path]], list[str]
         if (root / RECORDS).is_file():
             found.append((root, root.parent.parent))
             continue
-        here = sorted(p.parent for p in root.rglob(RECORDS) if not _inside_site(p.parent, root))
+        here = run_dirs_under(root)
         if not here:
             empty.append(f"{root}: no run here (no {RECORDS} in it or below it)")
         found += [(p, root) for p in here]
@@ -90,16 +89,6 @@ def find_run_dirs(paths: list[Path]) -> tuple[list[tuple[Path, Path]], list[str]
             seen.add(run_dir.resolve())
             out.append((run_dir, root))
     return out, empty
-
-
-def _inside_site(path: Path, root: Path) -> bool:
-    """Whether `path` lies in a site `benchbench report` wrote (its downloads hold copies of records)."""
-    for p in (path, *path.parents):
-        if (p / SITE_MARKER).exists():
-            return True
-        if p == root:
-            return False
-    return False
 
 
 def read_run(run_dir: Path, root: Path, taken: set[str]) -> Run:
