@@ -217,20 +217,59 @@ def test_a_hung_rank_fails_its_cell_at_the_collective_timeout(run_suite):
     assert _leftovers() == []
 
 
-def test_more_devices_than_cores_or_an_indivisible_batch_fail_before_anything_runs(run_suite):
+# An executor whose cells run elsewhere: it hands each cell back as a scheduler's failure.
+ELSEWHERE = """
+from benchbench import hookimpl
+from benchbench.executors import ExecutorSpec
+
+
+class Elsewhere:
+    def check(self, dispatch):
+        pass
+
+    def run(self, cells, dispatch):
+        for cell in cells:
+            dispatch.started(cell)
+            dispatch.finished(dispatch.fault(cell, "sent elsewhere", job_id="e1"), cell)
+
+    def close(self):
+        pass
+
+
+@hookimpl
+def register_executors(register):
+    register(ExecutorSpec(id="elsewhere", name="Elsewhere", create=lambda options: Elsewhere()))
+"""
+
+
+def test_a_suite_asking_for_more_devices_than_this_node_has_is_refused_before_any_cell_runs(run_suite, capsys):
     cores = len(os.sched_getaffinity(0))
-    run_suite.write(SUITE.format(name="many", model="vit-mu7", devices=cores + 1, extra=""), "many.toml")
-    run_suite.write(SUITE.format(name="odd", model="vit-mu7", devices=2, extra="").replace("= 32", "= 33"),
-                    "odd.toml")
-    run_suite.run(suite=run_suite.dir / "many.toml")
-    run_suite.run(suite=run_suite.dir / "odd.toml")
-    many, odd = (run_suite.records(next(d for d in run_suite.run_dirs() if d.parent.name == n))[0]
-                 for n in ("many", "odd"))
-    assert many.error == (f"BenchError: devices = {cores + 1}: this machine has {cores} CPU cores (one process "
-                          f"each); set devices to at most {cores}")
+    one = run_suite.write(SUITE.format(name="many", model="vit-mu7", devices=1, extra="steps = 1"), "many.toml")
+    assert run_suite.run() == 0
+    records = run_suite.run_dir / "records.jsonl"
+    before = records.read_bytes()
+    capsys.readouterr()
+    # the same suite (its run resumes), now with two cells asking for one device more than there are cores
+    one.write_text(SUITE.format(name="many", model="vit-mu7", devices=cores + 1, extra="steps = 1")
+                   .replace('models = ["vit-mu7"]', 'models = ["vit-mu7", "bit-r20x1-small"]'))
+    assert run_suite.run() == 2
+    assert capsys.readouterr().err == (
+        f"error: {one}: cell vit-mu7 x fashion-mnist x scratch (seed 0) (and 1 other cell): devices = {cores + 1}: "
+        f"this machine has {cores} CPU cores (one process each); set devices to at most {cores} in the suite, or "
+        "run it with --executor on nodes that have them; nothing was run\n")
+    assert records.read_bytes() == before and len(run_suite.run_dirs()) == 1
+    # an executor whose cells run on other nodes gets them: the node that runs a cell checks its devices
+    run_suite.plugin(ELSEWHERE, "elsewhere.py")
+    assert run_suite.run("--executor", "elsewhere") == 1
+    assert [r.error for r in run_suite.records()][1:] == ["SchedulerError: sent elsewhere"] * 2
+
+
+def test_an_indivisible_batch_fails_its_cell_before_anything_runs(run_suite):
+    run_suite.write(SUITE.format(name="odd", model="vit-mu7", devices=2, extra="").replace("= 32", "= 33"))
+    run_suite.run()
+    (odd,) = run_suite.records()
     assert odd.error.startswith("BenchError: batch_size = 33 is the global batch: it must divide by the 2 devices")
-    assert many.traceback == "" and odd.traceback == ""
-    assert "train_device_seconds" not in many.metrics
+    assert odd.traceback == "" and "train_device_seconds" not in odd.metrics
 
 
 # --- no processes: the pieces ----------------------------------------------------------------------
