@@ -186,6 +186,126 @@ def test_fsdp_with_activation_checkpointing_matches_ddp(run_suite):
     assert _leftovers() == []
 
 
+# A float64 ViT of 25M parameters (201 MB) whose rank processes write, at their first training step,
+# where the model was built and their resident-memory peak since the build began (Linux: writing 5
+# to /proc/self/clear_refs resets VmHWM to the current RSS).
+BIG = """
+import json, os
+import torch
+import torch.distributed.fsdp, torch.distributed.tensor  # imported before the setup is measured
+from benchbench import hookimpl
+from benchbench.specs import ModelSpec
+from benchbench_plugins.models.vision_transformer import VisionTransformer, Width
+
+WIDTH = Width("Big", hidden=512, depth=8, mlp=2048, heads=8)
+
+
+def status_kb(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+
+
+class Big(VisionTransformer):
+    def forward(self, x):
+        if self.training and "RANK" in os.environ and self.setup is not None:
+            (rss_kb, built_on), self.setup = self.setup, None
+            with open(os.path.join(os.environ["BIG_OUT"], "rank" + os.environ["RANK"] + ".json"), "w") as f:
+                json.dump({"rss_kb": rss_kb, "hwm_kb": status_kb("VmHWM"), "built_on": built_on}, f)
+        return super().forward(x.double())
+
+
+def make(num_classes, image_size, in_chans):
+    rss_kb = None
+    if "RANK" in os.environ:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        rss_kb = status_kb("VmRSS")
+    model = Big(WIDTH, 7, num_classes=num_classes, image_size=image_size, in_chans=in_chans).double()
+    model.setup = (rss_kb, str(next(model.parameters()).device))
+    return model
+
+
+@hookimpl
+def register_models(register):
+    register(ModelSpec(id="vit-big-f64", name="ViT-Big/7 float64", family="vit", build=make,
+                       default_resolution=28, resolution_multiple=7))
+"""
+
+
+@pytest.mark.slow
+def test_an_fsdp_rank_never_holds_the_whole_model(run_suite, tmp_path, monkeypatch):
+    """Each rank builds the model on the meta device and its resident memory grows by about its half
+    of the weights (its shards, plus the file pages of those rows it read), never by the whole model:
+    building it whole and loading the weights into it (the old way) grew it by twice the model."""
+    import json
+
+    monkeypatch.setenv("BIG_OUT", str(tmp_path))
+    run_suite.plugin(BIG, "big.py")
+    run_suite.write(SUITE.format(name="big", model="vit-big-f64", devices=2,
+                                 extra='sharding = "fsdp"\noptimizer = "sgd"\nmomentum = 0.0\nsteps = 1')
+                    .replace("test_subset = 99", "test_subset = 8"))
+    run_suite.run()
+    (record,) = run_suite.records()
+    assert record.ok, record.error
+    weights_kb = record.metrics["params"] * 8 / 1024  # float64
+    assert weights_kb > 190_000
+    for rank in (0, 1):
+        seen = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert seen["built_on"] == "meta"
+        grew_kb = seen["hwm_kb"] - seen["rss_kb"]
+        # now: its shards (half the weights) and the file pages of their rows (half); before: 2 x
+        assert grew_kb < 1.5 * weights_kb, (rank, grew_kb, weights_kb)
+
+
+def test_build_sharded_restores_the_weights_and_every_buffer(tmp_path):
+    """In this process, a real gloo group of one: the sharded model's weights, BatchNorm statistics
+    and a non-persistent buffer are the saved model's, its parameters are DTensors, built on meta."""
+    import torch.distributed as dist
+    from torch import nn
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    from torch.distributed.tensor import DTensor
+
+    from benchbench_plugins.protocols.sharding import build_sharded
+
+    built_on = []
+
+    class Unit(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.bn = nn.Linear(6, 6), nn.BatchNorm1d(6)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.units = nn.Sequential(Unit(), Unit(), Unit())
+            self.head = nn.Linear(6, 3)
+            self.register_buffer("scale", torch.arange(6.0), persistent=False)
+            built_on.append(self.head.weight.device.type)
+
+    torch.manual_seed(0)
+    saved = Net()
+    with torch.no_grad():
+        for unit in saved.units:
+            unit.bn.running_mean.normal_()
+            unit.bn.running_var.uniform_(1, 2)
+            unit.bn.num_batches_tracked.fill_(7)
+        saved.scale.mul_(3)
+    torch.save(saved.state_dict(), tmp_path / "init.pt")
+    torch.save(dict(saved.named_buffers()), tmp_path / "buffers.pt")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        model = build_sharded(Net, tmp_path / "init.pt", tmp_path / "buffers.pt", torch.device("cpu"))
+        assert built_on == ["cpu", "meta"]
+        assert all(isinstance(p, DTensor) for p in model.parameters())
+        full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+        assert full.keys() == saved.state_dict().keys()
+        assert all(torch.equal(full[k], v) for k, v in saved.state_dict().items())
+        assert torch.equal(model.scale, torch.arange(6.0) * 3)
+    finally:
+        dist.destroy_process_group()
+
+
 @pytest.mark.slow
 def test_a_rank_that_raises_dies_or_exits_fails_its_cell_and_the_suite_goes_on(run_suite):
     run_suite.plugin(PLUGIN, "f64.py")
