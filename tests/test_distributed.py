@@ -175,6 +175,35 @@ def test_two_devices_float32_and_files_through_dataloader(run_suite):
 
 
 @pytest.mark.slow
+def test_augmented_two_devices_train_the_weights_one_device_trains_float64(run_suite, datafiles, tmp_path):
+    """augment = true: in-memory images (random flips) and image files (random resized crops and flips,
+    read item by item through a DataLoader): the same float64 weights on 2 devices as on 1."""
+    import numpy as np
+    from PIL import Image
+
+    run_suite.plugin(PLUGIN, "f64.py")
+    rng = np.random.default_rng(0)
+
+    def noise(n):
+        return [Image.fromarray(rng.integers(0, 256, (14, 14, 3), dtype=np.uint8)) for _ in range(n)]
+
+    folder = datafiles.write_class_folders(tmp_path / "photos", {
+        "train": {"a": noise(31), "b": noise(31)}, "test": {"a": noise(5), "b": noise(5)}})
+    weights = {}
+    for name, dataset, devices in (("mem1", "fashion-mnist", 1), ("mem2", "fashion-mnist", 2),
+                                   ("files1", f"imagefolder:{folder}", 1), ("files2", f"imagefolder:{folder}", 2)):
+        run_suite.write(SUITE.format(name=name, model="vit-f64", devices=devices, extra="augment = true\nnum_workers = 0")
+                        .replace('"fashion-mnist"', f'"{dataset}"'), f"{name}.toml")
+        run_suite.run()
+        run_dir = next(d for d in run_suite.run_dirs() if d.parent.name == name)
+        (record,) = run_suite.records(run_dir)
+        assert record.ok and record.settings["augment"] is True, record.error
+        weights[name] = _weights(run_dir)
+    assert _max_diff(weights["mem1"], weights["mem2"]) < 1e-12
+    assert _max_diff(weights["files1"], weights["files2"]) < 1e-12
+
+
+@pytest.mark.slow
 def test_fsdp_with_activation_checkpointing_matches_ddp(run_suite):
     run_suite.plugin(PLUGIN, "f64.py")
     ddp, ddp_dir = _run(run_suite, "ddp", "vit-f64", 2)
@@ -364,24 +393,22 @@ def register_executors(register):
 
 def test_a_suite_asking_for_more_devices_than_this_node_has_is_refused_before_any_cell_runs(run_suite, capsys):
     cores = len(os.sched_getaffinity(0))
-    one = run_suite.write(SUITE.format(name="many", model="vit-mu7", devices=1, extra="steps = 1"), "many.toml")
-    assert run_suite.run() == 0
-    records = run_suite.run_dir / "records.jsonl"
-    before = records.read_bytes()
-    capsys.readouterr()
-    # the same suite (its run resumes), now with two cells asking for one device more than there are cores
-    one.write_text(SUITE.format(name="many", model="vit-mu7", devices=cores + 1, extra="steps = 1")
-                   .replace('models = ["vit-mu7"]', 'models = ["vit-mu7", "bit-r20x1-small"]'))
-    assert run_suite.run() == 2
-    assert capsys.readouterr().err == (
-        f"error: {one}: cell vit-mu7 x fashion-mnist x scratch (seed 0) (and 1 other cell): devices = {cores + 1}: "
-        f"this machine has {cores} CPU cores (one process each); set devices to at most {cores} in the suite, or "
-        "run it with --executor on nodes that have them; nothing was run\n")
-    assert records.read_bytes() == before and len(run_suite.run_dirs()) == 1
+    suite = run_suite.write(SUITE.format(name="many", model="vit-mu7", devices=cores + 1, extra="")
+                            .replace('models = ["vit-mu7"]', 'models = ["vit-mu7", "bit-r20x1-small"]'))
     # an executor whose cells run on other nodes gets them: the node that runs a cell checks its devices
     run_suite.plugin(ELSEWHERE, "elsewhere.py")
     assert run_suite.run("--executor", "elsewhere") == 1
-    assert [r.error for r in run_suite.records()][1:] == ["SchedulerError: sent elsewhere"] * 2
+    assert [r.error for r in run_suite.records()] == ["SchedulerError: sent elsewhere"] * 2
+    records = run_suite.run_dir / "records.jsonl"
+    before = records.read_bytes()
+    capsys.readouterr()
+    # in this process: refused before any cell runs; the run it would resume keeps its records as they were
+    assert run_suite.run() == 2
+    assert capsys.readouterr().err == (
+        f"error: {suite}: cell vit-mu7 x fashion-mnist x scratch (seed 0) (and 1 other cell): devices = {cores + 1}: "
+        f"this machine has {cores} CPU cores (one process each); set devices to at most {cores} in the suite, or "
+        "run it with --executor on nodes that have them; nothing was run\n")
+    assert records.read_bytes() == before and len(run_suite.run_dirs()) == 1
 
 
 def test_an_indivisible_batch_fails_its_cell_before_anything_runs(run_suite):
@@ -419,6 +446,59 @@ def test_the_ranks_parts_of_each_batch_are_the_single_process_batch(shuffle, in_
         assert torch.equal(torch.cat([p[i] for p in parts]), batch)
         assert [len(p[i]) for p in parts] == [len(batch) // 3 + (r < len(batch) % 3) for r in range(3)]
     assert sorted(torch.cat(whole).tolist()) == list(range(103))
+
+
+class _Photos(torch.utils.data.Dataset):
+    """Random-noise photos through the real training transform (random resized crop + flip)."""
+
+    def __init__(self, n: int):
+        import numpy as np
+        from PIL import Image
+
+        from benchbench.specs import DataOptions
+        from benchbench_plugins.datasets.transforms import photo_transform
+
+        rng = np.random.default_rng(0)
+        self.images = [Image.fromarray(rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)) for _ in range(n)]
+        self.transform = photo_transform(DataOptions(augment=True, image_size=8), 12)
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        return self.transform(self.images[i]), i
+
+
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_augmented_batches_do_not_depend_on_the_ranks_or_workers(in_memory):
+    """With augment_seed, rank r's part of augmented batch i (r = 0..2, concatenated) is the one-process
+    augmented batch i, two epochs running: flips drawn for the global batch (in memory) or each image's
+    crop and flip seeded per image of it (files, any number of worker processes)."""
+    from benchbench_plugins.datasets.transforms import BatchTransform, TensorImages
+    from benchbench_plugins.protocols.loader import Loader
+
+    if in_memory:
+        images = torch.arange(103 * 2 * 3, dtype=torch.float32).reshape(103, 1, 2, 3)
+        data = TensorImages(images, torch.arange(103), BatchTransform(flip=True))
+    else:
+        data = _Photos(23)
+
+    def epochs(rank=0, world=1, workers=0, seed=5, n=2):
+        loader = Loader(data, 10, shuffle=True, generator=torch.Generator().manual_seed(7), rank=rank, world=world,
+                        num_workers=workers, augment_seed=seed)
+        return [x for _ in range(n) for x, _ in loader]
+
+    whole = epochs()
+    parts = [epochs(r, 3) for r in range(3)]
+    for i, batch in enumerate(whole):
+        assert torch.equal(torch.cat([p[i] for p in parts]), batch)
+    assert not all(torch.equal(a, b) for a, b in zip(whole, epochs(seed=6)))  # the draws are random
+    if in_memory:  # each image is itself or its mirror, both seen
+        flat = torch.cat(whole)
+        mirrored = [bool((flat[k] != images[int(flat[k].flatten()[0]) // 6]).any()) for k in range(len(flat))]
+        assert 0 < sum(mirrored) < len(mirrored)
+    else:  # one epoch: from the second on, DataLoader's permutation differs with persistent workers
+        assert all(torch.equal(a, b) for a, b in zip(epochs(n=1), epochs(workers=2, n=1)))
 
 
 def test_repeated_units_are_the_blocks_and_residual_units(catalog):
