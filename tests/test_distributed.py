@@ -175,6 +175,35 @@ def test_two_devices_float32_and_files_through_dataloader(run_suite):
 
 
 @pytest.mark.slow
+def test_augmented_two_devices_train_the_weights_one_device_trains_float64(run_suite, datafiles, tmp_path):
+    """augment = true: in-memory images (random flips) and image files (random resized crops and flips,
+    read item by item through a DataLoader): the same float64 weights on 2 devices as on 1."""
+    import numpy as np
+    from PIL import Image
+
+    run_suite.plugin(PLUGIN, "f64.py")
+    rng = np.random.default_rng(0)
+
+    def noise(n):
+        return [Image.fromarray(rng.integers(0, 256, (14, 14, 3), dtype=np.uint8)) for _ in range(n)]
+
+    folder = datafiles.write_class_folders(tmp_path / "photos", {
+        "train": {"a": noise(31), "b": noise(31)}, "test": {"a": noise(5), "b": noise(5)}})
+    weights = {}
+    for name, dataset, devices in (("mem1", "fashion-mnist", 1), ("mem2", "fashion-mnist", 2),
+                                   ("files1", f"imagefolder:{folder}", 1), ("files2", f"imagefolder:{folder}", 2)):
+        run_suite.write(SUITE.format(name=name, model="vit-f64", devices=devices, extra="augment = true\nnum_workers = 0")
+                        .replace('"fashion-mnist"', f'"{dataset}"'), f"{name}.toml")
+        run_suite.run()
+        run_dir = next(d for d in run_suite.run_dirs() if d.parent.name == name)
+        (record,) = run_suite.records(run_dir)
+        assert record.ok and record.settings["augment"] is True, record.error
+        weights[name] = _weights(run_dir)
+    assert _max_diff(weights["mem1"], weights["mem2"]) < 1e-12
+    assert _max_diff(weights["files1"], weights["files2"]) < 1e-12
+
+
+@pytest.mark.slow
 def test_fsdp_with_activation_checkpointing_matches_ddp(run_suite):
     run_suite.plugin(PLUGIN, "f64.py")
     ddp, ddp_dir = _run(run_suite, "ddp", "vit-f64", 2)
@@ -184,6 +213,126 @@ def test_fsdp_with_activation_checkpointing_matches_ddp(run_suite):
     for key in SAME_METRICS:
         assert ddp.metrics[key] == fsdp.metrics[key], key
     assert _leftovers() == []
+
+
+# A float64 ViT of 25M parameters (201 MB) whose rank processes write, at their first training step,
+# where the model was built and their resident-memory peak since the build began (Linux: writing 5
+# to /proc/self/clear_refs resets VmHWM to the current RSS).
+BIG = """
+import json, os
+import torch
+import torch.distributed.fsdp, torch.distributed.tensor  # imported before the setup is measured
+from benchbench import hookimpl
+from benchbench.specs import ModelSpec
+from benchbench_plugins.models.vision_transformer import VisionTransformer, Width
+
+WIDTH = Width("Big", hidden=512, depth=8, mlp=2048, heads=8)
+
+
+def status_kb(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+
+
+class Big(VisionTransformer):
+    def forward(self, x):
+        if self.training and "RANK" in os.environ and self.setup is not None:
+            (rss_kb, built_on), self.setup = self.setup, None
+            with open(os.path.join(os.environ["BIG_OUT"], "rank" + os.environ["RANK"] + ".json"), "w") as f:
+                json.dump({"rss_kb": rss_kb, "hwm_kb": status_kb("VmHWM"), "built_on": built_on}, f)
+        return super().forward(x.double())
+
+
+def make(num_classes, image_size, in_chans):
+    rss_kb = None
+    if "RANK" in os.environ:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        rss_kb = status_kb("VmRSS")
+    model = Big(WIDTH, 7, num_classes=num_classes, image_size=image_size, in_chans=in_chans).double()
+    model.setup = (rss_kb, str(next(model.parameters()).device))
+    return model
+
+
+@hookimpl
+def register_models(register):
+    register(ModelSpec(id="vit-big-f64", name="ViT-Big/7 float64", family="vit", build=make,
+                       default_resolution=28, resolution_multiple=7))
+"""
+
+
+@pytest.mark.slow
+def test_an_fsdp_rank_never_holds_the_whole_model(run_suite, tmp_path, monkeypatch):
+    """Each rank builds the model on the meta device and its resident memory grows by about its half
+    of the weights (its shards, plus the file pages of those rows it read), never by the whole model:
+    building it whole and loading the weights into it (the old way) grew it by twice the model."""
+    import json
+
+    monkeypatch.setenv("BIG_OUT", str(tmp_path))
+    run_suite.plugin(BIG, "big.py")
+    run_suite.write(SUITE.format(name="big", model="vit-big-f64", devices=2,
+                                 extra='sharding = "fsdp"\noptimizer = "sgd"\nmomentum = 0.0\nsteps = 1')
+                    .replace("test_subset = 99", "test_subset = 8"))
+    run_suite.run()
+    (record,) = run_suite.records()
+    assert record.ok, record.error
+    weights_kb = record.metrics["params"] * 8 / 1024  # float64
+    assert weights_kb > 190_000
+    for rank in (0, 1):
+        seen = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert seen["built_on"] == "meta"
+        grew_kb = seen["hwm_kb"] - seen["rss_kb"]
+        # now: its shards (half the weights) and the file pages of their rows (half); before: 2 x
+        assert grew_kb < 1.5 * weights_kb, (rank, grew_kb, weights_kb)
+
+
+def test_build_sharded_restores_the_weights_and_every_buffer(tmp_path):
+    """In this process, a real gloo group of one: the sharded model's weights, BatchNorm statistics
+    and a non-persistent buffer are the saved model's, its parameters are DTensors, built on meta."""
+    import torch.distributed as dist
+    from torch import nn
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    from torch.distributed.tensor import DTensor
+
+    from benchbench_plugins.protocols.sharding import build_sharded
+
+    built_on = []
+
+    class Unit(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.bn = nn.Linear(6, 6), nn.BatchNorm1d(6)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.units = nn.Sequential(Unit(), Unit(), Unit())
+            self.head = nn.Linear(6, 3)
+            self.register_buffer("scale", torch.arange(6.0), persistent=False)
+            built_on.append(self.head.weight.device.type)
+
+    torch.manual_seed(0)
+    saved = Net()
+    with torch.no_grad():
+        for unit in saved.units:
+            unit.bn.running_mean.normal_()
+            unit.bn.running_var.uniform_(1, 2)
+            unit.bn.num_batches_tracked.fill_(7)
+        saved.scale.mul_(3)
+    torch.save(saved.state_dict(), tmp_path / "init.pt")
+    torch.save(dict(saved.named_buffers()), tmp_path / "buffers.pt")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        model = build_sharded(Net, tmp_path / "init.pt", tmp_path / "buffers.pt", torch.device("cpu"))
+        assert built_on == ["cpu", "meta"]
+        assert all(isinstance(p, DTensor) for p in model.parameters())
+        full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+        assert full.keys() == saved.state_dict().keys()
+        assert all(torch.equal(full[k], v) for k, v in saved.state_dict().items())
+        assert torch.equal(model.scale, torch.arange(6.0) * 3)
+    finally:
+        dist.destroy_process_group()
 
 
 @pytest.mark.slow
@@ -217,20 +366,57 @@ def test_a_hung_rank_fails_its_cell_at_the_collective_timeout(run_suite):
     assert _leftovers() == []
 
 
-def test_more_devices_than_cores_or_an_indivisible_batch_fail_before_anything_runs(run_suite):
+# An executor whose cells run elsewhere: it hands each cell back as a scheduler's failure.
+ELSEWHERE = """
+from benchbench import hookimpl
+from benchbench.executors import ExecutorSpec
+
+
+class Elsewhere:
+    def check(self, dispatch):
+        pass
+
+    def run(self, cells, dispatch):
+        for cell in cells:
+            dispatch.started(cell)
+            dispatch.finished(dispatch.fault(cell, "sent elsewhere", job_id="e1"), cell)
+
+    def close(self):
+        pass
+
+
+@hookimpl
+def register_executors(register):
+    register(ExecutorSpec(id="elsewhere", name="Elsewhere", create=lambda options: Elsewhere()))
+"""
+
+
+def test_a_suite_asking_for_more_devices_than_this_node_has_is_refused_before_any_cell_runs(run_suite, capsys):
     cores = len(os.sched_getaffinity(0))
-    run_suite.write(SUITE.format(name="many", model="vit-mu7", devices=cores + 1, extra=""), "many.toml")
-    run_suite.write(SUITE.format(name="odd", model="vit-mu7", devices=2, extra="").replace("= 32", "= 33"),
-                    "odd.toml")
-    run_suite.run(suite=run_suite.dir / "many.toml")
-    run_suite.run(suite=run_suite.dir / "odd.toml")
-    many, odd = (run_suite.records(next(d for d in run_suite.run_dirs() if d.parent.name == n))[0]
-                 for n in ("many", "odd"))
-    assert many.error == (f"BenchError: devices = {cores + 1}: this machine has {cores} CPU cores (one process "
-                          f"each); set devices to at most {cores}")
+    suite = run_suite.write(SUITE.format(name="many", model="vit-mu7", devices=cores + 1, extra="")
+                            .replace('models = ["vit-mu7"]', 'models = ["vit-mu7", "bit-r20x1-small"]'))
+    # an executor whose cells run on other nodes gets them: the node that runs a cell checks its devices
+    run_suite.plugin(ELSEWHERE, "elsewhere.py")
+    assert run_suite.run("--executor", "elsewhere") == 1
+    assert [r.error for r in run_suite.records()] == ["SchedulerError: sent elsewhere"] * 2
+    records = run_suite.run_dir / "records.jsonl"
+    before = records.read_bytes()
+    capsys.readouterr()
+    # in this process: refused before any cell runs; the run it would resume keeps its records as they were
+    assert run_suite.run() == 2
+    assert capsys.readouterr().err == (
+        f"error: {suite}: cell vit-mu7 x fashion-mnist x scratch (seed 0) (and 1 other cell): devices = {cores + 1}: "
+        f"this machine has {cores} CPU cores (one process each); set devices to at most {cores} in the suite, or "
+        "run it with --executor on nodes that have them; nothing was run\n")
+    assert records.read_bytes() == before and len(run_suite.run_dirs()) == 1
+
+
+def test_an_indivisible_batch_fails_its_cell_before_anything_runs(run_suite):
+    run_suite.write(SUITE.format(name="odd", model="vit-mu7", devices=2, extra="").replace("= 32", "= 33"))
+    run_suite.run()
+    (odd,) = run_suite.records()
     assert odd.error.startswith("BenchError: batch_size = 33 is the global batch: it must divide by the 2 devices")
-    assert many.traceback == "" and odd.traceback == ""
-    assert "train_device_seconds" not in many.metrics
+    assert odd.traceback == "" and "train_device_seconds" not in odd.metrics
 
 
 # --- no processes: the pieces ----------------------------------------------------------------------
@@ -260,6 +446,59 @@ def test_the_ranks_parts_of_each_batch_are_the_single_process_batch(shuffle, in_
         assert torch.equal(torch.cat([p[i] for p in parts]), batch)
         assert [len(p[i]) for p in parts] == [len(batch) // 3 + (r < len(batch) % 3) for r in range(3)]
     assert sorted(torch.cat(whole).tolist()) == list(range(103))
+
+
+class _Photos(torch.utils.data.Dataset):
+    """Random-noise photos through the real training transform (random resized crop + flip)."""
+
+    def __init__(self, n: int):
+        import numpy as np
+        from PIL import Image
+
+        from benchbench.specs import DataOptions
+        from benchbench_plugins.datasets.transforms import photo_transform
+
+        rng = np.random.default_rng(0)
+        self.images = [Image.fromarray(rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)) for _ in range(n)]
+        self.transform = photo_transform(DataOptions(augment=True, image_size=8), 12)
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        return self.transform(self.images[i]), i
+
+
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_augmented_batches_do_not_depend_on_the_ranks_or_workers(in_memory):
+    """With augment_seed, rank r's part of augmented batch i (r = 0..2, concatenated) is the one-process
+    augmented batch i, two epochs running: flips drawn for the global batch (in memory) or each image's
+    crop and flip seeded per image of it (files, any number of worker processes)."""
+    from benchbench_plugins.datasets.transforms import BatchTransform, TensorImages
+    from benchbench_plugins.protocols.loader import Loader
+
+    if in_memory:
+        images = torch.arange(103 * 2 * 3, dtype=torch.float32).reshape(103, 1, 2, 3)
+        data = TensorImages(images, torch.arange(103), BatchTransform(flip=True))
+    else:
+        data = _Photos(23)
+
+    def epochs(rank=0, world=1, workers=0, seed=5, n=2):
+        loader = Loader(data, 10, shuffle=True, generator=torch.Generator().manual_seed(7), rank=rank, world=world,
+                        num_workers=workers, augment_seed=seed)
+        return [x for _ in range(n) for x, _ in loader]
+
+    whole = epochs()
+    parts = [epochs(r, 3) for r in range(3)]
+    for i, batch in enumerate(whole):
+        assert torch.equal(torch.cat([p[i] for p in parts]), batch)
+    assert not all(torch.equal(a, b) for a, b in zip(whole, epochs(seed=6)))  # the draws are random
+    if in_memory:  # each image is itself or its mirror, both seen
+        flat = torch.cat(whole)
+        mirrored = [bool((flat[k] != images[int(flat[k].flatten()[0]) // 6]).any()) for k in range(len(flat))]
+        assert 0 < sum(mirrored) < len(mirrored)
+    else:  # one epoch: from the second on, DataLoader's permutation differs with persistent workers
+        assert all(torch.equal(a, b) for a, b in zip(epochs(n=1), epochs(workers=2, n=1)))
 
 
 def test_repeated_units_are_the_blocks_and_residual_units(catalog):

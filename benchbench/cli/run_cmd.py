@@ -97,6 +97,26 @@ def _driver_device(name: str, in_process: bool) -> "torch.device":
         return torch.device("cpu")
 
 
+def _check_devices(suite, cells, device: "torch.device") -> None:
+    """A suite whose cells ask for more devices (`devices`, per node) than this node has is refused
+    before any cell runs, naming the first such cell."""
+    from benchbench.launch import check_devices
+
+    refused = []
+    for cell in cells:
+        devices = int(dict(cell.settings).get("devices", 1))
+        try:
+            if devices > 1:
+                check_devices(device.type, devices)
+        except BenchError as exc:
+            refused.append((cell, exc))
+    if refused:
+        (cell, exc), more = refused[0], len(refused) - 1
+        others = f" (and {plural(more, 'other cell')})" if more else ""
+        raise BenchError(f"{suite.path}: cell {cell.label}{others}: {exc} in the suite, or run it with "
+                         "--executor on nodes that have them; nothing was run")
+
+
 def run(args) -> int:
     from benchbench.envinfo import device_name
 
@@ -119,6 +139,8 @@ def run(args) -> int:
     earlier = read_records(run_dir, missing_ok=True).records if run_dir else []
     history = throughput_history([root, PUBLISHED], device_name(device), [p.id for p in cat.protocols if p.trains])
     plans = plan(suite, cat, earlier, history)
+    if choice.spec.in_process:  # an executor's cells run on its nodes, which check their own devices
+        _check_devices(suite, [p.cell for p in plans if p.state != "done"], device)
     if args.dry_run:
         _dry_run(plans, run_dir)
         return 0

@@ -44,6 +44,10 @@ def target_size(options: DataOptions, native: int) -> int:
 class BatchTransform:
     """What in-memory images need per batch (N, C, H, W): uint8 -> [0, 1], normalise, resize to
     `size` (bilinear, antialiased when shrinking), random horizontal flip (`flip`), grey -> in_chans.
+
+    The flip's random numbers (one uniform per image, flipped below 0.5) are `draws` when given (see
+    `draws`: a data-parallel loader draws them for the whole global batch and hands each rank its
+    part), else from torch's global generator.
     """
 
     def __init__(self, *, mean: Sequence[float] | None = None, std: Sequence[float] | None = None,
@@ -52,7 +56,12 @@ class BatchTransform:
         self.std = None if std is None else torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
         self.size, self.in_chans, self.flip = size, in_chans, flip
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def draws(self, n: int, generator: torch.Generator) -> torch.Tensor | None:
+        """The random numbers the augmentation of `n` images takes, from `generator` (row i: image
+        i's); None when this transform is not random."""
+        return torch.rand(n, generator=generator) if self.flip else None
+
+    def __call__(self, x: torch.Tensor, draws: torch.Tensor | None = None) -> torch.Tensor:
         if x.dtype == torch.uint8:
             x = x.float().div_(255.0)
         if self.mean is not None:
@@ -61,7 +70,7 @@ class BatchTransform:
             x = F.interpolate(x, size=(self.size, self.size), mode="bilinear", align_corners=False,
                               antialias=self.size < max(x.shape[-2:]))
         if self.flip:
-            flipped = torch.rand(len(x)) < 0.5
+            flipped = (torch.rand(len(x)) if draws is None else draws) < 0.5
             x = torch.where(flipped[:, None, None, None], x.flip(-1), x)
         return match_channels(x, self.in_chans)
 
@@ -147,7 +156,8 @@ def photo_transform(options: DataOptions, native_size: int, *, mean: Sequence[fl
 
     Evaluation (and features): resize to a square of `size` without cropping, as the paper's code
     evaluates. Training with `augment`: an Inception-style random crop resized to `size`, and a random
-    horizontal flip (torchvision's RandomResizedCrop, RandomHorizontalFlip).
+    horizontal flip (torchvision's RandomResizedCrop, RandomHorizontalFlip), drawn from torch's global
+    generator, which the training loader seeds per image (plugins/protocols/loader.py `SeededItems`).
     """
     from torchvision.transforms import v2
 

@@ -3,14 +3,17 @@ around `fit` and `evaluate`), launched by benchbench.launch (torch's elastic lau
 
 The ranks are spawned processes: each loads the plugin catalog again (with the run's `--plugin`
 files), builds the cell's model and data from their ids, and loads the parent's initial weights, so
-every rank starts from the weights the single-process run would train. Rank 0 writes the trained
-weights to a file the parent loads back into the cell's model (for `save_checkpoint`), and returns
-the metrics; the parent alone writes the record. A rank that raises, dies or hangs (a collective
-waiting longer than `timeout_s`) fails the cell with that rank's error; the launcher stops the others.
+every rank starts from the weights the single-process run would train (FSDP: each rank builds
+the model on the meta device and materialises only its shards, read from the parent's weights
+file; see sharding.build_sharded). Rank 0 writes the trained weights to a file the parent loads
+back into the cell's model (for `save_checkpoint`), and returns the metrics; the parent alone
+writes the record. A rank that raises, dies or hangs (a collective waiting longer than
+`timeout_s`) fails the cell with that rank's error; the launcher stops the others.
 """
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +64,8 @@ def train_and_evaluate_parallel(ctx: ProtocolContext, model: torch.nn.Module, de
     world = check_parallel(ctx.device, s["devices"], s["nodes"], s["batch_size"])
     with tempfile.TemporaryDirectory(prefix="benchbench-ranks-") as folder:
         torch.save(model.state_dict(), Path(folder) / "init.pt")
+        if s["sharding"] == "fsdp":  # the buffers too: a model built on the meta device has none
+            torch.save({name: b.detach() for name, b in model.named_buffers()}, Path(folder) / "buffers.pt")
         shape = dict(num_classes=ctx.dataset_spec.num_classes, image_size=ctx.data.image_size,
                      in_chans=ctx.data.in_chans)
         job = Job(model=ctx.model_spec.id, dataset=ctx.dataset_spec.id, shape=shape, data=ctx.data,
@@ -82,7 +87,7 @@ def run_rank(job: Job) -> dict[str, float] | None:
 
     from benchbench.measure.throughput import peak_mem_mb
     from benchbench.plugins import load_catalog
-    from benchbench_plugins.protocols.sharding import activation_checkpointing, fully_shard_units
+    from benchbench_plugins.protocols.sharding import activation_checkpointing, build_sharded
     from benchbench_plugins.protocols.training import cell_splits, evaluate_timed, fit
 
     s = job.settings
@@ -90,28 +95,30 @@ def run_rank(job: Job) -> dict[str, float] | None:
                                     local=s["nodes"] == 1)
     catalog = load_catalog(job.plugin_files)
     model_spec, dataset_spec = catalog.models.get(job.model), catalog.datasets.get(job.dataset)
+    folder, fsdp = Path(job.folder), s["sharding"] == "fsdp"
     torch.manual_seed(job.seed)
-    model = model_spec.build(**job.shape)
-    model.load_state_dict(torch.load(Path(job.folder) / "init.pt", weights_only=True))
-    model.to(device)
+    if fsdp:  # never the whole model: built on the meta device, each rank materialises its shards
+        model = build_sharded(functools.partial(model_spec.build, **job.shape), folder / "init.pt",
+                              folder / "buffers.pt", device)
+    else:
+        model = model_spec.build(**job.shape)
+        model.load_state_dict(torch.load(folder / "init.pt", weights_only=True))
+        model.to(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     train, test = cell_splits(dataset_spec, job.data, s, job.seed)
     with activation_checkpointing(model, s["activation_checkpointing"]):
-        if s["sharding"] == "fsdp":
-            fully_shard_units(model)
-            wrapped = model
-        else:
-            wrapped = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        wrapped = model if fsdp else DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
         metrics = fit(wrapped, train, s, device, job.seed, show_progress=job.show_progress and rank == 0,
                       desc=job.desc, rank=rank, world=world)
     # DDP: the replica itself (a forward pass needs no collective); FSDP: the sharded model, whose
     # forward gathers each unit's weights (every rank runs the same number of passes)
     metrics["train_peak_mem_mb_per_device"] = _max_over_ranks(peak_mem_mb(device)[0], device)
     metrics.update(evaluate_timed(model, test, s, device, rank=rank, world=world))
-    state = _full_state_dict(model, fsdp=s["sharding"] == "fsdp")
+    state = _full_state_dict(model, fsdp=fsdp)
     if rank == 0:
-        torch.save(state, Path(job.folder) / "final.pt")
+        torch.save(state, folder / "final.pt")
         return metrics
     return None
 

@@ -1,6 +1,6 @@
 """Batches for training, evaluation and feature extraction: in-memory tensors sliced, files through
 one DataLoader whose worker processes live across epochs; in data-parallel runs, each rank's part
-of every global batch."""
+of every global batch, augmented as the single-process batch is."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from typing import Iterator
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler, TensorDataset
 
+SEED_RANGE = 2 ** 62  # per-image augmentation seeds are drawn from [0, SEED_RANGE)
+
 
 def rank_part(batch: torch.Tensor, rank: int, world: int) -> torch.Tensor:
     """Rank `rank`'s contiguous part of one global batch of indices: `world` parts whose sizes differ
@@ -20,18 +22,49 @@ def rank_part(batch: torch.Tensor, rank: int, world: int) -> torch.Tensor:
 
 class RankBatches(Sampler):
     """Index batches for one rank: the order of `sampler` (a seeded permutation, or 0..n-1) cut into
-    global batches of `batch_size`, and of each this rank's `rank_part`."""
+    global batches of `batch_size`, and of each this rank's `rank_part`. With `seeds` (a generator),
+    each index comes with a seed drawn for the whole global batch from it, (index, seed) pairs for
+    `SeededItems`: image i of the global batch gets the same seed whichever rank loads it."""
 
-    def __init__(self, sampler: Sampler, batch_size: int, rank: int, world: int):
-        self.sampler, self.batch_size, self.rank, self.world = sampler, batch_size, rank, world
+    def __init__(self, sampler: Sampler, batch_size: int, rank: int, world: int,
+                 seeds: torch.Generator | None = None):
+        self.sampler, self.batch_size, self.rank, self.world, self.seeds = sampler, batch_size, rank, world, seeds
 
     def __len__(self) -> int:
         return math.ceil(len(self.sampler) / self.batch_size)
 
-    def __iter__(self) -> Iterator[list[int]]:
+    def __iter__(self) -> Iterator[list]:
         order = torch.as_tensor(list(self.sampler), dtype=torch.long)
         for start in range(0, len(order), self.batch_size):
-            yield rank_part(order[start:start + self.batch_size], self.rank, self.world).tolist()
+            batch = order[start:start + self.batch_size]
+            part = rank_part(batch, self.rank, self.world).tolist()
+            if self.seeds is None:
+                yield part
+            else:
+                seeds = torch.randint(SEED_RANGE, (len(batch),), generator=self.seeds)
+                yield list(zip(part, rank_part(seeds, self.rank, self.world).tolist()))
+
+
+
+class SeededItems(Dataset):
+    """`dataset[index]` for keys (index, seed), with torch's global generator seeded by `seed` while
+    the item is read (and restored after): a random transform inside the dataset (a crop, a flip)
+    draws the same numbers for that image in any process, worker or rank."""
+
+    def __init__(self, dataset: Dataset):
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, key: tuple[int, int]):
+        index, seed = key
+        state = torch.default_generator.get_state()
+        torch.default_generator.manual_seed(seed)
+        try:
+            return self.dataset[index]
+        finally:
+            torch.default_generator.set_state(state)
 
 
 class Loader:
@@ -42,15 +75,22 @@ class Loader:
     With `world` > 1 each batch is rank `rank`'s part (`rank_part`) of the global batch the
     single-process loader would yield, from the same seeded permutation: the ranks together see
     exactly the single-process batches.
+
+    With `augment_seed`, the augmentation's random numbers come from a generator seeded by it,
+    drawn for each global batch whole (so they do not depend on the number of ranks, nor on worker
+    processes): in memory the transform's `draws` for the global batch, of which each rank takes its
+    part; for files a seed per image of the global batch, with which its transform runs
+    (`SeededItems`). Without it, augmentation draws from torch's global generator.
     """
 
     def __init__(self, dataset: Dataset, batch_size: int, *, shuffle: bool = False,
                  generator: torch.Generator | None = None, num_workers: int = 0, pin_memory: bool = False,
-                 rank: int = 0, world: int = 1):
+                 rank: int = 0, world: int = 1, augment_seed: int | None = None):
         self.dataset, self.batch_size, self.shuffle, self.generator = dataset, batch_size, shuffle, generator
         self.rank, self.world = rank, world
+        self.augment = None if augment_seed is None else torch.Generator().manual_seed(augment_seed)
         self._loader = None
-        if not isinstance(dataset, TensorDataset) and world == 1:
+        if not isinstance(dataset, TensorDataset) and world == 1 and self.augment is None:
             self._loader = DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, generator=generator,
                                       num_workers=num_workers, pin_memory=pin_memory,
                                       persistent_workers=num_workers > 0)
@@ -58,9 +98,10 @@ class Loader:
             # The sampler and the loader share the generator as DataLoader(shuffle=True) does (the
             # loader draws its workers' base seed from it first), so the permutation is the same.
             sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
-            self._loader = DataLoader(dataset, batch_sampler=RankBatches(sampler, batch_size, rank, world),
-                                      generator=generator, num_workers=num_workers, pin_memory=pin_memory,
-                                      persistent_workers=num_workers > 0)
+            batches = RankBatches(sampler, batch_size, rank, world, self.augment)
+            self._loader = DataLoader(dataset if self.augment is None else SeededItems(dataset),
+                                      batch_sampler=batches, generator=generator, num_workers=num_workers,
+                                      pin_memory=pin_memory, persistent_workers=num_workers > 0)
 
     def __len__(self) -> int:
         return math.ceil(len(self.dataset) / self.batch_size)
@@ -71,16 +112,23 @@ class Loader:
             return
         x, y = self.dataset.tensors[:2]
         transform = getattr(self.dataset, "transform", None)
+        random = None if self.augment is None else getattr(transform, "draws", None)
         order = torch.randperm(len(x), generator=self.generator) if self.shuffle else None
         for start in range(0, len(x), self.batch_size):
-            if order is None and self.world == 1:
+            draws = None
+            if order is None and self.world == 1 and random is None:
                 xb, yb = x[start:start + self.batch_size], y[start:start + self.batch_size]
             else:
                 idx = torch.arange(start, min(start + self.batch_size, len(x))) if order is None \
                     else order[start:start + self.batch_size]
+                if random is not None:
+                    draws = random(len(idx), self.augment)
+                    draws = None if draws is None else rank_part(draws, self.rank, self.world)
                 idx = rank_part(idx, self.rank, self.world)
                 xb, yb = x[idx], y[idx]
-            yield (xb if transform is None else transform(xb)), yb
+            if transform is not None:
+                xb = transform(xb) if draws is None else transform(xb, draws)
+            yield xb, yb
 
 
 def batches(

@@ -1,5 +1,5 @@
 """How a training model's memory is spread: its repeated units (transformer blocks, residual units),
-activation checkpointing on them, and FSDP (torch's fully_shard) over them.
+activation checkpointing on them, and FSDP (torch's fully_shard) over them, built sharded.
 
 Model-agnostic: a unit is a module with children that sits in an `nn.Sequential` or `nn.ModuleList`
 beside at least one other module of its class (a ViT's `Block`s, a ResNet's bottlenecks, torchvision's
@@ -12,8 +12,10 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from contextlib import contextmanager
-from typing import Iterator
+from pathlib import Path
+from typing import Callable, Iterator
 
+import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -59,3 +61,27 @@ def fully_shard_units(model: nn.Module) -> int:
         fully_shard(unit)
     fully_shard(model)
     return len(units)
+
+
+def build_sharded(build: Callable[[], nn.Module], weights: str | Path, buffers: str | Path,
+                  device: torch.device) -> nn.Module:
+    """`build()` sharded by FSDP without ever holding the whole model: built on the meta device,
+    `fully_shard_units`, materialised on `device` as this rank's shards only, then each shard copied
+    from the full weights in `weights` (a state dict file, memory-mapped, so a rank reads its own
+    rows of each tensor and no more) and every buffer (persistent or not: not sharded, small) from
+    `buffers` ({name: tensor} of the model's `named_buffers()`). A process group must be up."""
+    from torch.distributed.tensor import distribute_tensor
+
+    with torch.device("meta"):
+        model = build()
+    fully_shard_units(model)
+    model.to_empty(device=device)
+    full = torch.load(weights, mmap=True, weights_only=True)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            # no communication (src_data_rank=None): every rank has the file and slices its own shard
+            shard = distribute_tensor(full[name], param.device_mesh, param.placements, src_data_rank=None)
+            param.to_local().copy_(shard.to_local())
+        for name, value in torch.load(buffers, weights_only=True).items():
+            model.get_buffer(name).copy_(value)
+    return model

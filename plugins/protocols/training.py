@@ -25,6 +25,8 @@ from benchbench_plugins.protocols.sharding import activation_checkpointing
 from benchbench_plugins.protocols.subsets import random_subset, training_subset
 from benchbench_plugins.protocols.training_settings import split_sizes
 
+AUGMENT_SEED_OFFSET = 7_919  # the augmentation generator's seed: the cell's seed + this
+
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """Weight decay on weight matrices and kernels only; none on biases, norms, embeddings' scales."""
@@ -80,7 +82,8 @@ def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.de
 
     Data-parallel (`world` > 1, `model` wrapped by DDP or FSDP, a process group up): this rank trains
     on its part of each global batch of `batch_size` (plugins/protocols/loader.py); the steps, the
-    permutation and the metrics (global images, the loss of the global batch) are one process's."""
+    permutation, the augmentation's random numbers (`augment`: drawn per global batch) and the metrics
+    (global images, the loss of the global batch) are one process's."""
     from tqdm import tqdm
 
     total = total_steps(s, len(train))
@@ -88,8 +91,10 @@ def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.de
         raise BenchError("nothing to train; set epochs >= 1 or steps >= 1")
     gen = torch.Generator().manual_seed(seed)
     batch_size = s["batch_size"]
+    # augmentation draws from its own generator (the permutation's stream stays as it was), per global batch
+    augment_seed = seed + AUGMENT_SEED_OFFSET if s.get("augment", False) else None
     loader = Loader(train, batch_size, shuffle=True, generator=gen, num_workers=workers(s.get("num_workers", 0), train),
-                    pin_memory=device.type == "cuda", rank=rank, world=world)
+                    pin_memory=device.type == "cuda", rank=rank, world=world, augment_seed=augment_seed)
     model = model.to(device)
     opt = make_optimizer(model, s)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, make_schedule(total, int(s["warmup_fraction"] * total),
