@@ -40,12 +40,11 @@ def test_fp8_problem_names_the_gpu_its_capability_and_the_install():
     assert "this device is mps" in fp8_problem("mps", None, None, True)
 
 
-def test_a_training_setting_accepts_fp8_and_the_command_lines_do_not_yet():
+def test_a_training_setting_accepts_fp8_and_the_command_lines_do_not_yet(catalog):
     from benchbench.choices import PRECISIONS
     from benchbench.settings import resolve
-    from benchbench.plugins import load_catalog
 
-    scratch = load_catalog(entry_points=False).protocols.get("scratch")
+    scratch = catalog.protocols.get("scratch")
     assert resolve(scratch, {"precision": "fp8"}, "s")["precision"] == "fp8"
     assert "fp8" not in PRECISIONS  # profile/device measure without converting the model
 
@@ -126,7 +125,9 @@ def test_tables_keep_fp8_cells_apart_from_bf16(make_record):
                     reason="needs a CUDA GPU of compute capability >= 8.9")
 def test_fp8_trains_vit_b16_sized_layers_close_to_bf16():
     """Forty steps of the shared training step on ViT-B/16-sized MLP blocks (width 768, hidden 3072,
-    197 tokens): fp8's loss follows bf16's from the same start."""
+    197 tokens) fitting one batch: fp8's loss follows bf16's from the same start. (The same run with 16
+    tokens, torchao's float8 emulated on a CPU, gave bf16 / fp8 losses 6.894 / 6.894 at step 0, 2.154 /
+    2.102 at step 5, 0.029 / 0.080 at step 10, both below 1e-4 by step 40.)"""
     pytest.importorskip("torchao")
     from torchao.float8.float8_linear import Float8Linear
 
@@ -139,11 +140,12 @@ def test_fp8_trains_vit_b16_sized_layers_close_to_bf16():
     curves = {}
     for precision in ("bf16", "fp8"):
         model = copy.deepcopy(start)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         step = train_step(model, opt, cuda, precision)
         curves[precision] = [step(x, y).item() for _ in range(40)]
         assert any(isinstance(m, Float8Linear) for m in model.modules()) == (precision == "fp8")
     bf16, fp8 = curves["bf16"], curves["fp8"]
     assert fp8[0] == pytest.approx(bf16[0], rel=0.02)
-    assert bf16[-1] < 0.5 * bf16[0] and fp8[-1] < 0.5 * fp8[0]  # both fit the batch
-    assert fp8[-1] == pytest.approx(bf16[-1], rel=0.1, abs=0.05)
+    assert bf16[-1] < 0.05 * bf16[0] and fp8[-1] < 0.05 * fp8[0]  # both fit the batch
+    for a, b in zip(bf16[:10], fp8[:10]):  # while the loss is far from zero, the curves agree
+        assert abs(a - b) <= 0.15 * a + 0.1
