@@ -38,6 +38,7 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch
     model whose output is not logits (masked patch prediction returns its logits with their targets;
     one process only)."""
     precision = precision_policy.check(device, precision)
+    precision_policy.for_precision(model, device, precision)  # fp8: its Linear layers in float8, in place
     scaler = precision_policy.grad_scaler(device, precision)
 
     def step(x: torch.Tensor, y: torch.Tensor, global_batch: int | None = None) -> torch.Tensor:
@@ -73,6 +74,7 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch
 def forward(model: nn.Module, device: torch.device, precision: str) -> Callable[[torch.Tensor], torch.Tensor]:
     """logits(x): one inference forward pass under the precision's autocast, without autograd."""
     precision = precision_policy.check(device, precision)
+    precision_policy.for_precision(model, device, precision)
 
     def logits(x: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode(), precision_policy.autocast(device, precision):

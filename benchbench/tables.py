@@ -318,7 +318,20 @@ BUILDERS = {"models": model_table, "summary": summary_table, "paper-transfer": t
 def build_table(df: pd.DataFrame, layout: str = "models", force_flops: bool = False) -> Table:
     if layout not in BUILDERS:
         raise BenchError(f"unknown table layout {layout!r}; allowed: {', '.join(LAYOUTS)}")
-    return BUILDERS[layout](df, force_flops)
+    return BUILDERS[layout](precisions_apart(df), force_flops)
+
+
+def precisions_apart(df: pd.DataFrame) -> pd.DataFrame:
+    """fp8 cells as models of their own ("ViT-B/16 (fp8)"), so that no layout pools their accuracy,
+    throughput or device-days with another precision's cells of the same model."""
+    column = "setting.precision"
+    if df.empty or column not in df or not (df[column] == "fp8").any():
+        return df
+    df = df.copy()
+    fp8 = df[column] == "fp8"
+    df.loc[fp8, "model"] = df.loc[fp8, "model"] + "@fp8"
+    df.loc[fp8, "model_name"] = df.loc[fp8, "model_name"] + " (fp8)"
+    return df
 
 
 def _latex_escape(text: str) -> str:

@@ -26,5 +26,5 @@ fi
 TORCH_SPEC=${TORCH_SPEC:-"torch==2.14.1 torchvision==0.29.1"}
 # shellcheck disable=SC2086
 .venv/bin/python -m pip install -q --disable-pip-version-check $TORCH_SPEC
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test,fp8]"
 echo "setup: ready ($(.venv/bin/benchbench --version), torch $(.venv/bin/python -c 'import torch; print(torch.__version__)'))"

@@ -77,7 +77,7 @@ def test_settings_are_validated(catalog):
                            ({"shots": "5"}, "expected list"), ({"shots": [1.5]}, "list of integers"),
                            ({"seeds": 0}, "must be in 1..100"), ({"l2_reg": -1.0}, "must be > 0"),
                            ({"init": "model.bin"}, ".pt, .pth or .npz"), ({"k": 5}, "unknown fewshot setting 'k'"),
-                           ({"precision": "fp8"}, "allowed: auto, fp32, tf32, bf16, fp16")):
+                           ({"precision": "fp4"}, "allowed: auto, fp32, tf32, bf16, fp16, fp8")):
         with pytest.raises(BenchError, match=message):
             resolve(fewshot, given, "s")
 

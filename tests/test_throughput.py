@@ -155,7 +155,9 @@ def test_precision_and_mode_checks():
         measure_throughput(model, image_size=28, num_classes=10, device="cpu", precision="fp16", **FAST)
     with pytest.raises(BenchError, match="'tf32' needs a CUDA device"):
         measure_throughput(model, image_size=28, num_classes=10, device="cpu", precision="tf32", **FAST)
-    with pytest.raises(BenchError, match="allowed: auto, fp32, tf32, bf16, fp16"):
+    with pytest.raises(BenchError, match="allowed: auto, fp32, tf32, bf16, fp16, fp8"):
+        measure_throughput(model, image_size=28, num_classes=10, device="cpu", precision="fp4", **FAST)
+    with pytest.raises(BenchError, match="'fp8' needs a CUDA GPU of compute capability >= 8.9"):
         measure_throughput(model, image_size=28, num_classes=10, device="cpu", precision="fp8", **FAST)
     with pytest.raises(BenchError, match="allowed: infer, train"):
         measure_throughput(model, image_size=28, num_classes=10, device="cpu", mode="eval", **FAST)

@@ -105,7 +105,7 @@ def test_scratch_settings_are_validated(catalog):
     assert (s["epochs"], s["batch_size"], s["optimizer"], s["lr"], s["weight_decay"]) == (1, 128, "adamw", 1e-3, 0.05)
     assert (s["train_per_class"], s["save_checkpoint"], s["precision"], s["augment"], s["resolution"]) == \
         (0, False, "auto", False, 0)
-    for given, message in (({"precision": "fp8"}, "allowed: auto, fp32, tf32, bf16, fp16"),
+    for given, message in (({"precision": "fp4"}, "allowed: auto, fp32, tf32, bf16, fp16, fp8"),
                            ({"train_per_class": -1}, "must be >= 0"), ({"save_checkpoint": 1}, "expected bool"),
                            ({"optimizer": "lamb"}, "allowed: adamw, adam, sgd"), ({"beta2": 1.0}, r"\[0, 1\)"),
                            ({"num_workers": -5}, "must be >= -1"), ({"epoch": 1}, "did you mean 'epochs'")):

@@ -14,6 +14,7 @@ as the ViT paper's code does (`image / 127.5 - 1`, i.e. mean = std = 0.5 per cha
 
 from __future__ import annotations
 
+import copy
 from typing import Sequence
 
 import torch
@@ -70,9 +71,17 @@ class BatchTransform:
             x = F.interpolate(x, size=(self.size, self.size), mode="bilinear", align_corners=False,
                               antialias=self.size < max(x.shape[-2:]))
         if self.flip:
-            flipped = (torch.rand(len(x)) if draws is None else draws) < 0.5
+            # drawn where the batch is (the data may live on the GPU)
+            flipped = (torch.rand(len(x), device=x.device) if draws is None else draws.to(x.device)) < 0.5
             x = torch.where(flipped[:, None, None, None], x.flip(-1), x)
         return match_channels(x, self.in_chans)
+
+    def to(self, device: torch.device) -> "BatchTransform":
+        """This transform for batches held on `device` (its mean and std there)."""
+        out = copy.copy(self)
+        out.mean = None if self.mean is None else self.mean.to(device)
+        out.std = None if self.std is None else self.std.to(device)
+        return out
 
     @property
     def is_identity(self) -> bool:

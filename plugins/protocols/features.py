@@ -39,7 +39,7 @@ def extract(model: nn.Module, dataset: Dataset, device: torch.device, batch_size
             precision: str = "fp32", num_workers: int = 0) -> Features:
     """Pre-logits features (`model.features`) of every example, in dataset order, timed."""
     precision = precision_policy.check(device, precision)
-    model = model.to(device).eval()
+    model = precision_policy.for_precision(model.to(device), device, precision).eval()
     xs, ys = [], []
     with DeviceClock(device) as clock:
         for x, y in Loader(dataset, batch_size, num_workers=num_workers, pin_memory=device.type == "cuda"):

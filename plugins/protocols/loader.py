@@ -1,12 +1,17 @@
 """Batches for training, evaluation and feature extraction: in-memory tensors sliced, files through
 one DataLoader whose worker processes live across epochs; in data-parallel runs, each rank's part
-of every global batch, augmented as the single-process batch is."""
+of every global batch, augmented as the single-process batch is.
+
+Given the device, in-memory tensors that fit (`fits_on_device`) are moved there once and every batch
+is indexed there, the permutation too: no host-to-device copy per step, which is what bounds a tiny
+model on a GPU. The batches are the same tensors wherever they are indexed.
+"""
 
 from __future__ import annotations
 
 import math
 import os
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler, TensorDataset
@@ -18,6 +23,34 @@ def rank_part(batch: torch.Tensor, rank: int, world: int) -> torch.Tensor:
     """Rank `rank`'s contiguous part of one global batch of indices: `world` parts whose sizes differ
     by at most one (the first len % world parts one larger), together the whole batch, no overlap."""
     return batch if world == 1 else batch.tensor_split(world)[rank]
+
+
+# In-memory data goes to the device when its bytes are at most this fraction of the device's free
+# memory: the rest is left to the model, its activations and the optimiser's state.
+RESIDENT_FRACTION = 0.25
+
+
+def data_bytes(tensors: Sequence[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def fits_on_device(nbytes: int, device: torch.device, free_bytes: int | None = None) -> bool:
+    """Whether `nbytes` of in-memory data are held on `device`: always on the CPU (where they already
+    are; the move is a no-op), on CUDA when at most RESIDENT_FRACTION of its free memory (`free_bytes`,
+    read from the device when None); never on another device type (whose free memory is not known)."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return True
+    if free_bytes is None:
+        if device.type != "cuda":
+            return False
+        free_bytes = torch.cuda.mem_get_info(device)[0]
+    return nbytes <= RESIDENT_FRACTION * free_bytes
+
+
+def _transform_to(transform, device: torch.device):
+    """The per-batch transform for batches on `device` (its own `to` where it has one)."""
+    return transform.to(device) if transform is not None and hasattr(transform, "to") else transform
 
 
 class RankBatches(Sampler):
@@ -81,15 +114,28 @@ class Loader:
     processes): in memory the transform's `draws` for the global batch, of which each rank takes its
     part; for files a seed per image of the global batch, with which its transform runs
     (`SeededItems`). Without it, augmentation draws from torch's global generator.
+
+    With `device`, in-memory tensors that fit (`fits_on_device`) are moved there once, here, and
+    batches (and the permutation, drawn from `generator` on the host as before) are indexed there;
+    `resident` says whether they were. File datasets keep the DataLoader and its `pin_memory`.
     """
 
     def __init__(self, dataset: Dataset, batch_size: int, *, shuffle: bool = False,
                  generator: torch.Generator | None = None, num_workers: int = 0, pin_memory: bool = False,
-                 rank: int = 0, world: int = 1, augment_seed: int | None = None):
+                 rank: int = 0, world: int = 1, augment_seed: int | None = None,
+                 device: torch.device | str | None = None):
         self.dataset, self.batch_size, self.shuffle, self.generator = dataset, batch_size, shuffle, generator
         self.rank, self.world = rank, world
         self.augment = None if augment_seed is None else torch.Generator().manual_seed(augment_seed)
         self._loader = None
+        self.resident = False
+        if isinstance(dataset, TensorDataset):
+            self._tensors = dataset.tensors[:2]
+            self._transform = getattr(dataset, "transform", None)
+            if device is not None and fits_on_device(data_bytes(self._tensors), torch.device(device)):
+                self._tensors = tuple(t.to(device) for t in self._tensors)
+                self._transform = _transform_to(self._transform, torch.device(device))
+                self.resident = True
         if not isinstance(dataset, TensorDataset) and world == 1 and self.augment is None:
             self._loader = DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, generator=generator,
                                       num_workers=num_workers, pin_memory=pin_memory,
@@ -110,16 +156,18 @@ class Loader:
         if self._loader is not None:
             yield from self._loader
             return
-        x, y = self.dataset.tensors[:2]
-        transform = getattr(self.dataset, "transform", None)
+        x, y = self._tensors
+        transform = self._transform
         random = None if self.augment is None else getattr(transform, "draws", None)
-        order = torch.randperm(len(x), generator=self.generator) if self.shuffle else None
+        # Drawn on the host from the generator as ever (the same permutation on every device), then
+        # moved once per epoch to where the data is.
+        order = torch.randperm(len(x), generator=self.generator).to(x.device) if self.shuffle else None
         for start in range(0, len(x), self.batch_size):
             draws = None
             if order is None and self.world == 1 and random is None:
                 xb, yb = x[start:start + self.batch_size], y[start:start + self.batch_size]
             else:
-                idx = torch.arange(start, min(start + self.batch_size, len(x))) if order is None \
+                idx = torch.arange(start, min(start + self.batch_size, len(x)), device=x.device) if order is None \
                     else order[start:start + self.batch_size]
                 if random is not None:
                     draws = random(len(idx), self.augment)

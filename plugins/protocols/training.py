@@ -94,7 +94,8 @@ def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.de
     # augmentation draws from its own generator (the permutation's stream stays as it was), per global batch
     augment_seed = seed + AUGMENT_SEED_OFFSET if s.get("augment", False) else None
     loader = Loader(train, batch_size, shuffle=True, generator=gen, num_workers=workers(s.get("num_workers", 0), train),
-                    pin_memory=device.type == "cuda", rank=rank, world=world, augment_seed=augment_seed)
+                    pin_memory=device.type == "cuda", rank=rank, world=world, augment_seed=augment_seed,
+                    device=device)
     model = model.to(device)
     opt = make_optimizer(model, s)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, make_schedule(total, int(s["warmup_fraction"] * total),
@@ -150,33 +151,73 @@ class Accuracy:
     top1: float
     top5: float
     images: int
+    batch_size: int = 0  # the batch size the counts were taken at (see eval_batch_sizes)
+
+
+# On CUDA one process evaluates at up to this many images a batch (see eval_batch_sizes).
+EVAL_BATCH_MAX = 2048
+
+
+def eval_batch_sizes(batch_size: int, images: int, device: torch.device, world: int = 1) -> list[int]:
+    """The batch sizes `evaluate` tries, largest first, each after the previous ran out of memory.
+
+    The counts do not depend on the batch size (every image is scored on its own: no batch
+    statistics in eval mode), so where launches, not arithmetic, bound the evaluation (a tiny model
+    on a GPU) one CUDA process takes up to EVAL_BATCH_MAX images a batch, halving down to
+    `batch_size` when memory runs out. Elsewhere, and data-parallel (every rank must run the same
+    number of forward passes), exactly `batch_size`."""
+    target = min(EVAL_BATCH_MAX, images)
+    if device.type != "cuda" or world > 1 or target <= batch_size:
+        return [batch_size]
+    sizes = []
+    while target > batch_size:
+        sizes.append(target)
+        target //= 2
+    return sizes + [batch_size]
 
 
 def evaluate(model: nn.Module, dataset: Dataset, device: torch.device, batch_size: int, *,
              precision: str = "fp32", num_workers: int = 0, rank: int = 0, world: int = 1) -> Accuracy:
     """Top-1/top-5 over `dataset`; data-parallel (`world` > 1), each rank evaluates its part of each
-    batch (every rank the same number of forward passes, as FSDP needs) and the counts are summed."""
+    batch (every rank the same number of forward passes, as FSDP needs) and the counts are summed.
+
+    The counts stay on the device and are read once at the end (a read per batch would wait for
+    the device each time); the batch size is `batch_size`, or larger on CUDA (eval_batch_sizes)."""
     model.eval()
     logits_of = forward(model, device, precision)
-    hit1 = hit5 = n = 0
+    sizes = eval_batch_sizes(batch_size, len(dataset), device, world)
     with precision_policy.matmul_mode(device, precision):
-        for x, y in Loader(dataset, batch_size, num_workers=num_workers, pin_memory=device.type == "cuda",
-                           rank=rank, world=world):
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            logits = logits_of(x)
-            k = min(5, logits.shape[1])
-            top = logits.float().topk(k, dim=1).indices
-            correct = top.eq(y[:, None])
-            hit1 += int(correct[:, 0].sum())
-            hit5 += int(correct.any(dim=1).sum())
-            n += len(y)
+        for size in sizes:
+            try:
+                counts = _count_hits(logits_of, dataset, device, size, num_workers, rank, world)
+                break
+            except torch.cuda.OutOfMemoryError:
+                if size == sizes[-1]:
+                    raise
+                torch.cuda.empty_cache()
     if world > 1:
-        counts = torch.tensor([hit1, hit5, n], dtype=torch.long, device=device)
         dist.all_reduce(counts)
-        hit1, hit5, n = counts.tolist()
+    hit1, hit5, n = counts.tolist()
     if n == 0:
         raise ValueError("evaluation split is empty")
-    return Accuracy(top1=hit1 / n, top5=hit5 / n, images=n)
+    return Accuracy(top1=hit1 / n, top5=hit5 / n, images=n, batch_size=size)
+
+
+def _count_hits(logits_of, dataset: Dataset, device: torch.device, batch_size: int, num_workers: int,
+                rank: int, world: int) -> torch.Tensor:
+    """(top-1 hits, top-5 hits, images) over `dataset` as one long tensor on `device`."""
+    counts = torch.zeros(3, dtype=torch.long, device=device)
+    loader = Loader(dataset, batch_size, num_workers=num_workers, pin_memory=device.type == "cuda",
+                    rank=rank, world=world, device=device)
+    for x, y in loader:
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        logits = logits_of(x)
+        k = min(5, logits.shape[1])
+        correct = logits.float().topk(k, dim=1).indices.eq(y[:, None])
+        counts[0] += correct[:, 0].sum()
+        counts[1] += correct.any(dim=1).sum()
+        counts[2] += len(y)
+    return counts
 
 
 def cell_splits(spec: DatasetSpec, data: DataOptions, s: Mapping[str, Any], seed: int) -> tuple[Dataset, Dataset]:
@@ -192,7 +233,8 @@ def evaluate_timed(model: nn.Module, test: Dataset, s: Mapping[str, Any], device
     with DeviceClock(device) as eval_clock:
         acc = evaluate(model, test, device, s["eval_batch_size"], precision=s["precision"],
                        num_workers=workers(s["num_workers"], test), rank=rank, world=world)
-    return dict(top1=acc.top1, top5=acc.top5, eval_images=acc.images, eval_device_seconds=eval_clock.seconds)
+    return dict(top1=acc.top1, top5=acc.top5, eval_images=acc.images, eval_device_seconds=eval_clock.seconds,
+                eval_batch_size_used=acc.batch_size)
 
 
 def train_and_evaluate(ctx: ProtocolContext, model: nn.Module, desc: str) -> dict[str, float]:
