@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# A private single-node Slurm (with accounting) and optionally a Ray head, for the `cluster` tests and
-# for trying the executors: scripts/cluster.sh start [--ray] | stop | status | env
+# A private Slurm (with accounting) and optionally a Ray head, for the `cluster` tests and for trying
+# the executors: scripts/cluster.sh start [--ray] [--nodes N] | stop | status | env
+#
+# --nodes N (N > 1): N Slurm nodes n0..n(N-1) on this one machine, one slurmd each (`slurmd -N nI`,
+# each on its own port from 16820, the machine's CPUs shared out), so a job can ask for
+# --nodes N: multi-node cells run for real on one machine. Default: one node named after the host.
 #
 # Everything lives in $BENCHBENCH_CLUSTER_DIR (default /tmp/benchbench-cluster): configuration, state,
 # logs, and one pid file per daemon. Daemons start in the order Slurm needs (munged, MariaDB, slurmdbd,
@@ -14,7 +18,8 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 DIR=${BENCHBENCH_CLUSTER_DIR:-/tmp/benchbench-cluster}
 PY=${PYTHON:-$REPO/.venv/bin/python}
 NODE=$(hostname -s)
-DAEMONS=(munged mariadbd slurmdbd slurmctld slurmd ray)
+NODES=1
+DAEMONS=(munged mariadbd slurmdbd slurmctld slurmd ray)  # slurmd: one pid file per node (slurmd, slurmd-nI)
 
 alive() {  # alive PID: running and not a zombie
   local state
@@ -39,6 +44,17 @@ wait_for() {  # wait_for SECONDS WHAT COMMAND...
   done
 }
 
+node_lines() {  # the NodeName lines: this host, or NODES nodes sharing it out
+  local cpus=$1 mem=$2 i
+  if [ "$NODES" -le 1 ]; then
+    echo "NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN"
+    return
+  fi
+  for ((i=0; i<NODES; i++)); do
+    echo "NodeName=n$i NodeHostname=$NODE NodeAddr=127.0.0.1 Port=$((16820 + i)) CPUs=$(( cpus / NODES > 0 ? cpus / NODES : 1 )) RealMemory=$(( mem / NODES )) State=UNKNOWN"
+  done
+}
+
 write_config() {
   local mem cpus
   cpus=$(nproc)
@@ -53,11 +69,11 @@ AuthType=auth/munge
 AuthInfo=socket=$DIR/munge/munge.socket
 CredType=cred/munge
 StateSaveLocation=$DIR/slurm/state
-SlurmdSpoolDir=$DIR/slurm/spool
+SlurmdSpoolDir=$DIR/slurm/spool-%n
 SlurmctldPidFile=$DIR/slurm/slurmctld.pid
-SlurmdPidFile=$DIR/slurm/slurmd.pid
+SlurmdPidFile=$DIR/slurm/slurmd-%n.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
-SlurmdLogFile=$DIR/log/slurmd.log
+SlurmdLogFile=$DIR/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -77,7 +93,7 @@ MessageTimeout=60
 SlurmdTimeout=600
 MinJobAge=300
 InactiveLimit=0
-NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
+$(node_lines "$cpus" "$mem")
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
   cat > "$DIR/slurmdbd.conf" <<EOF
@@ -149,7 +165,18 @@ start_ray() {
 }
 
 start() {
-  mkdir -p "$DIR/pids" "$DIR/log" "$DIR/slurm/state" "$DIR/slurm/spool"
+  local ray=0 i
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --ray) ray=1 ;;
+      --nodes) NODES=${2:?--nodes needs a number}; shift ;;
+      --nodes=*) NODES=${1#--nodes=} ;;
+      *) echo "cluster: unknown option $1; usage: $0 start [--ray] [--nodes N]" >&2; exit 2 ;;
+    esac
+    shift
+  done
+  case "$NODES" in ''|*[!0-9]*|0) echo "cluster: --nodes $NODES: expected a whole number >= 1" >&2; exit 2 ;; esac
+  mkdir -p "$DIR/pids" "$DIR/log" "$DIR/slurm/state"
   chmod 755 "$DIR"
   write_config
   export SLURM_CONF=$DIR/slurm.conf
@@ -159,20 +186,41 @@ start() {
   wait_for 30 slurmdbd bash -c "exec 3<>/dev/tcp/127.0.0.1/16819"
   start_daemon slurmctld slurmctld -D -i -f "$DIR/slurm.conf"
   wait_for 30 slurmctld scontrol ping
-  start_daemon slurmd slurmd -D -f "$DIR/slurm.conf"
+  if [ "$NODES" -le 1 ]; then
+    mkdir -p "$DIR/slurm/spool-$NODE"
+    start_daemon slurmd slurmd -D -f "$DIR/slurm.conf"
+  else
+    for ((i=0; i<NODES; i++)); do
+      mkdir -p "$DIR/slurm/spool-n$i"
+      start_daemon "slurmd-n$i" slurmd -D -N "n$i" -f "$DIR/slurm.conf"
+    done
+  fi
   # A node marked down earlier (e.g. it stopped answering under load) comes back.
-  if sinfo -h -o %t | grep -q down; then scontrol update NodeName="$NODE" State=RESUME || true; fi
-  wait_for 30 "the node" bash -c "sinfo -h -o %t | grep -qE '^(idle|mix|alloc)'"
+  if sinfo -h -o %t | grep -q down; then scontrol update NodeName="$(sinfo -h -o %N)" State=RESUME || true; fi
+  wait_for 30 "the nodes" bash -c "[ \$(sinfo -h -N -o %t | grep -cE '^(idle|mix|alloc)') -ge $NODES ]"
   wait_for 30 "accounting" sacct -X -n -j 1
-  timeout 60 srun -t 1 true  # the first job waits a moment; after it the cluster is ready
-  if [ "${1:-}" = "--ray" ]; then start_ray; fi
+  timeout 60 srun -t 1 -N "$NODES" true  # the first job waits a moment; after it the cluster is ready
+  if [ $ray = 1 ]; then start_ray; fi
   echo "cluster: up in $DIR (export SLURM_CONF=$DIR/slurm.conf)"
 }
 
+daemons() {  # the daemons started here, in start order (slurmd: each node's)
+  local name f
+  for name in "${DAEMONS[@]}"; do
+    if [ "$name" = slurmd ]; then
+      for f in "$DIR"/pids/slurmd "$DIR"/pids/slurmd-*; do [ -e "$f" ] && basename "$f"; done
+      [ -e "$DIR/pids/slurmd" ] || ls "$DIR"/pids/slurmd-* >/dev/null 2>&1 || echo slurmd
+    else
+      echo "$name"
+    fi
+  done
+}
+
 stop() {
-  local name pid i
-  for ((i=${#DAEMONS[@]}-1; i>=0; i--)); do
-    name=${DAEMONS[i]}
+  local name pid i names
+  mapfile -t names < <(daemons)
+  for ((i=${#names[@]}-1; i>=0; i--)); do
+    name=${names[i]}
     pid=$(pid_of "$name") || continue
     if alive "$pid"; then
       # Ray's head runs in its own session: signal the group, so its workers go too.
@@ -187,7 +235,7 @@ stop() {
 
 status() {
   local name pid rc=0
-  for name in "${DAEMONS[@]}"; do
+  for name in $(daemons); do
     if pid=$(pid_of "$name"); then
       if alive "$pid"; then echo "$name: running (pid $pid)"; else echo "$name: not running (pid $pid gone)"; rc=1; fi
     else
@@ -202,5 +250,5 @@ case "${1:-}" in
   stop) stop ;;
   status) status ;;
   env) echo "export SLURM_CONF=$DIR/slurm.conf" ;;
-  *) echo "usage: $0 start [--ray] | stop | status | env" >&2; exit 2 ;;
+  *) echo "usage: $0 start [--ray] [--nodes N] | stop | status | env" >&2; exit 2 ;;
 esac
