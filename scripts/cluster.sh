@@ -3,12 +3,14 @@
 # the executors: scripts/cluster.sh start [--ray] [--nodes N] | stop | status | env
 #
 # --nodes N (N > 1): N Slurm nodes n0..n(N-1) on this one machine, one slurmd each (`slurmd -N nI`,
-# each on its own port from 16820, the machine's CPUs shared out), so a job can ask for
+# each on its own port from $PORT + 3, the machine's CPUs shared out), so a job can ask for
 # --nodes N: multi-node cells run for real on one machine. Default: one node named after the host.
 #
 # Everything lives in $BENCHBENCH_CLUSTER_DIR (default /tmp/benchbench-cluster): configuration, state,
 # logs, and one pid file per daemon. Daemons start in the order Slurm needs (munged, MariaDB, slurmdbd,
-# slurmctld, slurmd) on ports of their own (Slurm 16817-16819, MariaDB 13306, Ray 26379), and are
+# slurmctld, slurmd) on ports of their own (Slurm 16817-16819, MariaDB 13306, Ray 26379; with
+# BENCHBENCH_CLUSTER_PORT=P, Slurm P..P+2 (nodes from P+3) and MariaDB P-3511, for a second cluster
+# beside the first, e.g. the multi-node test's beside the session's), and are
 # stopped by the PIDs recorded here, never by name: other Slurm or Ray processes on the machine are
 # left alone. A stopped daemon may linger as a zombie (PID 1 of a container may not reap it), so
 # "alive" means a /proc/PID/stat whose state is not Z. Needs root (slurmd runs jobs as their user).
@@ -19,6 +21,8 @@ DIR=${BENCHBENCH_CLUSTER_DIR:-/tmp/benchbench-cluster}
 PY=${PYTHON:-$REPO/.venv/bin/python}
 NODE=$(hostname -s)
 NODES=1
+PORT=${BENCHBENCH_CLUSTER_PORT:-16817}  # slurmctld; slurmd +1, slurmdbd +2, nodes n0.. +3..
+DB_PORT=$((PORT - 3511))  # MariaDB: 13306 by default
 DAEMONS=(munged mariadbd slurmdbd slurmctld slurmd ray)  # slurmd: one pid file per node (slurmd, slurmd-nI)
 
 alive() {  # alive PID: running and not a zombie
@@ -51,7 +55,7 @@ node_lines() {  # the NodeName lines: this host, or NODES nodes sharing it out
     return
   fi
   for ((i=0; i<NODES; i++)); do
-    echo "NodeName=n$i NodeHostname=$NODE NodeAddr=127.0.0.1 Port=$((16820 + i)) CPUs=$(( cpus / NODES > 0 ? cpus / NODES : 1 )) RealMemory=$(( mem / NODES )) State=UNKNOWN"
+    echo "NodeName=n$i NodeHostname=$NODE NodeAddr=127.0.0.1 Port=$((PORT + 3 + i)) CPUs=$(( cpus / NODES > 0 ? cpus / NODES : 1 )) RealMemory=$(( mem / NODES )) State=UNKNOWN"
   done
 }
 
@@ -62,8 +66,8 @@ write_config() {
   cat > "$DIR/slurm.conf" <<EOF
 ClusterName=benchbench
 SlurmctldHost=$NODE(127.0.0.1)
-SlurmctldPort=16817
-SlurmdPort=16818
+SlurmctldPort=$PORT
+SlurmdPort=$((PORT + 1))
 SlurmUser=root
 AuthType=auth/munge
 AuthInfo=socket=$DIR/munge/munge.socket
@@ -82,7 +86,7 @@ MailProg=/bin/true
 ReturnToService=2
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
-AccountingStoragePort=16819
+AccountingStoragePort=$((PORT + 2))
 AccountingStoragePass=$DIR/munge/munge.socket
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
@@ -101,11 +105,11 @@ AuthType=auth/munge
 AuthInfo=socket=$DIR/munge/munge.socket
 DbdHost=localhost
 DbdAddr=127.0.0.1
-DbdPort=16819
+DbdPort=$((PORT + 2))
 SlurmUser=root
 StorageType=accounting_storage/mysql
 StorageHost=127.0.0.1
-StoragePort=13306
+StoragePort=$DB_PORT
 StorageUser=slurm
 StoragePass=benchbench
 StorageLoc=slurm_acct_db
@@ -135,7 +139,7 @@ start_mariadb() {
       --skip-test-db >"$DIR/log/mariadb-install.log" 2>&1
   fi
   setsid mariadbd --no-defaults --user=mysql --datadir="$DIR/mysql" --socket="$DIR/mysql/mysqld.sock" \
-    --port=13306 --bind-address=127.0.0.1 --pid-file="$DIR/mysql/mariadb.pid" \
+    --port="$DB_PORT" --bind-address=127.0.0.1 --pid-file="$DIR/mysql/mariadb.pid" \
     --log-error="$DIR/log/mariadb.log" --innodb-buffer-pool-size=32M </dev/null >/dev/null 2>&1 &
   echo $! > "$DIR/pids/mariadbd"
   wait_for 60 mariadb mysql_cli -e "select 1"
@@ -183,7 +187,7 @@ start() {
   start_munge
   start_mariadb
   start_daemon slurmdbd slurmdbd -D  # reads slurmdbd.conf beside $SLURM_CONF
-  wait_for 30 slurmdbd bash -c "exec 3<>/dev/tcp/127.0.0.1/16819"
+  wait_for 30 slurmdbd bash -c "exec 3<>/dev/tcp/127.0.0.1/$((PORT + 2))"
   start_daemon slurmctld slurmctld -D -i -f "$DIR/slurm.conf"
   wait_for 30 slurmctld scontrol ping
   if [ "$NODES" -le 1 ]; then

@@ -123,10 +123,10 @@ def test_two_nodes_train_the_weights_one_node_trains_and_node_0_alone_records(ru
 @pytest.mark.slow
 def test_a_node_that_dies_fails_node_0s_cell_and_leaves_no_process(run_suite):
     """Node 1's launcher is SIGKILLed while its rank trains (as when its machine goes down): its rank
-    follows it (PR_SET_PDEATHSIG), node 0's rank loses its peer in the gradients' all-reduce, and
-    node 0 records the cell as failed, well within the collective timeout."""
+    follows it (PR_SET_PDEATHSIG), node 0's rank waits for its peer in the gradients' all-reduce
+    until the collective timeout, and node 0 records the cell as failed."""
     run_suite.plugin(PLUGIN, "f64.py")
-    suite = run_suite.write(SUITE.format(name="dies", model="vit-f64", devices=1, extra="nodes = 2\ntimeout_s = 60")
+    suite = run_suite.write(SUITE.format(name="dies", model="vit-f64", devices=1, extra="nodes = 2\ntimeout_s = 20")
                             .replace("epochs = 1", "epochs = 1000"), "dies.toml")
     port = free_port()
     node0, node1 = (_start_node(run_suite, port, rank, suite) for rank in (0, 1))
@@ -140,10 +140,12 @@ def test_a_node_that_dies_fails_node_0s_cell_and_leaves_no_process(run_suite):
     node1.communicate()
     killed = time.monotonic()
     out, err = node0.communicate(timeout=300)
-    assert time.monotonic() - killed < 60, "node 0 must fail within the collective timeout"
+    waited = time.monotonic() - killed
     assert node0.returncode == 1, err
     (record,) = run_suite.records(_one_run_dir(run_suite.dir / "node0"))
     assert record.status == "failed" and record.error.startswith("RankFailure: rank 0 of 2 failed: "), record.error
+    assert "timed out" in record.error.lower() or "timeout" in record.error.lower(), record.error
+    assert waited < 20 + 60, waited  # at most the timeout, then the launcher's stop (a loaded machine: slow)
     deadline = time.monotonic() + 30
     while _leftovers() and time.monotonic() < deadline:
         time.sleep(0.5)
