@@ -11,6 +11,7 @@ The launcher stops the other ranks (SIGTERM, then SIGKILL after SHUTDOWN_TIMEOUT
 from __future__ import annotations
 
 import logging
+import itertools
 import os
 import signal
 import traceback
@@ -28,6 +29,9 @@ from benchbench.rendezvous import Rendezvous
 # Seconds the launcher waits for the other ranks to stop after one failed, before SIGKILL.
 SHUTDOWN_TIMEOUT_S = 5
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+# Multi-node launches made by this process so far: the n-th launch of every node is the same cell (each
+# node's launcher runs the same cells in the same order), so n names it alike on all of them.
+_NODE_LAUNCHES = itertools.count()
 
 
 class RankFailure(Exception):
@@ -73,8 +77,23 @@ def init_rank(device_type: str, *, timeout_s: float, threads: int = 1, local: bo
     return device, dist.get_rank(), dist.get_world_size()
 
 
-def _rank_main(folder: str, entry: Callable, args: tuple) -> Any:
+def _die_with_launcher(launcher: int) -> None:
+    """On Linux: SIGKILL for this rank when its launcher dies. A launcher killed outright (SIGKILL, a
+    node going down) cannot stop its ranks; without this they would train on as orphans, then wait for
+    the gone launcher forever."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the launcher's own shutdown is all there is
+        return
+    if os.getppid() != launcher:  # it died before the line above
+        os._exit(1)
+
+
+def _rank_main(folder: str, entry: Callable, args: tuple, launcher: int) -> Any:
     """A rank's process: entry(*args); its error, if any, goes to folder/rank<R>.error first."""
+    _die_with_launcher(launcher)
     rank = int(os.environ["RANK"])
     try:
         return entry(*args)
@@ -102,6 +121,16 @@ def _launcher_quiet() -> Iterator[None]:
         logger.setLevel(level)
 
 
+def run_id(rdzv: Rendezvous) -> str:
+    """The launch's name in the rendezvous store: random on one node; on several, the same on every
+    node (the static rendezvous keys each node's entry by it: a launcher with its own random id waits
+    for the others forever), and new for each cell, so a node that comes early never reads the
+    previous cell's entries."""
+    if rdzv.local:
+        return uuid.uuid4().hex
+    return f"benchbench-{rdzv.endpoint}-{next(_NODE_LAUNCHES)}"
+
+
 def launch(entry: Callable, args: tuple, rdzv: Rendezvous, nproc: int, *, folder: str) -> dict[int, Any]:
     """entry(*args) in `nproc` processes on this node (of `rdzv.nodes`); {global rank: return value}
     of this node's ranks. A failed rank is a RankFailure (a BenchError when the rank's error was one);
@@ -112,14 +141,14 @@ def launch(entry: Callable, args: tuple, rdzv: Rendezvous, nproc: int, *, folder
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     config = LaunchConfig(
-        min_nodes=rdzv.nodes, max_nodes=rdzv.nodes, nproc_per_node=nproc, run_id=uuid.uuid4().hex,
+        min_nodes=rdzv.nodes, max_nodes=rdzv.nodes, nproc_per_node=nproc, run_id=run_id(rdzv),
         rdzv_backend="c10d" if rdzv.local else "static", rdzv_endpoint=rdzv.endpoint,
         rdzv_configs={} if rdzv.local else {"rank": rdzv.node_rank}, max_restarts=0, monitor_interval=0.1,
         start_method="spawn", local_addr=rdzv.addr if rdzv.local else None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
     handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
     try:
         with _launcher_quiet():
-            return elastic_launch(config, _rank_main)(folder, entry, args)
+            return elastic_launch(config, _rank_main)(folder, entry, args, os.getpid())
     except ChildFailedError as exc:
         raise failure(exc.failures, folder, nproc * rdzv.nodes) from None
     except SignalException as exc:

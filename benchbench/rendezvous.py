@@ -15,6 +15,11 @@ LOCAL = "127.0.0.1"
 PORT_BASE, PORT_SPAN = 20_000, 20_000
 
 
+class LaterNode(Exception):
+    """A later node's launcher after its share of a multi-node cell trained: node 0 holds the result
+    and records it; this node has nothing to record (not even the trained weights, which rank 0 has)."""
+
+
 @dataclass(frozen=True)
 class Rendezvous:
     """`nodes` launchers, this one `node_rank`, meeting at `addr`:`port` (port 0: any free port, one
@@ -56,11 +61,17 @@ def expand_nodelist(text: str) -> list[str]:
 
 
 def records_the_cell(env: Mapping[str, str] | None = None) -> bool:
-    """Whether this process records the cell it ran: always, except in a Slurm job's tasks after its
-    first (SLURM_PROCID > 0). A cell on several nodes runs one task per node; every task takes part in
-    the training, and the first (node 0, where rank 0 lives) alone holds the cell's result."""
+    """Whether this process records the cells it runs: always, except on the nodes after the first of
+    a multi-node launch. A cell on several nodes runs one launcher per node; every node takes part in
+    the training, and the first (node 0, where rank 0 lives) alone holds the cell's result. The others
+    record nothing, or they would append a record without the result. Which node this is:
+    SLURM_PROCID in a Slurm job's tasks (one task per node), else torchrun's NODE_RANK (or GROUP_RANK,
+    its name inside torchrun's workers); none of them set: this is the only node."""
     env = os.environ if env is None else env
-    return _int(env, "SLURM_PROCID") == 0 if "SLURM_PROCID" in env else True
+    for key in ("SLURM_PROCID", "NODE_RANK", "GROUP_RANK"):
+        if key in env:
+            return _int(env, key) == 0
+    return True
 
 
 def _int(env: Mapping[str, str], key: str) -> int:

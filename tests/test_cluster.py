@@ -175,3 +175,62 @@ def test_ray_worker_killed_and_task_over_time_become_failed_records(run_suite, c
     assert driver.returncode == 1 and "1 done, 1 to run" in err, err
     last = run_suite.records()[-1]
     assert "time limit of 20 s" in last.error and not last.ok
+
+
+# --- one cell on two Slurm nodes: `cluster.sh start --nodes 2`, two slurmd on this machine -----------------
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    """scripts/cluster.sh's Slurm with two nodes, n0 and n1 (one slurmd each, one CPU each), in a
+    private directory and on ports of its own (beside the session's cluster); stopped by PID at the end.
+    The node names do not resolve here, so jobs meet at MASTER_ADDR=127.0.0.1 (as a real cluster's
+    first node name would)."""
+    import shutil
+    import tempfile
+
+    if shutil.which("slurmctld") is None or shutil.which("mariadbd") is None:
+        pytest.skip("Slurm is not installed (scripts/ci-setup-cluster.sh installs it)")
+    state = Path(tempfile.mkdtemp(prefix="bbc2-", dir="/tmp"))
+    env = {**os.environ, "BENCHBENCH_CLUSTER_DIR": str(state), "BENCHBENCH_CLUSTER_PORT": "17817"}
+    script = Path(__file__).resolve().parents[1] / "scripts" / "cluster.sh"
+    try:
+        subprocess.run(["bash", str(script), "start", "--nodes", "2"], env=env, check=True, timeout=300)
+        yield {"SLURM_CONF": str(state / "slurm.conf"), "MASTER_ADDR": "127.0.0.1"}
+    finally:
+        subprocess.run(["bash", str(script), "stop"], env=env, timeout=120)
+
+
+def _distributed_helpers():
+    """The float64 ViT plugin, the cell and the weight helpers of tests/test_distributed.py."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_bb_test_distributed", Path(__file__).with_name("test_distributed.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_slurm_runs_a_cell_on_two_nodes_as_one_node_runs_it(run_suite, two_nodes, tmp_path):
+    import torch  # noqa: F401 - the checkpoints
+
+    d = _distributed_helpers()
+    run_suite.plugin(d.PLUGIN, "f64.py")
+    run_suite.write(d.SUITE.format(name="one", model="vit-f64", devices=1, extra=""), "one.toml")
+    assert run_suite.run("--results", str(tmp_path / "local")) == 0
+    (local_dir,) = (tmp_path / "local").glob("*/*")
+    (local,) = run_suite.records(local_dir)
+
+    run_suite.write(d.SUITE.format(name="nodes", model="vit-f64", devices=1, extra="nodes = 2"), "nodes.toml")
+    driver = run_suite.start("--executor", "slurm", env=two_nodes)
+    out, err = driver.communicate(timeout=900)
+    assert driver.returncode == 0, err
+    (record,) = run_suite.records()  # one record: the job's first task's
+    assert record.ok and record.executor == "slurm" and record.job_id, record.error
+    assert d._max_diff(d._weights(local_dir), d._weights(run_suite.run_dir)) < 1e-12
+    for key in d.SAME_METRICS:
+        assert record.metrics[key] == local.metrics[key], key
+    assert record.devices == 2
+    acct = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "NNodes,NodeList,State", "-j", record.job_id],
+                          capture_output=True, text=True, env=run_suite.env(two_nodes), check=True)
+    assert acct.stdout.split() == ["2|n[0-1]|COMPLETED"]  # the job held both nodes

@@ -157,6 +157,7 @@ def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, 
     import torch
 
     from benchbench.envinfo import environment
+    from benchbench.rendezvous import records_the_cell
     from benchbench.runner import run_suite
 
     executor.check(Dispatch(suite=suite, catalog=cat, run_dir=run_dir or root, device=args.device, data=data,
@@ -207,7 +208,18 @@ def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, 
         _echo(f"\ninterrupted: {recorded} of {len(suite.cells)} cells are recorded in {run_dir / RECORDS}; {rest}. "
               "Run the same command again to resume.")
         return 130
+    if not records_the_cell():
+        return _later_node(records)
     return _finish(run_dir, suite, records, args.force_flops)
+
+
+def _later_node(records: list) -> int:
+    """A later node of a multi-node launch: node 0 records every cell; say so, and fail only for a
+    cell that really failed here (a rank's error, a BenchError)."""
+    failed = [r for r in records if not r.ok and not r.error.startswith("LaterNode:")]
+    _echo(f"ran {plural(len(records), 'cell')} as a later node of a multi-node launch: node 0 records them"
+          + (f"; {len(failed)} failed here" if failed else ""))
+    return 1 if failed else 0
 
 
 def _finish(run_dir: Path, suite, records: list, force_flops: bool) -> int:

@@ -6,6 +6,10 @@ submits at most `--max-parallel` jobs at a time, writes each job id to the run's
 record becomes a failed record carrying Slurm's state (TIMEOUT, CANCELLED, NODE_FAIL, OUT_OF_MEMORY,
 a crashed worker). A driver that died leaves the journal: the next run re-attaches to the jobs it
 names that have no record yet, whatever their state, and submits only the cells without a job.
+
+A cell on several nodes (setting `nodes` > 1) gets a job of that many nodes, one task per node: each
+task is the node's launcher (its ranks meet through Slurm's variables, benchbench.rendezvous), and
+the first task alone appends the record.
 """
 
 from __future__ import annotations
@@ -33,10 +37,9 @@ OPTIONS = {
     "cpus_per_cell": Setting(1, int, "CPUs per cell (per task)", positive),
     "gpus_per_cell": Setting(0, int, "GPUs per cell (per node)", non_negative),
     "mem_gb": Setting(0, int, "memory per cell in GB; 0: the partition's default", non_negative),
-    # One task per cell today. A cell trained on many devices (torch.distributed) will take
-    # nodes x tasks_per_node tasks, one per GPU; the job already asks for them.
-    "nodes": Setting(1, int, "nodes per cell", positive),
-    "tasks_per_node": Setting(1, int, "tasks per node (one per device for multi-device cells)", positive),
+    # A cell's own `nodes` setting (> 1) overrides these two: its job has that many nodes, one task each.
+    "nodes": Setting(1, int, "nodes per cell (a cell with its own nodes > 1 gets that many)", positive),
+    "tasks_per_node": Setting(1, int, "tasks per node (a cell on several nodes: one, its launcher)", positive),
     "sbatch_args": Setting("", str, "extra sbatch arguments, e.g. \"--exclusive --reservation=r1\""),
     "requeue": Setting(True, bool, "let Slurm requeue a preempted job (the record counts its attempts)"),
     "poll_s": Setting(1.0, float, "seconds between the driver's sacct polls", positive),
@@ -85,6 +88,17 @@ def _parameters(options) -> dict:
     if extra:
         params["additional_parameters"] = extra
     return params
+
+
+def cell_nodes(cell) -> int:
+    """The nodes a cell trains on (its protocol's `nodes` setting; 1 if it has none)."""
+    return int(dict(cell.settings).get("nodes", 1))
+
+
+def _for_cell(params: dict, cell) -> dict:
+    """The job's parameters for one cell: a cell on several nodes gets them, one task (launcher) each."""
+    nodes = cell_nodes(cell)
+    return params if nodes <= 1 else {**params, "nodes": nodes, "ntasks_per_node": 1}
 
 
 def _test_args(options) -> list[str]:
@@ -156,10 +170,12 @@ class Slurm:
         if shutil.which("sbatch") is None:
             raise BenchError("executor slurm: no Slurm here (`sbatch` is not on PATH); run from a Slurm login "
                              "node, or pick another executor")
-        proc = _run(["sbatch", "--test-only", *_test_args(self.options), "--wrap", "true"])
+        nodes = max([cell_nodes(c) for c in dispatch.suite.cells if cell_nodes(c) > 1], default=0)
+        many = [f"--nodes={nodes}", "--ntasks-per-node=1"] if nodes else []  # sbatch: the last flag holds
+        proc = _run(["sbatch", "--test-only", *_test_args(self.options), *many, "--wrap", "true"])
         if proc.returncode != 0:
             raise BenchError(f"executor slurm: Slurm refuses these jobs: {_first_error(proc)} "
-                             f"(options: {' '.join(_test_args(self.options))})")
+                             f"(options: {' '.join([*_test_args(self.options), *many])})")
         proc = _run(["sacct", "-X", "-n", "-j", "1"])
         if proc.returncode != 0:
             raise BenchError(f"executor slurm: sacct fails ({_first_error(proc)}); job states need Slurm "
@@ -170,7 +186,7 @@ class Slurm:
 
         folder = dispatch.run_dir / "slurm"
         executor = submitit.SlurmExecutor(folder=folder)
-        executor.update_parameters(job_name=f"bb-{cell.key}", **self.params)
+        executor.update_parameters(job_name=f"bb-{cell.key}", **_for_cell(self.params, cell))
         try:
             job = executor.submit(work, dispatch.job(cell))
         except Exception as exc:  # noqa: BLE001 - sbatch's refusal, in its words

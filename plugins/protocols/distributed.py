@@ -23,7 +23,7 @@ import torch
 
 from benchbench.errors import BenchError
 from benchbench.launch import available_devices, check_devices, init_rank, launch
-from benchbench.rendezvous import rendezvous_from_env
+from benchbench.rendezvous import LaterNode, rendezvous_from_env
 from benchbench.specs import DataOptions, ProtocolContext
 
 
@@ -74,7 +74,8 @@ def train_and_evaluate_parallel(ctx: ProtocolContext, model: torch.nn.Module, de
                   threads=max(1, available_devices(ctx.device.type) // s["devices"]))
         results = launch(run_rank, (job,), rdzv, s["devices"], folder=folder)
         if rdzv.node_rank != 0:  # rank 0 lives on node 0: its launcher reports the cell
-            return {"devices": world, "node_rank": rdzv.node_rank}
+            raise LaterNode(f"node {rdzv.node_rank} of {rdzv.nodes} trained its share; node 0 records the cell "
+                            "(not a failure)")
         model.load_state_dict(torch.load(Path(folder) / "final.pt", weights_only=True))
     metrics = dict(results[0])
     metrics.update(devices=world, train_img_per_s_per_device=metrics["train_img_per_s"] / world)
