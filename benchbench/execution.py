@@ -10,7 +10,8 @@ The policy (`choose`), each part overridable by an explicit value:
 - Not CUDA (the CPU): eager, for-each optimiser, contiguous memory, as before this policy existed.
 - CUDA: torch.compile on (the issue-18 H100 figures: +27 % for ViT-B/16 training, x2.3 for BiT-R50x1),
   in mode "reduce-overhead" (CUDA graphs) for models under SMALL_MODEL_PARAMS, whose steps are bound
-  by kernel launches, else "default"; the fused AdamW/Adam/SGD kernel; channels-last only for a family
+  by kernel launches, else "default" (and "default" for data-parallel runs: CUDA graphs would capture
+  DDP's gradient all-reduce); the fused AdamW/Adam/SGD kernel; channels-last only for a family
   whose ModelSpec says `prefers_channels_last` (it made BiT slower, torchvision's ResNet-50 faster).
   Attention is F.scaled_dot_product_attention's own dispatch, which takes its fastest eligible kernel
   (flash, then memory-efficient, then math) on every device: nothing to switch.
@@ -60,7 +61,7 @@ EAGER = Execution(compile=False, compile_mode=None, fused_optimizer=False, chann
 
 
 def choose(device: torch.device | str, *, prefers_channels_last: bool = False, params: int | None = None,
-           eager: bool = False, sharded: bool = False, compile: bool | None = None,
+           eager: bool = False, sharded: bool = False, distributed: bool = False, compile: bool | None = None,
            compile_mode: str | None = None, channels_last: bool | None = None,
            fused_optimizer: bool | None = None) -> Execution:
     """The execution for a model on `device` (see the module docstring); None = the policy's choice."""
@@ -70,7 +71,7 @@ def choose(device: torch.device | str, *, prefers_channels_last: bool = False, p
     if eager:
         base, policy = EAGER, "eager"
     elif device.type == "cuda":
-        small = params is not None and params < SMALL_MODEL_PARAMS
+        small = params is not None and params < SMALL_MODEL_PARAMS and not distributed
         base = Execution(compile=not sharded, compile_mode=None if sharded else
                          "reduce-overhead" if small else "default",
                          fused_optimizer=True, channels_last=prefers_channels_last, policy="cuda")
@@ -95,6 +96,7 @@ def from_settings(device: torch.device | str, settings: Mapping[str, Any], *, pr
     "auto" or a value; absent = "auto")."""
     return choose(device, prefers_channels_last=prefers_channels_last, params=params,
                   sharded=settings.get("sharding", "ddp") == "fsdp",
+                  distributed=settings.get("devices", 1) * settings.get("nodes", 1) > 1,
                   compile=_given(settings.get("compile", AUTO)),
                   compile_mode=_given(settings.get("compile_mode", AUTO)),
                   channels_last=_given(settings.get("channels_last", AUTO)),

@@ -38,6 +38,8 @@ def test_cuda_runs_compiled_fused_and_channels_last_only_where_the_family_prefer
     assert choose("cuda", params=SMALL_MODEL_PARAMS, prefers_channels_last=True).channels_last
     tiny = choose("cuda", params=SMALL_MODEL_PARAMS - 1)  # launch-bound: CUDA graphs
     assert tiny.compile_mode == "reduce-overhead"
+    assert choose("cuda", params=1000, distributed=True).compile_mode == "default"  # no graphs around DDP
+    assert from_settings("cuda", {"devices": 2}, params=1000).compile_mode == "default"
     assert choose("cuda", params=10**8, sharded=True).compile is False  # FSDP: not measured compiled
 
 

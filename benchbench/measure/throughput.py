@@ -196,8 +196,10 @@ def measure_throughput(
     if batch_size is not None and batch_size < 1:
         raise BenchError(f"batch size {batch_size}: must be at least 1")
     if execution is None:
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized() and \
+            torch.distributed.get_world_size() > 1  # a rank of `profile --devices N`
         execution = choose(device, params=sum(p.numel() for p in model.parameters()), compile=compile,
-                           channels_last=channels_last)
+                           channels_last=channels_last, distributed=distributed)
     channels_last = execution.channels_last
     was_training = model.training
     model.to(device)
