@@ -8,6 +8,12 @@ which version wrote it:
   `<prefix>_<k>shot_top1` is a k-shot accuracy labelled "<k>-shot" (the only ones schema 1 had).
   Nothing on disk is rewritten; a record is upgraded each time it is read.
 A newer schema than this code knows, or an object that is not a record, is a `RecordError`.
+
+How a cell ran, where it trained or measured speed (benchbench.execution), is in its metrics beside
+the figures: `exec_compile`, `exec_compile_mode`, `exec_fused_optimizer`, `exec_channels_last`,
+`exec_attention`, `exec_policy`, and `compile_s` (compilation time, never inside `train_img_per_s` or
+device-days). Records written before these existed lack them (`Record.execution` is None); they still
+load, at the same schema.
 """
 
 from __future__ import annotations
@@ -70,6 +76,17 @@ class Record:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def execution(self) -> dict[str, Any] | None:
+        """How the cell ran ({"compile": ..., "compile_mode": ..., ...} from its `exec_*` metrics, and
+        `compile_s`), or None for a record without them (older, or a protocol that trains nothing)."""
+        out = {k[len("exec_"):]: v for k, v in self.metrics.items() if k.startswith("exec_")}
+        if not out:
+            return None
+        if "compile_s" in self.metrics:
+            out["compile_s"] = self.metrics["compile_s"]
+        return out
 
     def to_json(self) -> dict[str, Any]:
         """The object written as one line of records.jsonl."""

@@ -95,6 +95,9 @@ class ModelSpec:
     # How plots draw the family: a matplotlib marker and colour.
     marker: str = "X"
     color: str = "tab:gray"
+    # True where the family trains faster in channels-last memory format on CUDA (benchbench.execution
+    # uses it by default there); False where it measured slower or was not measured.
+    prefers_channels_last: bool = False
 
     def build_on_meta(self, **shape: int) -> "torch.nn.Module":
         """The model on the meta device: shapes without memory or arithmetic (for counting)."""
@@ -144,13 +147,16 @@ class DatasetSpec:
 class Setting:
     """One protocol setting: default value, accepted type(s), and an optional range check.
 
-    `check(value)` returns an error message (for example "must be > 0") or None.
+    `check(value)` returns an error message (for example "must be > 0") or None. `keyed=False` for a
+    setting that changes how a cell is computed, not what (compile, memory format): it is left out of
+    the cell's key, so changing it neither reruns recorded cells nor stops a run resuming.
     """
 
     default: Any
     type: type | tuple[type, ...]
     help: str
     check: Callable[[Any], str | None] | None = None
+    keyed: bool = True
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from benchbench import execution as execution_policy
 from benchbench import precision as precision_policy
 
 # Training defaults that the throughput benchmark takes as well (the scratch protocol's defaults).
@@ -24,7 +25,8 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch
                clip_grad_norm: float = CLIP_GRAD_NORM, label_smoothing: float = 0.0,
                scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
                world_size: int = 1,
-               loss_fn: Callable[[object, torch.Tensor], torch.Tensor] | None = None) -> Callable[..., torch.Tensor]:
+               loss_fn: Callable[[object, torch.Tensor], torch.Tensor] | None = None,
+               execution: execution_policy.Execution | None = None) -> Callable[..., torch.Tensor]:
     """step(x, y) -> the batch's loss (a tensor: reading it waits for the device). A precision this
     device does not run (benchbench.precision.check) is a BenchError here, before any step.
 
@@ -36,12 +38,17 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch
 
     The loss is cross-entropy of the model's logits against `y`; `loss_fn(output, y)` replaces it for a
     model whose output is not logits (masked patch prediction returns its logits with their targets;
-    one process only)."""
+    one process only).
+
+    `model` is what the step calls: compiled or not (benchbench.execution.apply); `execution` says which,
+    for what a step must do around it (mark a CUDA-graph step's start)."""
     precision = precision_policy.check(device, precision)
     precision_policy.for_precision(model, device, precision)  # fp8: its Linear layers in float8, in place
     scaler = precision_policy.grad_scaler(device, precision)
+    execution = execution or execution_policy.EAGER
 
     def step(x: torch.Tensor, y: torch.Tensor, global_batch: int | None = None) -> torch.Tensor:
+        execution_policy.step_begin(execution)
         with precision_policy.autocast(device, precision):
             out = model(x)
         if loss_fn is not None:

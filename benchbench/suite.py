@@ -79,12 +79,14 @@ class Cell:
     # Wall-clock limit of the cell in seconds (None: none). Not part of the key: a limit changes how
     # long a cell may take, not its result.
     time_limit_s: float | None = field(default=None, compare=False)
+    # Settings that say how, not what (their Setting is keyed=False: compile, memory format): not in the key.
+    unkeyed: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
     def key(self) -> str:
         blob = json.dumps(
             {"model": self.model, "dataset": self.dataset, "protocol": self.protocol, "seed": self.seed,
-             "settings": dict(self.settings)},
+             "settings": {k: v for k, v in self.settings if k not in self.unkeyed}},
             sort_keys=True,
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -327,8 +329,14 @@ def _expand(lists: dict[str, tuple[Any, str]], settings: dict[str, dict], sweeps
                         if (m, p) not in checked:
                             checked[m, p] = _check_model(m, p, f"{where}: cell {m} x {d} x {p}", catalog)
                         cells.append(Cell(model=m, dataset=d, protocol=p, seed=s,
-                                          settings=tuple(sorted(cell_settings.items()))))
+                                          settings=tuple(sorted(cell_settings.items())),
+                                          unkeyed=unkeyed(catalog, p)))
     return cells
+
+
+def unkeyed(catalog: Catalog, proto_id: str) -> frozenset[str]:
+    """The protocol's settings that are not part of a cell's key (Setting.keyed False)."""
+    return frozenset(k for k, s in catalog.protocols.get(proto_id).settings.items() if not s.keyed)
 
 
 def _merge(base: dict[str, dict], over: dict[str, dict]) -> dict[str, dict]:

@@ -126,6 +126,8 @@ def _max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
 
 
+# The NCCL tests compare distribution, not execution: every run eager (CUDA would compile by default).
+EAGER = "compile = false\nfused_optimizer = false"
 SAME_METRICS = ("top1", "top5", "eval_images", "train_steps", "train_images_seen", "train_examples")
 
 
@@ -605,8 +607,8 @@ def test_nccl_fsdp_on_one_gpu_matches_the_plain_run_float64(run_suite):
     """The NCCL path on any GPU: FSDP over a world of 1 through the launcher against the in-process run."""
     run_suite.device = "cuda"
     run_suite.plugin(PLUGIN, "f64.py")
-    one, one_dir = _run(run_suite, "one", "vit-f64", 1, 'precision = "fp32"')
-    fsdp, fsdp_dir = _run(run_suite, "fsdp", "vit-f64", 1, 'precision = "fp32"\nsharding = "fsdp"')
+    one, one_dir = _run(run_suite, "one", "vit-f64", 1, 'precision = "fp32"\n' + EAGER)
+    fsdp, fsdp_dir = _run(run_suite, "fsdp", "vit-f64", 1, 'precision = "fp32"\nsharding = "fsdp"\n' + EAGER)
     assert one.ok and fsdp.ok, (one.error, fsdp.error)
     assert _max_diff(_weights(one_dir), _weights(fsdp_dir)) < 1e-10
     assert _leftovers() == []
@@ -618,8 +620,8 @@ def test_nccl_fsdp_on_one_gpu_matches_the_plain_run_float64(run_suite):
 def test_nccl_two_gpus_train_the_weights_one_gpu_trains(run_suite, sharding):
     run_suite.device = "cuda"
     run_suite.plugin(PLUGIN, "f64.py")
-    one, one_dir = _run(run_suite, "one", "vit-f64", 1, 'precision = "fp32"')
-    two, two_dir = _run(run_suite, "two", "vit-f64", 2, f'precision = "fp32"\nsharding = "{sharding}"')
+    one, one_dir = _run(run_suite, "one", "vit-f64", 1, 'precision = "fp32"\n' + EAGER)
+    two, two_dir = _run(run_suite, "two", "vit-f64", 2, f'precision = "fp32"\nsharding = "{sharding}"\n' + EAGER)
     assert one.ok and two.ok, (one.error, two.error)
     assert _max_diff(_weights(one_dir), _weights(two_dir)) < 1e-10  # float64 on GPUs: reductions reorder
     for key in SAME_METRICS:

@@ -303,7 +303,8 @@ def test_bad_input_exits_2_with_a_clear_message(main, capsys):
 def test_cuda_throughput(mode, precision):
     flags = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     r = measure_throughput(vit.create("Ti", 16), image_size=224, num_classes=1000, device="cuda", mode=mode,
-                           precision=precision, batch_size=32, warmup_steps=2, min_steps=5, min_seconds=0.0)
+                           precision=precision, batch_size=32, warmup_steps=2, min_steps=5, min_seconds=0.0,
+                           compile=False)  # the measurement, not the policy (tests/test_execution.py)
     assert r.device == "cuda" and r.peak_mem_kind == "cuda_max_allocated" and r.img_per_s > 0
     assert r.peak_mem_mb > 5.7 * 4 / 1.048576 * (3 if mode == "train" else 1)  # weights (+ AdamW moments)
     assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == flags  # restored
@@ -316,7 +317,7 @@ def test_cuda_batch_search_meets_a_real_out_of_memory():
     torch.cuda.set_per_process_memory_fraction(2 * 2**30 / total)  # 2 GiB for this test
     try:
         r = measure_throughput(vit.create("S", 16), image_size=224, num_classes=1000, device="cuda", mode="train",
-                               warmup_steps=1, min_steps=2, min_seconds=0.0)
+                               warmup_steps=1, min_steps=2, min_seconds=0.0, compile=False)
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0)
         torch.cuda.empty_cache()

@@ -1,13 +1,22 @@
 """`benchbench profile MODEL [--device D] [--precision P] [--batch-size B] [--mode infer|train] [--devices N]
-... [--json]`."""
+... [--best] [--eager] [--json]`.
+
+By default a model runs as benchbench.execution's policy picks for the device (on CUDA compiled, fused
+AdamW, channels-last where the family prefers it; eager on the CPU); `--eager` turns it all off and
+`--compile`/`--no-compile`, `--channels-last`/`--no-channels-last`, `--fused-optimizer`/
+`--no-fused-optimizer`, `--compile-mode` override one choice. `--best` measures every candidate of a
+small grid (batch sizes x those switches) and marks the fastest.
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from benchbench.choices import PRECISIONS, THROUGHPUT_MODES
 from benchbench.cli.common import catalog
 from benchbench.errors import BenchError
+from benchbench.execution import COMPILE_MODES
 
 
 def add_parser(sub, parent) -> None:
@@ -26,8 +35,23 @@ def add_parser(sub, parent) -> None:
     p.add_argument("--resolution", type=int, metavar="R", help="image size in pixels (default: the model's)")
     p.add_argument("--num-classes", type=int, default=1000, metavar="K", help="classes of the head (default 1000)")
     p.add_argument("--in-chans", type=int, default=3, metavar="C", help="input channels (default 3)")
-    p.add_argument("--channels-last", action="store_true", help="model and inputs in channels-last memory format")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (compiled during warm-up)")
+    p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
+                   help="model and inputs in channels-last memory format, or not (default: the policy's: on CUDA "
+                        "where the model family prefers it)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="torch.compile the model (compiled during the untimed warm-up, its time shown as compile_s), "
+                        "or not (default: on for CUDA)")
+    p.add_argument("--compile-mode", choices=COMPILE_MODES, metavar="MODE",
+                   help="torch.compile's mode: " + " | ".join(COMPILE_MODES) + " (default: reduce-overhead for "
+                        "models under 5M parameters on CUDA, else default)")
+    p.add_argument("--fused-optimizer", action=argparse.BooleanOptionalAction, default=None,
+                   help="train with the fused AdamW kernel, or the for-each one (default: fused on CUDA)")
+    p.add_argument("--eager", action="store_true",
+                   help="no compile, no fused optimiser, no channels-last unless asked by the flags above")
+    p.add_argument("--best", action="store_true",
+                   help="search: measure each batch size (powers of two from 8 up to the largest that fits, or "
+                        "--batch-size) with compile, channels-last and (train) fused optimiser on and off (a "
+                        "switch given above is held), print every candidate and mark the fastest")
     p.add_argument("--latency", action="store_true", help="also measure batch-1 inference latency (p50/p90/p99)")
     p.add_argument("--warmup-steps", type=int, default=10, metavar="N", help="untimed steps first (default 10)")
     p.add_argument("--min-steps", type=int, default=20, metavar="N", help="timed steps, at least (default 20)")
@@ -83,6 +107,23 @@ def render_scaling(r: dict) -> str:
     ]) + "\n"
 
 
+def _build(spec, args, resolution: int):
+    try:
+        return spec.build(num_classes=args.num_classes, image_size=resolution, in_chans=args.in_chans)
+    except ValueError as exc:  # e.g. a resolution that the patch size does not divide
+        raise BenchError(f"{spec.id} at {resolution} px: {exc}") from exc
+
+
+def _execution(args, spec, device, model, **held):
+    """The policy's execution for this model and device, with the flags given (and `held`) overriding it."""
+    from benchbench.execution import choose
+
+    given = dict(compile=args.compile, channels_last=args.channels_last, fused_optimizer=args.fused_optimizer)
+    given.update(held)
+    return choose(device, prefers_channels_last=spec.prefers_channels_last, eager=args.eager,
+                  params=sum(p.numel() for p in model.parameters()), compile_mode=args.compile_mode, **given)
+
+
 def profile(args) -> dict:
     from benchbench import precision as precision_policy
     from benchbench.compute import achieved_flops_per_s
@@ -95,17 +136,14 @@ def profile(args) -> dict:
     device = pick_device(args.device)
     precision_policy.check(device, args.precision)  # before building anything large
     resolution = args.resolution or spec.default_resolution
-    try:
-        model = spec.build(num_classes=args.num_classes, image_size=resolution, in_chans=args.in_chans)
-    except ValueError as exc:  # e.g. a resolution that the patch size does not divide
-        raise BenchError(f"{spec.id} at {resolution} px: {exc}") from exc
+    model = _build(spec, args, resolution)
     # the second count runs on a meta copy: free
     meta = spec.build_on_meta(num_classes=args.num_classes, image_size=resolution, in_chans=args.in_chans)
     macs = count_macs(model, resolution, args.in_chans, meta_model=meta)  # CPU, fp32: before the model moves
     result = measure_throughput(
         model, image_size=resolution, in_chans=args.in_chans, num_classes=args.num_classes, mode=args.mode,
         device=device, precision=args.precision, batch_size=args.batch_size, max_batch_size=args.max_batch_size,
-        channels_last=args.channels_last, compile=args.compile, warmup_steps=args.warmup_steps,
+        execution=_execution(args, spec, device, model), warmup_steps=args.warmup_steps,
         min_steps=args.min_steps, min_seconds=args.min_seconds, latency=args.latency)
     del model
     achieved = achieved_flops_per_s(result.img_per_s, macs.gflops, args.mode)
@@ -119,7 +157,9 @@ def profile(args) -> dict:
         "mode": result.mode, "batch_size": result.batch_size, "batch_size_requested": result.batch_size_requested,
         "oom_retries": result.oom_retries, "img_per_s": result.img_per_s, "step_ms": result.step_ms,
         "steps": result.steps, "peak_mem_mb": result.peak_mem_mb, "peak_mem_kind": result.peak_mem_kind,
-        "channels_last": result.channels_last, "compiled": result.compiled,
+        "channels_last": result.channels_last, "compiled": result.compiled, "compile_mode": result.compile_mode,
+        "fused_optimizer": result.fused_optimizer, "attention": result.attention,
+        "execution_policy": result.execution_policy, "compile_s": result.compile_s,
         "gmacs": macs.gmacs, "gflops": macs.gflops, "flops_status": macs.status,
         "achieved_tflops": achieved / 1e12,
         "peak_tflops_table": table / 1e12 if table else None,
@@ -143,7 +183,9 @@ def render(r: dict) -> str:
         searched += f"; {r['oom_retries']} out-of-memory retr{'y' if r['oom_retries'] == 1 else 'ies'}"
     mem = "CUDA max allocated" if r["peak_mem_kind"] == "cuda_max_allocated" else "process peak RSS, lifetime"
     factor = "3 x forward (train)" if r["mode"] == "train" else "forward"
-    flags = ", ".join(f for f, on in (("channels-last", r["channels_last"]), ("compiled", r["compiled"])) if on)
+    flags = ", ".join(f for f, on in (("channels-last", r["channels_last"]),
+                                      (f"compiled ({r['compile_mode']})", r["compiled"]),
+                                      ("fused optimizer", r["fused_optimizer"] and r["mode"] == "train")) if on)
     lines = [
         f"{r['id']} ({r['name']}) at {r['resolution']} px, {r['num_classes']} classes: {r['mode']}, "
         f"{r['precision']}{', ' + flags if flags else ''}",
@@ -151,6 +193,8 @@ def render(r: dict) -> str:
         f"  batch         {r['batch_size']} ({searched})",
         f"  throughput    {r['img_per_s']:.1f} img/s, step {r['step_ms']:.2f} ms (median of {r['steps']})",
         f"  peak memory   {r['peak_mem_mb']:.1f} MiB ({mem})",
+        *([f"  compile       {r['compile_s']:.1f} s (the untimed warm-up: compilation and its steps)"]
+          if r["compiled"] else []),
         f"  compute       {r['gmacs']:.4g} GMACs = {r['gflops']:.4g} GFLOPs per image forward "
         f"({r['flops_status']}); achieved {r['achieved_tflops']:.4g} TFLOP/s ({factor})",
     ]
@@ -174,6 +218,97 @@ def run(args) -> int:
         row = scaling(args)
         print(json.dumps(row) if args.json else render_scaling(row), end="\n" if args.json else "")
         return 0
+    if args.best:
+        row = best(args)
+        print(json.dumps(row) if args.json else render_best(row), end="\n" if args.json else "")
+        return 0
     row = profile(args)
     print(json.dumps(row) if args.json else render(row), end="\n" if args.json else "")
     return 0
+
+
+def _candidates(args, device) -> list[dict]:
+    """The switches `--best` tries: compile, channels-last, fused optimiser (train only), each on and off
+    unless a flag holds it (`--eager` holds what no flag gives at off)."""
+    held = {"compile": args.compile, "channels_last": args.channels_last, "fused_optimizer": args.fused_optimizer}
+    if args.eager:
+        held = {k: False if v is None else v for k, v in held.items()}
+    if args.mode != "train":
+        held["fused_optimizer"] = False  # no optimiser to fuse
+    grid = [{}]
+    for key, value in held.items():
+        grid = [{**g, key: v} for g in grid for v in ((False, True) if value is None else (value,))]
+    return grid
+
+
+def best(args) -> dict:
+    """`--best`: every candidate's img/s, peak memory and compile time; the fastest marked. Each candidate
+    is measured on a freshly built model (compiling and channels-last change the module)."""
+    import torch
+
+    from benchbench import precision as precision_policy
+    from benchbench.envinfo import device_name, pick_device
+    from benchbench.measure.throughput import MAX_BATCH_SIZE, START_BATCH_SIZE, measure_throughput
+
+    if args.latency:
+        raise BenchError("--best searches throughput; --latency is for a single profile (leave out --best)")
+    spec = catalog(args).models.get(args.model)
+    device = pick_device(args.device)
+    precision_policy.check(device, args.precision)
+    resolution = args.resolution or spec.default_resolution
+    switches = _candidates(args, device)
+    if args.batch_size is not None:
+        batches = [args.batch_size]
+    else:  # the largest that fits (an eager search), then every power of two from the start up to it
+        torch.manual_seed(0)
+        top = measure_throughput(_build(spec, args, resolution), image_size=resolution, in_chans=args.in_chans,
+                                 num_classes=args.num_classes, mode=args.mode, device=device,
+                                 precision=args.precision, max_batch_size=args.max_batch_size,
+                                 compile=False, warmup_steps=1, min_steps=1, min_seconds=0.0).batch_size
+        batches = [b for b in (START_BATCH_SIZE * 2**k for k in range(32)) if b <= top] or [top]
+        cap = args.max_batch_size or MAX_BATCH_SIZE.get(device.type, 64)
+        batches = [b for b in batches if b <= cap]
+    rows = []
+    for batch in batches:
+        for held in switches:
+            torch.manual_seed(0)
+            model = _build(spec, args, resolution)
+            execution = _execution(args, spec, device, model, **held)
+            r = measure_throughput(model, image_size=resolution, in_chans=args.in_chans, num_classes=args.num_classes,
+                                   mode=args.mode, device=device, precision=args.precision, batch_size=batch,
+                                   execution=execution, warmup_steps=args.warmup_steps, min_steps=args.min_steps,
+                                   min_seconds=args.min_seconds)
+            del model
+            rows.append({"batch_size": r.batch_size, "oom_retries": r.oom_retries, "compiled": r.compiled,
+                         "compile_mode": r.compile_mode, "channels_last": r.channels_last,
+                         "fused_optimizer": r.fused_optimizer, "img_per_s": r.img_per_s, "step_ms": r.step_ms,
+                         "peak_mem_mb": r.peak_mem_mb, "compile_s": r.compile_s})
+    winner = max(range(len(rows)), key=lambda i: rows[i]["img_per_s"])
+    return {"id": spec.id, "name": spec.name, "resolution": resolution, "num_classes": args.num_classes,
+            "device": str(device), "device_name": device_name(device), "precision": args.precision, "mode": args.mode,
+            "peak_mem_kind": "cuda_max_allocated" if device.type == "cuda" else "process_max_rss",
+            "candidates": rows, "best": winner}
+
+
+def render_best(r: dict) -> str:
+    from tabulate import tabulate
+
+    def on(v: bool) -> str:
+        return "on" if v else "off"
+
+    mem = "CUDA max allocated" if r["peak_mem_kind"] == "cuda_max_allocated" else "process peak RSS, lifetime"
+    rows = [["*" if i == r["best"] else "", c["batch_size"], f"{on(c['compiled'])}"
+             + (f" ({c['compile_mode']})" if c["compiled"] else ""), on(c["channels_last"]),
+             on(c["fused_optimizer"]) if r["mode"] == "train" else "-", f"{c['img_per_s']:.1f}",
+             f"{c['step_ms']:.2f}", f"{c['peak_mem_mb']:.1f}", f"{c['compile_s']:.1f}" if c["compiled"] else "-"]
+            for i, c in enumerate(r["candidates"])]
+    w = r["candidates"][r["best"]]
+    return "\n".join([
+        f"{r['id']} ({r['name']}) at {r['resolution']} px, {r['num_classes']} classes: {r['mode']}, {r['precision']}, "
+        f"on {r['device']}: {r['device_name']}; {len(rows)} candidates",
+        tabulate(rows, ["best", "batch", "compile", "channels-last", "fused opt.", "img/s", "step ms",
+                        "peak MiB", "compile s"], tablefmt="github", disable_numparse=True),
+        f"best: batch {w['batch_size']}, compile {on(w['compiled'])}, channels-last {on(w['channels_last'])}"
+        + (f", fused optimizer {on(w['fused_optimizer'])}" if r["mode"] == "train" else "")
+        + f": {w['img_per_s']:.1f} img/s (peak memory: {mem}; compile s: the untimed warm-up, not in img/s)",
+    ]) + "\n"

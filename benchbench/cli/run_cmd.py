@@ -14,6 +14,7 @@ from pathlib import Path
 
 from benchbench.cli.common import catalog
 from benchbench.errors import BenchError
+from benchbench.execution import eager
 from benchbench.executors import Dispatch, choose
 from benchbench.plan import cell_states, duration, plan, summary, throughput_history, totals
 from benchbench.specs import DataOptions
@@ -56,6 +57,9 @@ def add_parser(sub, parent) -> None:
                    help="an option of the executor (repeatable; overrides the suite's [executor.<name>])")
     p.add_argument("--max-parallel", type=int, metavar="N",
                    help="cells in flight at once on the executor (default: the suite's, else no limit)")
+    p.add_argument("--eager", action="store_true",
+                   help="run every cell eager: no torch.compile, no fused optimiser, no channels-last (on CUDA the "
+                        "default is the fastest of these; cell keys are the same either way)")
     p.add_argument("--force-flops", action="store_true",
                    help="print the table even when a FLOP count is not verified (marked with a dagger)")
     p.set_defaults(func=run)
@@ -125,6 +129,8 @@ def run(args) -> int:
     if args.cell_time_limit is not None:
         limit = check_time_limit(args.cell_time_limit, "--cell-time-limit")
         suite = replace(suite, cells=tuple(replace(c, time_limit_s=limit) for c in suite.cells))
+    if args.eager:
+        suite = replace(suite, cells=tuple(eager(c) for c in suite.cells))
     choice = choose(cat, suite, args.executor, args.executor_option, args.max_parallel)
     device = _driver_device(args.device, choice.spec.in_process)
     data = DataOptions(root=Path(args.data_root) if args.data_root else None, download=args.download)

@@ -34,6 +34,7 @@ from benchbench.choices import THROUGHPUT_MODES
 from benchbench.clock import sync, time_steps
 from benchbench.envinfo import device_name as _device_name
 from benchbench.errors import BenchError
+from benchbench.execution import EAGER, Execution, apply, choose, optimizer_options, step_begin
 from benchbench.step import forward, train_step
 
 MODES = THROUGHPUT_MODES
@@ -73,6 +74,14 @@ class Throughput:
     latency_ms_p50: float | None = None  # batch 1, inference; None when not measured
     latency_ms_p90: float | None = None
     latency_ms_p99: float | None = None
+    # How it ran (benchbench.execution) and what compiling cost: `compile_s` is the wall time of the
+    # untimed warm-up steps when compiled (compilation, CUDA-graph capture, and those steps' work), 0 eager.
+    compile_mode: str | None = None
+    fused_optimizer: bool = False
+    attention: str = "sdpa"
+    execution_policy: str = "eager"
+    compile_s: float = 0.0
+    warmup_s: float = 0.0
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -93,12 +102,20 @@ def _free_memory(device: torch.device) -> None:
 
 
 def make_step(model: nn.Module, mode: str, device: torch.device, precision: str,
-              optimizer: torch.optim.Optimizer | None = None) -> Callable[[torch.Tensor, torch.Tensor], object]:
-    """One unit of work on a batch (x, labels): a forward pass, or the training step (benchbench.step)."""
+              optimizer: torch.optim.Optimizer | None = None,
+              execution: Execution | None = None) -> Callable[[torch.Tensor, torch.Tensor], object]:
+    """One unit of work on a batch (x, labels): a forward pass, or the training step (benchbench.step).
+    `model` is what is called (compiled or not); `execution` says which."""
+    execution = execution or EAGER
     if mode == "infer":
         logits = forward(model, device, precision)
-        return lambda x, y: logits(x)
-    return train_step(model, optimizer, device, precision)
+
+        def infer(x, y):
+            step_begin(execution)
+            return logits(x)
+
+        return infer
+    return train_step(model, optimizer, device, precision, execution=execution)
 
 
 def _inputs(batch_size: int, image_size: int, in_chans: int, num_classes: int, device: torch.device,
@@ -150,8 +167,9 @@ def measure_throughput(
     precision: str = "fp32",
     batch_size: int | None = None,
     max_batch_size: int | None = None,
-    channels_last: bool = False,
-    compile: bool = False,
+    channels_last: bool | None = None,
+    compile: bool | None = None,
+    execution: Execution | None = None,
     warmup_steps: int = 10,
     min_steps: int = 20,
     min_seconds: float = 2.0,
@@ -164,8 +182,12 @@ def measure_throughput(
     mode its weights are updated by AdamW, so pass a model whose weights you don't need.
     `batch_size=None` searches the largest batch that fits (doubling from 8 up to `max_batch_size`,
     default 2048 on CUDA and 64 on the CPU); an out-of-memory error while measuring halves the batch
-    and starts again, counted in `oom_retries`. `compile` runs torch.compile's default mode on the
-    measured batch (the search runs eagerly); compilation happens in the warm-up, never timed.
+    and starts again, counted in `oom_retries`.
+
+    How the model runs is `execution` (benchbench.execution), by default the policy's choice for this
+    device and model size (eager on the CPU; compiled, fused AdamW on CUDA), with `compile` and
+    `channels_last` (None: the policy's) overriding it. The batch-size search runs eagerly; a compiled
+    model compiles in the warm-up, which is never timed: its wall time is `compile_s`.
     `latency` adds batch-1 inference percentiles (`latency_percentiles`)."""
     device = torch.device(device)
     if mode not in MODES:
@@ -173,18 +195,24 @@ def measure_throughput(
     precision = precision_policy.check(device, precision)
     if batch_size is not None and batch_size < 1:
         raise BenchError(f"batch size {batch_size}: must be at least 1")
+    if execution is None:
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized() and \
+            torch.distributed.get_world_size() > 1  # a rank of `profile --devices N`
+        execution = choose(device, params=sum(p.numel() for p in model.parameters()), compile=compile,
+                           channels_last=channels_last, distributed=distributed)
+    channels_last = execution.channels_last
     was_training = model.training
     model.to(device)
-    if channels_last:
-        model.to(memory_format=torch.channels_last)
     model.train(mode == "train")
+    runner = apply(model, execution)  # channels-last in place; compiled when chosen
     # AdamW as in the scratch protocol (and the paper's pre-training); its two moments per weight are
     # part of the memory a training step needs. lr is irrelevant to speed and small to stay finite;
     # the step itself, gradient clipping included, is the training protocols' (benchbench.step).
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5) if mode == "train" else None
-    runner = torch.compile(model) if compile else model
+    optimizer = (torch.optim.AdamW(model.parameters(), lr=1e-5, **optimizer_options(execution, device))
+                 if mode == "train" else None)
     eager = make_step(model, mode, device, precision, optimizer)
-    measured = make_step(runner, mode, device, precision, optimizer)
+    measured = make_step(runner, mode, device, precision, optimizer, execution)
+    warmup_s = 0.0
 
     def inputs(batch: int):
         return _inputs(batch, image_size, in_chans, num_classes, device, channels_last)
@@ -208,13 +236,17 @@ def measure_throughput(
 
     def timed(batch: int) -> list[float] | None:
         """Seconds of each timed step at this batch, or None after an out-of-memory error."""
+        nonlocal warmup_s
         try:
             x, y = inputs(batch)
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
+            sync(device)
+            start = time.perf_counter()
             for _ in range(warmup_steps):  # first-call costs: allocator, autotuning, compilation
                 measured(x, y)
             sync(device)
+            warmup_s = time.perf_counter() - start
             return time_steps(lambda: measured(x, y), device, min_steps=min_steps, min_seconds=min_seconds)
         except Exception as exc:  # noqa: BLE001
             if not is_oom(exc):
@@ -245,7 +277,9 @@ def measure_throughput(
         batch_size=batch, batch_size_requested=batch_size, oom_retries=oom_retries,
         img_per_s=batch * len(seconds) / timed_s, step_ms=1e3 * statistics.median(seconds), timed_s=timed_s,
         steps=len(seconds), peak_mem_mb=peak_mb, peak_mem_kind=peak_kind, channels_last=channels_last,
-        compiled=compile,
+        compiled=execution.compile, compile_mode=execution.compile_mode, fused_optimizer=execution.fused_optimizer,
+        attention=execution.attention, execution_policy=execution.policy,
+        compile_s=warmup_s if execution.compile else 0.0, warmup_s=warmup_s,
         latency_ms_p50=lat.p50_ms if lat else None, latency_ms_p90=lat.p90_ms if lat else None,
         latency_ms_p99=lat.p99_ms if lat else None,
     )

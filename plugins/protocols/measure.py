@@ -3,7 +3,9 @@
 For `epochs` over `images` (default: the dataset's training split, e.g. JFT-300M's 303M images)
 the runner derives `pretrain_exaflops = 3 * 2 * macs * images_seen / 1e18`. With `throughput`, the
 model's training speed is measured on the run's device (by default only on CUDA) and precision, and the schedule projected
-to `projected_device_days`.
+to `projected_device_days`, at the best execution the policy picks for this device and model
+(benchbench.execution: compiled, fused AdamW, channels-last where the family prefers it, on CUDA);
+compilation is warm-up, never in img/s or device-days: its time is `compile_s`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from benchbench import precision as precision_policy
 from benchbench.errors import BenchError
 from benchbench.settings import non_negative, one_of, positive
 from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
+from benchbench_plugins.protocols.training_settings import execution_settings
 
 SETTINGS = {
     "epochs": Setting(1.0, float, "pre-training epochs over `images`", positive),
@@ -23,6 +26,7 @@ SETTINGS = {
                          one_of(*precision_policy.CHOICES)),
     "batch_size": Setting(0, int, "batch size of the throughput measurement; 0 = largest that fits",
                           non_negative),
+    **execution_settings(),
 }
 
 
@@ -34,14 +38,19 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
                          "set `images` in [settings.measure]")
     metrics: dict[str, float] = {"pretrain_epochs": s["epochs"], "pretrain_images_seen": images * s["epochs"]}
     if s["throughput"] == "on" or (s["throughput"] == "auto" and ctx.device.type == "cuda"):
+        from benchbench.execution import from_settings
         from benchbench.measure.throughput import measure_throughput
 
+        execution = from_settings(ctx.device, s, params=sum(p.numel() for p in ctx.model.parameters()),
+                                  prefers_channels_last=ctx.model_spec.prefers_channels_last)
         result = measure_throughput(
             ctx.model, image_size=spec.image_size, in_chans=spec.in_chans, num_classes=spec.num_classes,
-            mode="train", device=ctx.device, precision=s["precision"], batch_size=s["batch_size"] or None)
+            mode="train", device=ctx.device, precision=s["precision"], batch_size=s["batch_size"] or None,
+            execution=execution)
         metrics.update(train_img_per_s=result.img_per_s, train_batch_size=result.batch_size,
-                       train_peak_mem_mb=result.peak_mem_mb,
-                       projected_device_seconds=metrics["pretrain_images_seen"] / result.img_per_s)
+                       train_peak_mem_mb=result.peak_mem_mb, compile_s=result.compile_s,
+                       projected_device_seconds=metrics["pretrain_images_seen"] / result.img_per_s,
+                       **execution.metrics())
     return metrics
 
 

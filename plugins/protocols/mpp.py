@@ -39,10 +39,11 @@ from benchbench_plugins.protocols.loader import Loader, workers
 from benchbench_plugins.protocols.masking import UNTOUCHED, colour_classes, corrupt, corruption_plan
 from benchbench_plugins.protocols.subsets import random_subset, training_subset
 from benchbench_plugins.protocols.training import estimate, make_optimizer, make_schedule, total_steps
-from benchbench_plugins.protocols.training_settings import data_settings, in_range, parallel_settings, train_settings
+from benchbench_plugins.protocols.training_settings import (data_settings, execution_settings, in_range, parallel_settings,
+                                                               train_settings)
 
-SETTINGS = {  # one process: no devices / nodes / sharding settings (data-parallel mpp is not built)
-    **{k: v for k, v in train_settings().items() if k not in parallel_settings()},
+SETTINGS = {  # one process, eager: no devices / nodes / sharding, no execution settings (benchbench.execution)
+    **{k: v for k, v in train_settings().items() if k not in {**parallel_settings(), **execution_settings()}},
     **data_settings(),
     "mask_rate": Setting(0.5, float, "fraction of each image's patch embeddings corrupted (the paper: 0.5)",
                          in_range(0.01, 1.0)),

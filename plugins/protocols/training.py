@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
@@ -15,8 +16,10 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import Dataset
 
+from benchbench import execution as execution_policy
 from benchbench import precision as precision_policy
-from benchbench.clock import DeviceClock
+from benchbench.clock import DeviceClock, sync
+from benchbench.execution import Execution
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions, DatasetSpec, ProtocolContext
 from benchbench.step import forward, train_step
@@ -37,12 +40,14 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def make_optimizer(model: nn.Module, s: Mapping[str, Any]) -> torch.optim.Optimizer:
+def make_optimizer(model: nn.Module, s: Mapping[str, Any], *, fused: bool = False) -> torch.optim.Optimizer:
+    """The settings' optimiser; `fused`: its fused kernel (the same update, one kernel for all weights)."""
     groups = param_groups(model, s["weight_decay"])
+    kernel = {"fused": True} if fused else {}
     if s["optimizer"] == "sgd":
-        return torch.optim.SGD(groups, lr=s["lr"], momentum=s["momentum"])
+        return torch.optim.SGD(groups, lr=s["lr"], momentum=s["momentum"], **kernel)
     cls = torch.optim.AdamW if s["optimizer"] == "adamw" else torch.optim.Adam
-    return cls(groups, lr=s["lr"], betas=(0.9, s["beta2"]))
+    return cls(groups, lr=s["lr"], betas=(0.9, s["beta2"]), **kernel)
 
 
 def warmup_cosine(total_steps: int, warmup_steps: int):
@@ -77,8 +82,16 @@ def total_steps(s: Mapping[str, Any], train_images: int) -> int:
 
 
 def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.device, seed: int, *,
-        show_progress: bool = False, desc: str = "train", rank: int = 0, world: int = 1) -> dict[str, float]:
+        show_progress: bool = False, desc: str = "train", rank: int = 0, world: int = 1,
+        execution: Execution | None = None) -> dict[str, Any]:
     """Train `model` on `train` with the settings of `train_settings`; training metrics, timed.
+
+    `execution` (default: the policy for the settings on this device, benchbench.execution) says whether
+    the model is compiled, the optimiser fused, the memory channels-last; the metrics record it
+    (`exec_*`). Compiled, each step that meets a new batch shape compiles (the first, and an epoch's
+    short last batch): those steps are timed apart, synchronised, as `compile_s` (compilation plus
+    their own work), and left out of `train_device_seconds` and `train_img_per_s`, which are the
+    steady pace (unless every step compiled: then they count all).
 
     Data-parallel (`world` > 1, `model` wrapped by DDP or FSDP, a process group up): this rank trains
     on its part of each global batch of `batch_size` (plugins/protocols/loader.py); the steps, the
@@ -97,25 +110,35 @@ def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.de
                     pin_memory=device.type == "cuda", rank=rank, world=world, augment_seed=augment_seed,
                     device=device)
     model = model.to(device)
-    opt = make_optimizer(model, s)
+    if execution is None:
+        execution = execution_policy.from_settings(device, s, params=sum(p.numel() for p in model.parameters()))
+    runner = execution_policy.apply(model, execution)
+    opt = make_optimizer(model, s, fused=execution.fused_optimizer)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, make_schedule(total, int(s["warmup_fraction"] * total),
                                                                  s["schedule"]))
     precision = s.get("precision", "fp32")
-    step = train_step(model, opt, device, precision, clip_grad_norm=s["clip_grad_norm"],
-                      label_smoothing=s["label_smoothing"], scheduler=sched, world_size=world)
+    step = train_step(runner, opt, device, precision, clip_grad_norm=s["clip_grad_norm"],
+                      label_smoothing=s["label_smoothing"], scheduler=sched, world_size=world, execution=execution)
     done, images, last_loss = 0, 0, float("nan")
+    shapes: set[tuple[int, ...]] = set()  # batch shapes the compiled model has met
+    compile_s, compile_images = 0.0, 0
     bar = tqdm(total=total, desc=desc, unit="step", leave=False, disable=not show_progress, dynamic_ncols=True,
                mininterval=0.2 if sys.stderr.isatty() else 15.0)  # sparse lines in a log file
     model.train()
     with precision_policy.matmul_mode(device, precision), DeviceClock(device) as clock:
         while done < total:
             for i, (x, y) in enumerate(loader):
-                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                if world == 1:
-                    loss, n = step(x, y), len(y)
-                else:
-                    n = min(batch_size, len(train) - i * batch_size)  # the global batch's images
-                    loss = step(x, y, n)
+                x, y = execution_policy.to_device(x, device, execution), y.to(device, non_blocking=True)
+                n = len(y) if world == 1 else min(batch_size, len(train) - i * batch_size)  # the global batch's
+                compiles = execution.compile and tuple(x.shape) not in shapes
+                if compiles:
+                    shapes.add(tuple(x.shape))
+                    sync(device)
+                    start = time.perf_counter()
+                loss = step(x, y) if world == 1 else step(x, y, n)
+                if compiles:
+                    sync(device)
+                    compile_s, compile_images = compile_s + time.perf_counter() - start, compile_images + n
                 done, images = done + 1, images + n
                 if done % 20 == 0 or done == total:
                     last_loss = loss.item() if world == 1 else _mean_over_ranks(loss, world)  # syncs: every 20
@@ -126,6 +149,9 @@ def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.de
                 if done >= total:
                     break
     bar.close()
+    steady_s, steady_images = clock.seconds - compile_s, images - compile_images
+    if steady_images == 0:  # every step compiled: nothing else to time
+        steady_s, steady_images = clock.seconds, images
     return {
         "train_loss": last_loss,
         "train_examples": len(train),  # the training set's size: the (sub)set batches are drawn from
@@ -134,8 +160,10 @@ def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.de
         # each epoch is a permutation of the set, so the first len(train) images seen are all distinct
         "train_distinct_images": min(images, len(train)),
         "train_epochs": images / len(train),
-        "train_device_seconds": clock.seconds,
-        "train_img_per_s": images / clock.seconds,
+        "train_device_seconds": steady_s,
+        "train_img_per_s": steady_images / steady_s,
+        "compile_s": compile_s,
+        **execution.metrics(),
     }
 
 
@@ -247,8 +275,11 @@ def train_and_evaluate(ctx: ProtocolContext, model: nn.Module, desc: str) -> dic
 
         return train_and_evaluate_parallel(ctx, model, desc)
     train, test = cell_splits(ctx.dataset_spec, ctx.data, s, ctx.seed)
+    execution = execution_policy.from_settings(device, s, params=sum(p.numel() for p in model.parameters()),
+                                               prefers_channels_last=ctx.model_spec.prefers_channels_last)
     with activation_checkpointing(model, s.get("activation_checkpointing", False)):
-        metrics = fit(model, train, s, device, ctx.seed, show_progress=ctx.show_progress, desc=desc)
+        metrics = fit(model, train, s, device, ctx.seed, show_progress=ctx.show_progress, desc=desc,
+                      execution=execution)
     metrics.update(evaluate_timed(model, test, s, device))
     return metrics
 

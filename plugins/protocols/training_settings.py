@@ -83,6 +83,28 @@ def parallel_settings() -> dict[str, Setting]:
     }
 
 
+def execution_settings() -> dict[str, Setting]:
+    """How a model runs (benchbench.execution): "auto" is the policy's choice (on CUDA: compiled, fused
+    optimiser, channels-last where the family prefers it; elsewhere eager). Not part of a cell's key:
+    they change how a cell is computed, not what."""
+    from benchbench.execution import COMPILE_MODES, setting_value
+
+    def check(key: str):
+        return lambda value: setting_value(key, value)
+
+    return {
+        "compile": Setting("auto", (bool, str), "torch.compile the model: true | false | \"auto\" (on for CUDA)",
+                           check("compile"), keyed=False),
+        "compile_mode": Setting("auto", str, "torch.compile's mode: auto (reduce-overhead, CUDA graphs, for "
+                                "models under 5M parameters, else default) | " + " | ".join(COMPILE_MODES),
+                                check("compile_mode"), keyed=False),
+        "channels_last": Setting("auto", (bool, str), "channels-last memory format: true | false | \"auto\" "
+                                 "(on CUDA where the model family prefers it)", check("channels_last"), keyed=False),
+        "fused_optimizer": Setting("auto", (bool, str), "the fused optimiser kernel: true | false | \"auto\" "
+                                   "(on for CUDA)", check("fused_optimizer"), keyed=False),
+    }
+
+
 def train_settings(**defaults: Any) -> dict[str, Setting]:
     """The optimisation settings of `fit`, with protocol-specific defaults."""
     out = {
@@ -102,7 +124,8 @@ def train_settings(**defaults: Any) -> dict[str, Setting]:
         **subset_settings(),
         "eval_batch_size": Setting(512, int, "evaluation batch size", positive),
         **parallel_settings(),
+        **execution_settings(),
     }
     for key, value in defaults.items():
-        out[key] = Setting(value, out[key].type, out[key].help, out[key].check)
+        out[key] = Setting(value, out[key].type, out[key].help, out[key].check, out[key].keyed)
     return out

@@ -1,0 +1,150 @@
+"""How a model runs, decided once and recorded: compiled or eager (and torch.compile's mode), a fused
+or for-each optimiser, channels-last memory format, the attention kernel.
+
+These choices change how a model trains, never what it trains: the same weights, the same loss, the
+same optimiser arithmetic up to float rounding (tests/test_execution.py checks a compiled CPU run
+against an eager one). So they are never part of a cell's key (their settings are `keyed=False`).
+
+The policy (`choose`), each part overridable by an explicit value:
+- `eager=True` (`--eager`): everything off.
+- Not CUDA (the CPU): eager, for-each optimiser, contiguous memory, as before this policy existed.
+- CUDA: torch.compile on (the issue-18 H100 figures: +27 % for ViT-B/16 training, x2.3 for BiT-R50x1),
+  in mode "reduce-overhead" (CUDA graphs) for models under SMALL_MODEL_PARAMS, whose steps are bound
+  by kernel launches, else "default" (and "default" for data-parallel runs: CUDA graphs would capture
+  DDP's gradient all-reduce); the fused AdamW/Adam/SGD kernel; channels-last only for a family
+  whose ModelSpec says `prefers_channels_last` (it made BiT slower, torchvision's ResNet-50 faster).
+  Attention is F.scaled_dot_product_attention's own dispatch, which takes its fastest eligible kernel
+  (flash, then memory-efficient, then math) on every device: nothing to switch.
+- FSDP-sharded training stays eager by default: compiling fully_shard'ed models is not measured here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+
+from benchbench.errors import BenchError
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+SMALL_MODEL_PARAMS = 5_000_000  # below this a CUDA training step is launch-bound: CUDA graphs pay
+ATTENTION = "sdpa"  # F.scaled_dot_product_attention choosing its kernel; the built-in ViTs call it
+AUTO = "auto"
+# The settings that say how a cell runs (declared with keyed=False by the protocols that train).
+SETTING_NAMES = ("compile", "compile_mode", "channels_last", "fused_optimizer")
+EAGER_SETTINGS = {"compile": False, "compile_mode": AUTO, "channels_last": False, "fused_optimizer": False}
+
+
+@dataclass(frozen=True)
+class Execution:
+    """The choices one run was made with (recorded beside its figures)."""
+
+    compile: bool
+    compile_mode: str | None  # torch.compile's mode; None when eager
+    fused_optimizer: bool
+    channels_last: bool
+    attention: str = ATTENTION
+    policy: str = "eager"  # what decided: "eager" (asked), "cpu" (the non-CUDA default), "cuda" (best)
+
+    def metrics(self) -> dict[str, Any]:
+        """The choices as a record's metrics (benchbench/record.py: `exec_*`)."""
+        return {f"exec_{k}": v for k, v in asdict(self).items()}
+
+    @property
+    def memory_format(self) -> torch.memory_format:
+        return torch.channels_last if self.channels_last else torch.contiguous_format
+
+
+EAGER = Execution(compile=False, compile_mode=None, fused_optimizer=False, channels_last=False)
+
+
+def choose(device: torch.device | str, *, prefers_channels_last: bool = False, params: int | None = None,
+           eager: bool = False, sharded: bool = False, distributed: bool = False, compile: bool | None = None,
+           compile_mode: str | None = None, channels_last: bool | None = None,
+           fused_optimizer: bool | None = None) -> Execution:
+    """The execution for a model on `device` (see the module docstring); None = the policy's choice."""
+    device = torch.device(device)
+    if compile_mode is not None and compile_mode not in COMPILE_MODES:
+        raise BenchError(f"compile mode {compile_mode!r}: allowed: {', '.join(COMPILE_MODES)}")
+    if eager:
+        base, policy = EAGER, "eager"
+    elif device.type == "cuda":
+        small = params is not None and params < SMALL_MODEL_PARAMS and not distributed
+        base = Execution(compile=not sharded, compile_mode=None if sharded else
+                         "reduce-overhead" if small else "default",
+                         fused_optimizer=True, channels_last=prefers_channels_last, policy="cuda")
+        policy = "cuda"
+    else:
+        base, policy = EAGER, "cpu"
+    on = base.compile if compile is None else compile
+    mode = (compile_mode or base.compile_mode or "default") if on else None
+    return Execution(compile=on, compile_mode=mode,
+                     fused_optimizer=base.fused_optimizer if fused_optimizer is None else fused_optimizer,
+                     channels_last=base.channels_last if channels_last is None else channels_last,
+                     policy=policy)
+
+
+def _given(value: Any) -> Any:
+    return None if value == AUTO else value
+
+
+def from_settings(device: torch.device | str, settings: Mapping[str, Any], *, prefers_channels_last: bool = False,
+                  params: int | None = None) -> Execution:
+    """`choose` with a cell's settings (`compile`, `compile_mode`, `channels_last`, `fused_optimizer`:
+    "auto" or a value; absent = "auto")."""
+    return choose(device, prefers_channels_last=prefers_channels_last, params=params,
+                  sharded=settings.get("sharding", "ddp") == "fsdp",
+                  distributed=settings.get("devices", 1) * settings.get("nodes", 1) > 1,
+                  compile=_given(settings.get("compile", AUTO)),
+                  compile_mode=_given(settings.get("compile_mode", AUTO)),
+                  channels_last=_given(settings.get("channels_last", AUTO)),
+                  fused_optimizer=_given(settings.get("fused_optimizer", AUTO)))
+
+
+def apply(model: nn.Module, execution: Execution) -> nn.Module:
+    """The module to call: `model` in the chosen memory format (in place), compiled when chosen. The
+    weights stay `model`'s (a compiled module shares them), so optimisers take `model.parameters()`."""
+    if execution.channels_last:
+        model.to(memory_format=torch.channels_last)
+    if execution.compile:
+        return torch.compile(model, mode=execution.compile_mode)
+    return model
+
+
+def to_device(x: torch.Tensor, device: torch.device, execution: Execution) -> torch.Tensor:
+    """A batch on the device, in the model's memory format (images only: 4-D)."""
+    x = x.to(device, non_blocking=True)
+    return x.contiguous(memory_format=torch.channels_last) if execution.channels_last and x.ndim == 4 else x
+
+
+def optimizer_options(execution: Execution, device: torch.device) -> dict[str, Any]:
+    """Keyword arguments for torch.optim's AdamW/Adam/SGD: the fused kernel when chosen (else for-each,
+    PyTorch's default), never both."""
+    return {"fused": True} if execution.fused_optimizer else {}
+
+
+def step_begin(execution: Execution) -> None:
+    """Before each training step: CUDA graphs (mode "reduce-overhead") must be told a new step begins,
+    or the next replay may overwrite tensors the last one returned."""
+    if execution.compile and execution.compile_mode == "reduce-overhead":
+        torch.compiler.cudagraph_mark_step_begin()
+
+
+def eager(cell):
+    """A suite's cell (benchbench.suite.Cell) with its execution settings off (`run --eager`); its key is
+    the same, as those settings are not part of it."""
+    from dataclasses import replace
+
+    settings = dict(cell.settings)
+    settings.update({k: v for k, v in EAGER_SETTINGS.items() if k in settings})
+    return replace(cell, settings=tuple(sorted(settings.items())))
+
+
+def setting_value(key: str, value: Any) -> str | None:
+    """The range check of an execution setting: "auto" or a bool; compile_mode "auto" or a mode."""
+    if key == "compile_mode":
+        allowed = (AUTO, *COMPILE_MODES)
+        return None if value in allowed else f"allowed: {', '.join(allowed)}"
+    return None if value == AUTO or isinstance(value, bool) else "allowed: true, false, \"auto\""
