@@ -21,12 +21,13 @@ The policy (`choose`), each part overridable by an explicit value:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any, Mapping
 
 from benchbench.errors import BenchError
+
+if TYPE_CHECKING:  # torch is imported where used: the CLI's parsers read this module's names
+    import torch
+    from torch import nn
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 SMALL_MODEL_PARAMS = 5_000_000  # below this a CUDA training step is launch-bound: CUDA graphs pay
@@ -54,6 +55,8 @@ class Execution:
 
     @property
     def memory_format(self) -> torch.memory_format:
+        import torch
+
         return torch.channels_last if self.channels_last else torch.contiguous_format
 
 
@@ -65,6 +68,8 @@ def choose(device: torch.device | str, *, prefers_channels_last: bool = False, p
            compile_mode: str | None = None, channels_last: bool | None = None,
            fused_optimizer: bool | None = None) -> Execution:
     """The execution for a model on `device` (see the module docstring); None = the policy's choice."""
+    import torch
+
     device = torch.device(device)
     if compile_mode is not None and compile_mode not in COMPILE_MODES:
         raise BenchError(f"compile mode {compile_mode!r}: allowed: {', '.join(COMPILE_MODES)}")
@@ -106,6 +111,8 @@ def from_settings(device: torch.device | str, settings: Mapping[str, Any], *, pr
 def apply(model: nn.Module, execution: Execution) -> nn.Module:
     """The module to call: `model` in the chosen memory format (in place), compiled when chosen. The
     weights stay `model`'s (a compiled module shares them), so optimisers take `model.parameters()`."""
+    import torch
+
     if execution.channels_last:
         model.to(memory_format=torch.channels_last)
     if execution.compile:
@@ -115,6 +122,8 @@ def apply(model: nn.Module, execution: Execution) -> nn.Module:
 
 def to_device(x: torch.Tensor, device: torch.device, execution: Execution) -> torch.Tensor:
     """A batch on the device, in the model's memory format (images only: 4-D)."""
+    import torch
+
     x = x.to(device, non_blocking=True)
     return x.contiguous(memory_format=torch.channels_last) if execution.channels_last and x.ndim == 4 else x
 
@@ -128,6 +137,8 @@ def optimizer_options(execution: Execution, device: torch.device) -> dict[str, A
 def step_begin(execution: Execution) -> None:
     """Before each training step: CUDA graphs (mode "reduce-overhead") must be told a new step begins,
     or the next replay may overwrite tensors the last one returned."""
+    import torch
+
     if execution.compile and execution.compile_mode == "reduce-overhead":
         torch.compiler.cudagraph_mark_step_begin()
 

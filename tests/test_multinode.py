@@ -105,6 +105,7 @@ def test_two_nodes_train_the_weights_one_node_trains_and_node_0_alone_records(ru
     outs = [node.communicate(timeout=900) for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], outs
     assert "ran 1 cell as a later node of a multi-node launch: node 0 records them" in outs[1][1]
+    assert "trained its share; node 0 records the cell" in "".join(outs[1]) and "FAILED" not in "".join(outs[1])
 
     run_dir = _one_run_dir(run_suite.dir / "node0")
     (record,) = run_suite.records(run_dir)  # exactly one record, node 0's
