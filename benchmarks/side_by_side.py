@@ -353,7 +353,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{check['params_timm']:,} ({'equal' if check['params_equal'] else 'DIFFER'}); {logits}", flush=True)
         for mode in modes:
             for compile in compiles:
-                rows.append(compare(timm, pair, spec, mode, compile, args, device))
+                rows.append(row := compare(timm, pair, spec, mode, compile, args, device))
+                print(f"  {pair.benchbench_id} {mode} {'compiled' if compile else 'eager'}: ratio "
+                      f"{row['ratio_median']:.3f} ({len(row['ratio'])} rounds)", file=sys.stderr, flush=True)
     if args.json:
         print(json.dumps({**header, "checks": checks, "rows": rows}, indent=1))
     else:
