@@ -282,8 +282,8 @@ def table(rows: list[dict]) -> str:
     from tabulate import tabulate
 
     body = [[r["model"], r["timm_model"], r["mode"], "compiled" if r["compiled"] else "eager",
-             f"{r['timm_median']:.1f}", _range(r["timm_img_per_s"], ".1f"),
-             f"{r['benchbench_median']:.1f}", _range(r["benchbench_img_per_s"], ".1f"),
+             f"{r['timm_median']:.4g}", _range(r["timm_img_per_s"], ".4g"),
+             f"{r['benchbench_median']:.4g}", _range(r["benchbench_img_per_s"], ".4g"),
              f"{r['ratio_median']:.3f}", _range(r["ratio"], ".3f")] for r in rows]
     return tabulate(body, headers=["benchbench", "timm", "mode", "run", "timm img/s", "range",
                                    "benchbench img/s", "range", "ratio bb/timm", "ratio range"],
