@@ -124,8 +124,9 @@ def test_two_nodes_train_the_weights_one_node_trains_and_node_0_alone_records(ru
 @pytest.mark.slow
 def test_a_node_that_dies_fails_node_0s_cell_and_leaves_no_process(run_suite):
     """Node 1's launcher is SIGKILLed while its rank trains (as when its machine goes down): its rank
-    follows it (PR_SET_PDEATHSIG), node 0's rank waits for its peer in the gradients' all-reduce
-    until the collective timeout, and node 0 records the cell as failed."""
+    follows it (PR_SET_PDEATHSIG), and node 0's rank fails in the gradients' all-reduce, either at once
+    (gloo sees the peer's socket close: seen on an idle machine) or at the collective timeout (seen
+    under load), and node 0 records the cell as failed with that error."""
     run_suite.plugin(PLUGIN, "f64.py")
     suite = run_suite.write(SUITE.format(name="dies", model="vit-f64", devices=1, extra="nodes = 2\ntimeout_s = 20")
                             .replace("epochs = 1", "epochs = 1000"), "dies.toml")
@@ -145,7 +146,7 @@ def test_a_node_that_dies_fails_node_0s_cell_and_leaves_no_process(run_suite):
     assert node0.returncode == 1, err
     (record,) = run_suite.records(_one_run_dir(run_suite.dir / "node0"))
     assert record.status == "failed" and record.error.startswith("RankFailure: rank 0 of 2 failed: "), record.error
-    assert "timed out" in record.error.lower() or "timeout" in record.error.lower(), record.error
+    assert any(why in record.error.lower() for why in ("timed out", "timeout", "connection closed by peer")), record.error
     assert waited < 20 + 60, waited  # at most the timeout, then the launcher's stop (a loaded machine: slow)
     deadline = time.monotonic() + 30
     while _leftovers() and time.monotonic() < deadline:
