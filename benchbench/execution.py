@@ -128,7 +128,7 @@ def to_device(x: torch.Tensor, device: torch.device, execution: Execution) -> to
     return x.contiguous(memory_format=torch.channels_last) if execution.channels_last and x.ndim == 4 else x
 
 
-def optimizer_options(execution: Execution, device: torch.device) -> dict[str, Any]:
+def optimizer_options(execution: Execution) -> dict[str, Any]:
     """Keyword arguments for torch.optim's AdamW/Adam/SGD: the fused kernel when chosen (else for-each,
     PyTorch's default), never both."""
     return {"fused": True} if execution.fused_optimizer else {}

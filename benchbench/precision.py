@@ -37,6 +37,7 @@ HELP = ("auto | fp32 | tf32 | bf16 | fp16 | fp8; auto = bf16 on CUDA, else fp32;
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}
 FP8_MIN_CAPABILITY = (8, 9)  # float8 tensor cores: Ada (8.9) and Hopper (9.0) on
 FP8_INSTALL = "pip install 'benchbench[fp8]'"
+FP8_NEEDS_TORCHAO = f"precision 'fp8' needs torchao (float8 training), an optional extra: {FP8_INSTALL}"
 
 
 def resolve(precision: str, device: torch.device) -> str:
@@ -78,7 +79,7 @@ def fp8_problem(device_type: str, device_name: str | None, capability: tuple[int
         return (f"precision 'fp8' needs a CUDA GPU of {need}; {device_name} has compute capability {cap} "
                 "(no float8 tensor cores): use bf16")
     if not have_torchao:
-        return f"precision 'fp8' needs torchao (float8 training), an optional extra: {FP8_INSTALL}"
+        return FP8_NEEDS_TORCHAO
     return None
 
 
@@ -98,7 +99,7 @@ def for_precision(model: nn.Module, device: torch.device, precision: str) -> nn.
     try:
         from torchao.float8 import convert_to_float8_training
     except ImportError as exc:
-        raise BenchError(f"precision 'fp8' needs torchao (float8 training), an optional extra: {FP8_INSTALL}") from exc
+        raise BenchError(FP8_NEEDS_TORCHAO) from exc
     convert_to_float8_training(getattr(model, "_orig_mod", model), module_filter_fn=_fp8_eligible)
     return model
 

@@ -20,6 +20,13 @@ class LaterNode(Exception):
     and records it; this node has nothing to record (not even the trained weights, which rank 0 has)."""
 
 
+def later_node_note(error: str | None) -> str | None:
+    """What a later node said of its cell, from the cell's error ("LaterNode: ...", as the runner
+    writes an exception), or None for any other error: that one is a real failure."""
+    prefix = f"{LaterNode.__name__}: "
+    return error.removeprefix(prefix) if error and error.startswith(prefix) else None
+
+
 @dataclass(frozen=True)
 class Rendezvous:
     """`nodes` launchers, this one `node_rank`, meeting at `addr`:`port` (port 0: any free port, one

@@ -22,7 +22,7 @@ from benchbench.measure.flops import MacCount, build_for_counting, count_macs
 from benchbench.measure.params import count_params
 from benchbench.plugins import Catalog, plugin_package
 from benchbench.record import Record
-from benchbench.rendezvous import LaterNode
+from benchbench.rendezvous import later_node_note
 from benchbench.settings import varying_settings
 from benchbench.specs import DataOptions, ProtocolContext, input_shape
 from benchbench.suite import Cell, Suite
@@ -97,8 +97,8 @@ def summary_line(record: Record, settings: str = "") -> str:
     m = record.metrics
     head = f"{record.model} x {record.dataset} x {record.protocol} (seed {record.seed})"
     head += f" {settings}" if settings else ""
-    if not record.ok and record.error.startswith(f"{LaterNode.__name__}: "):  # node > 0: node 0 records the cell
-        return f"{head}: {record.error.removeprefix(f'{LaterNode.__name__}: ')}"
+    if not record.ok and (note := later_node_note(record.error)):  # node > 0: node 0 records the cell
+        return f"{head}: {note}"
     if not record.ok:
         return f"{head}: FAILED: {record.error}"
     accuracies = [f"{label + ' ' if label else ''}top-1 {m[metric]:.4f}"

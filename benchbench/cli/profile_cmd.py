@@ -16,7 +16,7 @@ import json
 from benchbench.choices import PRECISIONS, THROUGHPUT_MODES
 from benchbench.cli.common import catalog
 from benchbench.errors import BenchError
-from benchbench.execution import COMPILE_MODES
+from benchbench.execution import COMPILE_MODES, SMALL_MODEL_PARAMS
 
 
 def add_parser(sub, parent) -> None:
@@ -43,7 +43,7 @@ def add_parser(sub, parent) -> None:
                         "or not (default: on for CUDA)")
     p.add_argument("--compile-mode", choices=COMPILE_MODES, metavar="MODE",
                    help="torch.compile's mode: " + " | ".join(COMPILE_MODES) + " (default: reduce-overhead for "
-                        "models under 5M parameters on CUDA, else default)")
+                        f"models under {SMALL_MODEL_PARAMS / 1e6:g}M parameters on CUDA, else default)")
     p.add_argument("--fused-optimizer", action=argparse.BooleanOptionalAction, default=None,
                    help="train with the fused AdamW kernel, or the for-each one (default: fused on CUDA)")
     p.add_argument("--eager", action="store_true",
@@ -117,11 +117,12 @@ def _build(spec, args, resolution: int):
 def _execution(args, spec, device, model, **held):
     """The policy's execution for this model and device, with the flags given (and `held`) overriding it."""
     from benchbench.execution import choose
+    from benchbench.measure.params import count_params
 
     given = dict(compile=args.compile, channels_last=args.channels_last, fused_optimizer=args.fused_optimizer)
     given.update(held)
     return choose(device, prefers_channels_last=spec.prefers_channels_last, eager=args.eager,
-                  params=sum(p.numel() for p in model.parameters()), compile_mode=args.compile_mode, **given)
+                  params=count_params(model), compile_mode=args.compile_mode, **given)
 
 
 def profile(args) -> dict:
@@ -227,7 +228,7 @@ def run(args) -> int:
     return 0
 
 
-def _candidates(args, device) -> list[dict]:
+def _candidates(args) -> list[dict]:
     """The switches `--best` tries: compile, channels-last, fused optimiser (train only), each on and off
     unless a flag holds it (`--eager` holds what no flag gives at off)."""
     held = {"compile": args.compile, "channels_last": args.channels_last, "fused_optimizer": args.fused_optimizer}
@@ -256,7 +257,7 @@ def best(args) -> dict:
     device = pick_device(args.device)
     precision_policy.check(device, args.precision)
     resolution = args.resolution or spec.default_resolution
-    switches = _candidates(args, device)
+    switches = _candidates(args)
     if args.batch_size is not None:
         batches = [args.batch_size]
     else:  # the largest that fits (an eager search), then every power of two from the start up to it

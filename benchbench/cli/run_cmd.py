@@ -222,9 +222,9 @@ def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, 
 def _later_node(records: list) -> int:
     """A later node of a multi-node launch: node 0 records every cell; say so, and fail only for a
     cell that really failed here (a rank's error, a BenchError)."""
-    from benchbench.rendezvous import LaterNode
+    from benchbench.rendezvous import later_node_note
 
-    failed = [r for r in records if not r.ok and not r.error.startswith(f"{LaterNode.__name__}:")]
+    failed = [r for r in records if not r.ok and later_node_note(r.error) is None]
     _echo(f"ran {plural(len(records), 'cell')} as a later node of a multi-node launch: node 0 records them"
           + (f"; {len(failed)} failed here" if failed else ""))
     return 1 if failed else 0

@@ -35,6 +35,7 @@ from benchbench.clock import sync, time_steps
 from benchbench.envinfo import device_name as _device_name
 from benchbench.errors import BenchError
 from benchbench.execution import EAGER, Execution, apply, choose, optimizer_options, step_begin
+from benchbench.measure.params import count_params
 from benchbench.step import forward, train_step
 
 MODES = THROUGHPUT_MODES
@@ -198,7 +199,7 @@ def measure_throughput(
     if execution is None:
         distributed = torch.distributed.is_available() and torch.distributed.is_initialized() and \
             torch.distributed.get_world_size() > 1  # a rank of `profile --devices N`
-        execution = choose(device, params=sum(p.numel() for p in model.parameters()), compile=compile,
+        execution = choose(device, params=count_params(model), compile=compile,
                            channels_last=channels_last, distributed=distributed)
     channels_last = execution.channels_last
     was_training = model.training
@@ -208,7 +209,7 @@ def measure_throughput(
     # AdamW as in the scratch protocol (and the paper's pre-training); its two moments per weight are
     # part of the memory a training step needs. lr is irrelevant to speed and small to stay finite;
     # the step itself, gradient clipping included, is the training protocols' (benchbench.step).
-    optimizer = (torch.optim.AdamW(model.parameters(), lr=1e-5, **optimizer_options(execution, device))
+    optimizer = (torch.optim.AdamW(model.parameters(), lr=1e-5, **optimizer_options(execution))
                  if mode == "train" else None)
     eager = make_step(model, mode, device, precision, optimizer)
     measured = make_step(runner, mode, device, precision, optimizer, execution)

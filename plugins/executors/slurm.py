@@ -170,8 +170,8 @@ class Slurm:
         if shutil.which("sbatch") is None:
             raise BenchError("executor slurm: no Slurm here (`sbatch` is not on PATH); run from a Slurm login "
                              "node, or pick another executor")
-        nodes = max([cell_nodes(c) for c in dispatch.suite.cells if cell_nodes(c) > 1], default=0)
-        many = [f"--nodes={nodes}", "--ntasks-per-node=1"] if nodes else []  # sbatch: the last flag holds
+        nodes = max((cell_nodes(c) for c in dispatch.suite.cells), default=1)
+        many = [f"--nodes={nodes}", "--ntasks-per-node=1"] if nodes > 1 else []  # sbatch: the last flag holds
         proc = _run(["sbatch", "--test-only", *_test_args(self.options), *many, "--wrap", "true"])
         if proc.returncode != 0:
             raise BenchError(f"executor slurm: Slurm refuses these jobs: {_first_error(proc)} "

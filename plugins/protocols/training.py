@@ -20,6 +20,7 @@ from benchbench import execution as execution_policy
 from benchbench import precision as precision_policy
 from benchbench.clock import DeviceClock, sync
 from benchbench.execution import Execution
+from benchbench.measure.params import count_params
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions, DatasetSpec, ProtocolContext
 from benchbench.step import forward, train_step
@@ -40,10 +41,12 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def make_optimizer(model: nn.Module, s: Mapping[str, Any], *, fused: bool = False) -> torch.optim.Optimizer:
-    """The settings' optimiser; `fused`: its fused kernel (the same update, one kernel for all weights)."""
+def make_optimizer(model: nn.Module, s: Mapping[str, Any], *,
+                   execution: Execution = execution_policy.EAGER) -> torch.optim.Optimizer:
+    """The settings' optimiser, with the kernel `execution` chose (fused: the same update, one kernel
+    for all weights)."""
     groups = param_groups(model, s["weight_decay"])
-    kernel = {"fused": True} if fused else {}
+    kernel = execution_policy.optimizer_options(execution)
     if s["optimizer"] == "sgd":
         return torch.optim.SGD(groups, lr=s["lr"], momentum=s["momentum"], **kernel)
     cls = torch.optim.AdamW if s["optimizer"] == "adamw" else torch.optim.Adam
@@ -111,9 +114,9 @@ def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.de
                     device=device)
     model = model.to(device)
     if execution is None:
-        execution = execution_policy.from_settings(device, s, params=sum(p.numel() for p in model.parameters()))
+        execution = execution_policy.from_settings(device, s, params=count_params(model))
     runner = execution_policy.apply(model, execution)
-    opt = make_optimizer(model, s, fused=execution.fused_optimizer)
+    opt = make_optimizer(model, s, execution=execution)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, make_schedule(total, int(s["warmup_fraction"] * total),
                                                                  s["schedule"]))
     precision = s.get("precision", "fp32")
@@ -275,7 +278,7 @@ def train_and_evaluate(ctx: ProtocolContext, model: nn.Module, desc: str) -> dic
 
         return train_and_evaluate_parallel(ctx, model, desc)
     train, test = cell_splits(ctx.dataset_spec, ctx.data, s, ctx.seed)
-    execution = execution_policy.from_settings(device, s, params=sum(p.numel() for p in model.parameters()),
+    execution = execution_policy.from_settings(device, s, params=count_params(model),
                                                prefers_channels_last=ctx.model_spec.prefers_channels_last)
     with activation_checkpointing(model, s.get("activation_checkpointing", False)):
         metrics = fit(model, train, s, device, ctx.seed, show_progress=ctx.show_progress, desc=desc,

@@ -4,6 +4,7 @@ protocol-specific defaults."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from benchbench import precision
@@ -60,7 +61,7 @@ def data_settings(**defaults: Any) -> dict[str, Setting]:
         "precision": Setting("auto", str, precision.HELP, one_of(*precision.CHOICES)),
     }
     for key, value in defaults.items():
-        out[key] = Setting(value, out[key].type, out[key].help, out[key].check)
+        out[key] = replace(out[key], default=value)
     return out
 
 
@@ -87,7 +88,7 @@ def execution_settings() -> dict[str, Setting]:
     """How a model runs (benchbench.execution): "auto" is the policy's choice (on CUDA: compiled, fused
     optimiser, channels-last where the family prefers it; elsewhere eager). Not part of a cell's key:
     they change how a cell is computed, not what."""
-    from benchbench.execution import COMPILE_MODES, setting_value
+    from benchbench.execution import COMPILE_MODES, SMALL_MODEL_PARAMS, setting_value
 
     def check(key: str):
         return lambda value: setting_value(key, value)
@@ -96,8 +97,8 @@ def execution_settings() -> dict[str, Setting]:
         "compile": Setting("auto", (bool, str), "torch.compile the model: true | false | \"auto\" (on for CUDA)",
                            check("compile"), keyed=False),
         "compile_mode": Setting("auto", str, "torch.compile's mode: auto (reduce-overhead, CUDA graphs, for "
-                                "models under 5M parameters, else default) | " + " | ".join(COMPILE_MODES),
-                                check("compile_mode"), keyed=False),
+                                f"models under {SMALL_MODEL_PARAMS / 1e6:g}M parameters, else default) | "
+                                + " | ".join(COMPILE_MODES), check("compile_mode"), keyed=False),
         "channels_last": Setting("auto", (bool, str), "channels-last memory format: true | false | \"auto\" "
                                  "(on CUDA where the model family prefers it)", check("channels_last"), keyed=False),
         "fused_optimizer": Setting("auto", (bool, str), "the fused optimiser kernel: true | false | \"auto\" "
@@ -127,5 +128,5 @@ def train_settings(**defaults: Any) -> dict[str, Setting]:
         **execution_settings(),
     }
     for key, value in defaults.items():
-        out[key] = Setting(value, out[key].type, out[key].help, out[key].check, out[key].keyed)
+        out[key] = replace(out[key], default=value)
     return out
