@@ -21,7 +21,7 @@ The policy (`choose`), each part overridable by an explicit value:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from benchbench.errors import BenchError
 
@@ -108,15 +108,29 @@ def from_settings(device: torch.device | str, settings: Mapping[str, Any], *, pr
                   fused_optimizer=_given(settings.get("fused_optimizer", AUTO)))
 
 
-def apply(model: nn.Module, execution: Execution) -> nn.Module:
+def apply(model: nn.Module, execution: Execution, *, backend: str | Callable = "inductor") -> nn.Module:
     """The module to call: `model` in the chosen memory format (in place), compiled when chosen. The
-    weights stay `model`'s (a compiled module shares them), so optimisers take `model.parameters()`."""
+    weights stay `model`'s (a compiled module shares them), so optimisers take `model.parameters()`.
+
+    Compiled with static shapes, from a fresh cache (`backend` is torch.compile's, inductor):
+    - `dynamic=False`: a graph specialised to each batch shape met. torch's default turns the second
+      shape met (an epoch's short last batch, a smaller batch after running out of memory) into one
+      dynamic-shape graph that then serves every batch, the full ones too: a training run would time
+      its steady steps on a different graph from its first epoch, and from `profile` at one batch size.
+    - `torch._dynamo.reset()` first: Dynamo's cache outlives a model (it is keyed by the code of
+      `forward`), so without it a second model of the same class (the next cell, the next `profile
+      --best` candidate) reuses the first's graphs: its compile time would read as nothing, and after
+      `recompile_limit` (8) graphs of one `forward`, torch silently runs it eagerly. A hit of that
+      limit is made an error (`fail_on_recompile_limit_hit`) rather than an eager run recorded as
+      compiled."""
     import torch
 
     if execution.channels_last:
         model.to(memory_format=torch.channels_last)
     if execution.compile:
-        return torch.compile(model, mode=execution.compile_mode)
+        torch._dynamo.reset()
+        torch._dynamo.config.fail_on_recompile_limit_hit = True
+        return torch.compile(model, mode=execution.compile_mode, dynamic=False, backend=backend)
     return model
 
 
