@@ -268,6 +268,14 @@ def evaluate_timed(model: nn.Module, test: Dataset, s: Mapping[str, Any], device
                 eval_batch_size_used=acc.batch_size)
 
 
+def cell_execution(ctx: ProtocolContext, model: nn.Module) -> Execution:
+    """How a training cell runs (benchbench.execution's policy for its settings, its device and its
+    model's family), decided here once for one device and for many alike: the data-parallel run
+    decides it in the parent and hands it to every rank (distributed.Job)."""
+    return execution_policy.from_settings(ctx.device, ctx.settings, params=count_params(model),
+                                          prefers_channels_last=ctx.model_spec.prefers_channels_last)
+
+
 def train_and_evaluate(ctx: ProtocolContext, model: nn.Module, desc: str) -> dict[str, float]:
     """A training cell's run: `fit` on the training split (its subset settings, augmented when asked),
     then top-1/top-5 on the test split (or its subset), each timed on the device. On more than one
@@ -278,8 +286,7 @@ def train_and_evaluate(ctx: ProtocolContext, model: nn.Module, desc: str) -> dic
 
         return train_and_evaluate_parallel(ctx, model, desc)
     train, test = cell_splits(ctx.dataset_spec, ctx.data, s, ctx.seed)
-    execution = execution_policy.from_settings(device, s, params=count_params(model),
-                                               prefers_channels_last=ctx.model_spec.prefers_channels_last)
+    execution = cell_execution(ctx, model)
     with activation_checkpointing(model, s.get("activation_checkpointing", False)):
         metrics = fit(model, train, s, device, ctx.seed, show_progress=ctx.show_progress, desc=desc,
                       execution=execution)
