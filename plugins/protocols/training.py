@@ -24,6 +24,7 @@ from benchbench.measure.params import count_params
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions, DatasetSpec, ProtocolContext
 from benchbench.step import forward, train_step
+from benchbench_plugins.protocols.inference import at_largest_batch, eval_batch_sizes
 from benchbench_plugins.protocols.loader import Loader, workers
 from benchbench_plugins.protocols.sharding import activation_checkpointing
 from benchbench_plugins.protocols.subsets import random_subset, training_subset
@@ -182,29 +183,7 @@ class Accuracy:
     top1: float
     top5: float
     images: int
-    batch_size: int = 0  # the batch size the counts were taken at (see eval_batch_sizes)
-
-
-# On CUDA one process evaluates at up to this many images a batch (see eval_batch_sizes).
-EVAL_BATCH_MAX = 2048
-
-
-def eval_batch_sizes(batch_size: int, images: int, device: torch.device, world: int = 1) -> list[int]:
-    """The batch sizes `evaluate` tries, largest first, each after the previous ran out of memory.
-
-    The counts do not depend on the batch size (every image is scored on its own: no batch
-    statistics in eval mode), so where launches, not arithmetic, bound the evaluation (a tiny model
-    on a GPU) one CUDA process takes up to EVAL_BATCH_MAX images a batch, halving down to
-    `batch_size` when memory runs out. Elsewhere, and data-parallel (every rank must run the same
-    number of forward passes), exactly `batch_size`."""
-    target = min(EVAL_BATCH_MAX, images)
-    if device.type != "cuda" or world > 1 or target <= batch_size:
-        return [batch_size]
-    sizes = []
-    while target > batch_size:
-        sizes.append(target)
-        target //= 2
-    return sizes + [batch_size]
+    batch_size: int = 0  # the batch size the counts were taken at (see inference.eval_batch_sizes)
 
 
 def evaluate(model: nn.Module, dataset: Dataset, device: torch.device, batch_size: int, *,
@@ -213,19 +192,13 @@ def evaluate(model: nn.Module, dataset: Dataset, device: torch.device, batch_siz
     batch (every rank the same number of forward passes, as FSDP needs) and the counts are summed.
 
     The counts stay on the device and are read once at the end (a read per batch would wait for
-    the device each time); the batch size is `batch_size`, or larger on CUDA (eval_batch_sizes)."""
+    the device each time); the batch size is `batch_size`, or larger on CUDA (inference.py)."""
     model.eval()
     logits_of = forward(model, device, precision)
     sizes = eval_batch_sizes(batch_size, len(dataset), device, world)
     with precision_policy.matmul_mode(device, precision):
-        for size in sizes:
-            try:
-                counts = _count_hits(logits_of, dataset, device, size, num_workers, rank, world)
-                break
-            except torch.cuda.OutOfMemoryError:
-                if size == sizes[-1]:
-                    raise
-                torch.cuda.empty_cache()
+        counts, size = at_largest_batch(
+            sizes, lambda size: _count_hits(logits_of, dataset, device, size, num_workers, rank, world))
     if world > 1:
         dist.all_reduce(counts)
     hit1, hit5, n = counts.tolist()
