@@ -90,12 +90,12 @@ def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.de
         execution: Execution | None = None) -> dict[str, Any]:
     """Train `model` on `train` with the settings of `train_settings`; training metrics, timed.
 
-    `execution` (default: the policy for the settings on this device, benchbench.execution) says whether
-    the model is compiled, the optimiser fused, the memory channels-last; the metrics record it
-    (`exec_*`). Compiled, each step that meets a new batch shape compiles (the first, and an epoch's
-    short last batch): those steps are timed apart, synchronised, as `compile_s` (compilation plus
-    their own work), and left out of `train_device_seconds` and `train_img_per_s`, which are the
-    steady pace (unless every step compiled: then they count all).
+    `execution` (a cell's: `cell_execution`; default: the policy for the settings on this device, not
+    knowing the model's family) says whether the model is compiled, the optimiser fused, the memory
+    channels-last; the metrics record it (`exec_*`). Compiled, each step that meets a new batch shape
+    compiles (the first, and an epoch's short last batch): those steps are timed apart, synchronised,
+    as `compile_s` (compilation plus their own work), and left out of `train_device_seconds` and
+    `train_img_per_s`, which are the steady pace (unless every step compiled: then they count all).
 
     Data-parallel (`world` > 1, `model` wrapped by DDP or FSDP, a process group up): this rank trains
     on its part of each global batch of `batch_size` (plugins/protocols/loader.py); the steps, the
