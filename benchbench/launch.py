@@ -59,6 +59,17 @@ def check_devices(device_type: str, devices: int) -> None:
         raise BenchError(f"devices = {devices}: this machine has {have} {what}; set devices to at most {have}")
 
 
+def check_global_batch(batch_size: int, devices: int, nodes: int = 1) -> None:
+    """A BenchError for a global batch the devices x nodes ranks cannot split evenly (each step, each
+    rank takes an equal part of it), naming the nearest batch sizes that divide."""
+    world = devices * nodes
+    if batch_size % world:
+        below = batch_size - batch_size % world
+        fix = f"{below} or {below + world}" if below else f"{world}"
+        raise BenchError(f"batch_size = {batch_size} is the global batch: it must divide by the {world} devices "
+                         f"(devices x nodes = {devices} x {nodes}); e.g. batch_size = {fix}")
+
+
 def init_rank(device_type: str, *, timeout_s: float, threads: int = 1, local: bool = True) -> tuple[torch.device, int, int]:
     """In a rank: its device, the process group (NCCL on CUDA, gloo on the CPU with `threads` threads,
     over loopback when `local`), and (device, rank, world size)."""

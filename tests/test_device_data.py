@@ -1,5 +1,5 @@
 """In-memory data held on the device, counts read once, larger evaluation batches: what a cell
-computes does not change (plugins/protocols/loader.py, plugins/protocols/training.py)."""
+computes does not change (plugins/protocols/loader.py, inference.py, training.py, features.py)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_batch_transform_moved_to_a_device_gives_the_same_numbers():
 
 
 def test_eval_batch_sizes_grow_only_for_one_cuda_process():
-    from benchbench_plugins.protocols.training import EVAL_BATCH_MAX, eval_batch_sizes
+    from benchbench_plugins.protocols.inference import EVAL_BATCH_MAX, eval_batch_sizes
 
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert eval_batch_sizes(512, 10_000, cpu) == [512]
@@ -102,6 +102,59 @@ def test_evaluate_counts_do_not_depend_on_the_batch_size():
         acc = evaluate(model, ds, torch.device("cpu"), batch_size)
         assert (round(acc.top1 * 101), round(acc.top5 * 101), acc.images) == (top1, top5, 101)
         assert acc.batch_size == batch_size  # on the CPU exactly the batch size asked for
+
+
+def test_a_pass_falls_back_to_the_next_batch_size_when_cuda_memory_runs_out():
+    """at_largest_batch, shared by evaluation and feature extraction: each try starts over, the first
+    size that does not run out of memory is used, the last one's error is raised."""
+    from benchbench_plugins.protocols.inference import at_largest_batch
+
+    tried = []
+
+    def run(size):  # a pass whose batches of more than 600 images do not fit
+        tried.append(size)
+        if size > 600:
+            raise torch.cuda.OutOfMemoryError(f"{size} images")
+        return f"ran at {size}"
+
+    assert at_largest_batch([2048, 1024, 512, 256], run) == ("ran at 512", 512)
+    assert tried == [2048, 1024, 512]
+    with pytest.raises(torch.cuda.OutOfMemoryError, match="700 images"):
+        at_largest_batch([1400, 700], run)
+
+
+class _Tiny(torch.nn.Module):
+    """A CNN with a `features` method (the pre-logits the few-shot and linear protocols read)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv, self.fc = torch.nn.Conv2d(1, 6, 3), torch.nn.Linear(6 * 6 * 6, 12)
+
+    def features(self, x):
+        return self.fc(F.gelu(self.conv(x)).flatten(1))
+
+
+def test_features_on_the_cpu_are_todays_and_in_dataset_order_at_any_batch_size():
+    """`extract` on the CPU: bit-identical to the loop it replaced (the dataset's transform and
+    `features` over slices of `batch_size`, written out here), at exactly `batch_size`; at another
+    batch size the same features of the same images in the same order."""
+    from benchbench_plugins.protocols.features import extract
+
+    model, ds, cpu = _Tiny().eval(), _images(101, seed=4), torch.device("cpu")
+    x, y = ds.tensors
+    with torch.no_grad():
+        before = torch.cat([model.features(ds.apply(x[i:i + 16])).float().flatten(1) for i in range(0, 101, 16)])
+    f = extract(model, ds, cpu, 16)
+    assert torch.equal(f.x, before) and torch.equal(f.y, y) and f.batch_size == 16
+    with torch.no_grad():
+        one_by_one = torch.cat([model.features(ds.apply(x[i:i + 1])) for i in range(101)])
+    for batch_size in (7, 101):
+        other = extract(model, ds, cpu, batch_size)
+        assert torch.equal(other.y, y) and other.batch_size == batch_size
+        # the same image's features at any batch size (up to the matmul's blocking), row by row
+        assert torch.allclose(other.x, f.x, rtol=0, atol=1e-5) and torch.allclose(other.x, one_by_one, atol=1e-5)
+    assert len({tuple(r.tolist()) for r in f.x}) == 101  # every row its own image: order is pinned
 
 
 def test_a_quickstart_like_cell_trains_and_scores_as_a_plain_loop(catalog, tiny_data):
@@ -184,3 +237,15 @@ def test_on_cuda_data_is_resident_and_counts_match_the_cpu():
     on_gpu = evaluate(model.to(cuda), ds, cuda, 256)  # fp32 (TF32 off): at a larger batch (eval_batch_sizes)
     assert on_gpu.batch_size == 2048
     assert abs(on_gpu.top1 - on_cpu.top1) <= 2 / 5000 and abs(on_gpu.top5 - on_cpu.top5) <= 2 / 5000
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_features_come_from_resident_data_at_a_larger_batch_and_match_the_cpu():
+    from benchbench_plugins.protocols.features import extract
+
+    model, ds = _Tiny().eval(), _images(5000, seed=5)
+    on_cpu = extract(model, ds, torch.device("cpu"), 256)
+    on_gpu = extract(model, ds, torch.device("cuda"), 256)  # fp32 (TF32 off)
+    assert on_gpu.batch_size == 2048 and on_gpu.x.device.type == on_gpu.y.device.type == "cpu"
+    assert torch.equal(on_gpu.y, on_cpu.y) and torch.allclose(on_gpu.x, on_cpu.x, atol=1e-4)

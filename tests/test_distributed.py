@@ -141,6 +141,7 @@ def test_two_devices_train_the_weights_one_device_trains_float64(run_suite):
     for key in SAME_METRICS:
         assert one.metrics[key] == two.metrics[key], key
     assert one.metrics["train_steps"] == 10  # ceil(299 / 32): the global batch, not 32 per rank
+    assert two.execution == one.execution  # the ranks train as one device does (training.cell_execution)
     # the step computes the loss in float32 (benchbench.step): a mean there, a sum x 2 / 32 per rank here
     assert two.metrics["train_loss"] == pytest.approx(one.metrics["train_loss"], rel=1e-6)
     # accounting: all devices count
@@ -396,7 +397,8 @@ def register_executors(register):
 def test_a_suite_asking_for_more_devices_than_this_node_has_is_refused_before_any_cell_runs(run_suite, capsys):
     cores = len(os.sched_getaffinity(0))
     suite = run_suite.write(SUITE.format(name="many", model="vit-mu7", devices=cores + 1, extra="")
-                            .replace('models = ["vit-mu7"]', 'models = ["vit-mu7", "bit-r20x1-small"]'))
+                            .replace('models = ["vit-mu7"]', 'models = ["vit-mu7", "bit-r20x1-small"]')
+                            .replace("batch_size = 32", f"batch_size = {8 * (cores + 1)}"))  # divides
     # an executor whose cells run on other nodes gets them: the node that runs a cell checks its devices
     run_suite.plugin(ELSEWHERE, "elsewhere.py")
     assert run_suite.run("--executor", "elsewhere") == 1
@@ -413,12 +415,36 @@ def test_a_suite_asking_for_more_devices_than_this_node_has_is_refused_before_an
     assert records.read_bytes() == before and len(run_suite.run_dirs()) == 1
 
 
-def test_an_indivisible_batch_fails_its_cell_before_anything_runs(run_suite):
-    run_suite.write(SUITE.format(name="odd", model="vit-mu7", devices=2, extra="").replace("= 32", "= 33"))
-    run_suite.run()
-    (odd,) = run_suite.records()
-    assert odd.error.startswith("BenchError: batch_size = 33 is the global batch: it must divide by the 2 devices")
-    assert odd.traceback == "" and "train_device_seconds" not in odd.metrics
+def test_an_indivisible_global_batch_is_refused_before_any_cell_runs(run_suite, capsys):
+    """The 2nd cell's batch does not divide by its devices x nodes: the suite is refused before the 1st
+    runs (exit 2, one line, no traceback, nothing written), in this process and for an executor's
+    cells alike (the rule does not depend on where a cell runs), and --dry-run says the same."""
+    suite = run_suite.write(SUITE.format(name="odd", model="vit-mu7", devices=2, extra="")
+                            .replace('models = ["vit-mu7"]', 'models = ["vit-mu7", "bit-r20x1-small"]')
+                            + '[[override]]\nmodels = ["bit-r20x1-small"]\nsettings.scratch = { batch_size = 33 }\n')
+    run_suite.plugin(ELSEWHERE, "elsewhere.py")
+    expected = (f"error: {suite}: cell bit-r20x1-small x fashion-mnist x scratch (seed 0): batch_size = 33 is the "
+                "global batch: it must divide by the 2 devices (devices x nodes = 2 x 1); e.g. batch_size = 32 or "
+                "34 in the suite; nothing was run\n")
+    for args in ((), ("--dry-run",), ("--executor", "elsewhere")):
+        capsys.readouterr()
+        assert run_suite.run(*args) == 2, args
+        assert capsys.readouterr().err == expected, args
+    assert run_suite.run_dirs() == []
+
+
+def test_the_cells_own_guard_says_the_same():
+    """check_parallel, the guard inside the cell, applies the same rule with the same words."""
+    from benchbench.errors import BenchError
+    from benchbench_plugins.protocols.distributed import check_parallel
+
+    assert check_parallel(torch.device("cpu"), 1, 2, 96) == 2
+    with pytest.raises(BenchError) as exc:
+        check_parallel(torch.device("cpu"), 1, 4, 6)
+    assert str(exc.value) == ("batch_size = 6 is the global batch: it must divide by the 4 devices (devices x nodes "
+                              "= 1 x 4); e.g. batch_size = 4 or 8")
+    with pytest.raises(BenchError, match=r"batch_size = 3 .* 4 devices .*; e.g. batch_size = 4$"):
+        check_parallel(torch.device("cpu"), 1, 4, 3)
 
 
 # --- no processes: the pieces ----------------------------------------------------------------------

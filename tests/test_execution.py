@@ -199,6 +199,36 @@ def test_a_compiled_run_trains_the_same_vit_as_the_eager_one(catalog):
         assert compiled_m["train_img_per_s"] == pytest.approx(32 / compiled_m["train_device_seconds"])
 
 
+@pytest.mark.parametrize("prefers", [True, False])
+def test_a_data_parallel_cell_trains_as_its_one_device_cell(catalog, prefers):
+    """The ranks of a 2-device cell get the execution one device would choose for the same family: on
+    CUDA (a device object here: the policy reads only its type) channels-last exactly where the family's
+    ModelSpec prefers it, no CUDA graphs around DDP, and the same on the CPU (eager, contiguous)."""
+    from benchbench.settings import resolve
+    from benchbench.specs import DataOptions, ProtocolContext
+    from benchbench_plugins.protocols.distributed import make_job
+    from benchbench_plugins.protocols.training import cell_execution
+
+    spec = replace(catalog.models.get("bit-r20x1-small"), prefers_channels_last=prefers)
+    protocol = catalog.protocols.get("scratch")
+    model = _tiny_cnn()
+    for device in (torch.device("cuda"), torch.device("cpu")):
+        def ctx(**over):
+            return ProtocolContext(model=model, model_spec=spec, dataset_spec=catalog.datasets.get("fashion-mnist"),
+                                   data=DataOptions(), settings=resolve(protocol, over, "scratch"), device=device,
+                                   seed=0, show_progress=False)
+
+        one = cell_execution(ctx(), model)
+        ranks = make_job(ctx(devices=2), model, "folder", "train").execution
+        assert ranks.channels_last == one.channels_last == (prefers and device.type == "cuda")
+        if device.type == "cuda":
+            assert one.compile_mode == "reduce-overhead" and ranks.compile_mode == "default"  # tiny model; DDP
+        assert replace(ranks, compile_mode=one.compile_mode) == one
+        # an explicit setting wins on any device, for the ranks as for one device
+        assert make_job(ctx(devices=2, channels_last=not prefers), model, "f", "t").execution.channels_last is (
+            not prefers)
+
+
 # -- the measure protocol and profile ----------------------------------------------------------------------
 
 def test_the_measure_protocol_records_its_execution(catalog):

@@ -102,6 +102,8 @@ def test_fewshot_end_to_end(run_suite, capsys):
         assert 0 <= m[f"fewshot_{k}shot_top1"] <= 1 and m[f"fewshot_{k}shot_top1_std"] >= 0
     assert m["top1"] == m["fewshot_10shot_top1"]
     assert m["eval_images"] == 100
+    # on the CPU features are extracted at exactly batch_size (inference.eval_batch_sizes)
+    assert m["eval_batch_size_used"] == m["train_features_batch_size_used"] == 64
     # Features only of the drawn training images: 3 draws of 10 per class, nested, 10 classes.
     assert 100 <= m["features_images"] - 100 <= 300
     assert m["features_device_seconds"] > 0 and m["fewshot_solve_seconds"] > 0

@@ -66,4 +66,5 @@ def test_linear_end_to_end(run_suite, capsys, method):
     m = record.metrics
     assert record.status == "ok" and m["linear_train_images"] == 200 and m["eval_images"] == 100
     assert m["features_images"] == 300 and m["linear_solve_seconds"] > 0
+    assert m["eval_batch_size_used"] == m["train_features_batch_size_used"] == 256  # the CPU: batch_size
     assert m["top1"] <= m["top5"] and m["top1"] > 0.5  # the tiny data's bands are linearly separable

@@ -101,24 +101,31 @@ def _driver_device(name: str, in_process: bool) -> "torch.device":
         return torch.device("cpu")
 
 
-def _check_devices(suite, cells, device: "torch.device") -> None:
-    """A suite whose cells ask for more devices (`devices`, per node) than this node has is refused
-    before any cell runs, naming the first such cell."""
-    from benchbench.launch import check_devices
+def _check_devices(suite, cells, device: "torch.device", *, here: bool = True) -> None:
+    """Refused before any cell runs, naming the first such cell: a global batch (`batch_size` of a
+    cell with `devices` x `nodes` > 1) that the ranks cannot split, wherever the cells run; and, for
+    cells run `here` (in this process), more devices (`devices`, per node) than this node has."""
+    from benchbench.launch import check_devices, check_global_batch
 
     refused = []
     for cell in cells:
-        devices = int(dict(cell.settings).get("devices", 1))
+        s = dict(cell.settings)
+        devices, nodes = int(s.get("devices", 1)), int(s.get("nodes", 1))
         try:
-            if devices > 1:
+            if here and devices > 1:
                 check_devices(device.type, devices)
         except BenchError as exc:
-            refused.append((cell, exc))
+            refused.append((cell, exc, " in the suite, or run it with --executor on nodes that have them"))
+            continue
+        try:
+            if devices * nodes > 1 and "batch_size" in s:
+                check_global_batch(int(s["batch_size"]), devices, nodes)
+        except BenchError as exc:
+            refused.append((cell, exc, " in the suite"))
     if refused:
-        (cell, exc), more = refused[0], len(refused) - 1
+        (cell, exc, fix), more = refused[0], len(refused) - 1
         others = f" (and {plural(more, 'other cell')})" if more else ""
-        raise BenchError(f"{suite.path}: cell {cell.label}{others}: {exc} in the suite, or run it with "
-                         "--executor on nodes that have them; nothing was run")
+        raise BenchError(f"{suite.path}: cell {cell.label}{others}: {exc}{fix}; nothing was run")
 
 
 def run(args) -> int:
@@ -145,8 +152,8 @@ def run(args) -> int:
     earlier = read_records(run_dir, missing_ok=True).records if run_dir else []
     history = throughput_history([root, PUBLISHED], device_name(device), [p.id for p in cat.protocols if p.trains])
     plans = plan(suite, cat, earlier, history)
-    if choice.spec.in_process:  # an executor's cells run on its nodes, which check their own devices
-        _check_devices(suite, [p.cell for p in plans if p.state != "done"], device)
+    # an executor's cells run on its nodes, which check their own devices (the batch rule holds anywhere)
+    _check_devices(suite, [p.cell for p in plans if p.state != "done"], device, here=choice.spec.in_process)
     if args.dry_run:
         _dry_run(plans, run_dir)
         return 0

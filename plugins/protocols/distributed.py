@@ -21,8 +21,8 @@ from typing import Any, Mapping
 
 import torch
 
-from benchbench.errors import BenchError
-from benchbench.launch import available_devices, check_devices, init_rank, launch
+from benchbench.execution import Execution
+from benchbench.launch import available_devices, check_devices, check_global_batch, init_rank, launch
 from benchbench.rendezvous import LaterNode, rendezvous_from_env
 from benchbench.specs import DataOptions, ProtocolContext
 
@@ -40,6 +40,7 @@ class Job:
     device_type: str  # "cpu" | "cuda"
     plugin_files: tuple[str, ...]
     folder: str  # init.pt in, final.pt out
+    execution: Execution  # how every rank trains: training.cell_execution, as one device would
     desc: str = "train"
     show_progress: bool = False
     threads: int = 1  # CPU threads per rank (CPU only)
@@ -47,13 +48,11 @@ class Job:
 
 def check_parallel(device: torch.device, devices: int, nodes: int, batch_size: int) -> int:
     """The world size (devices x nodes); a BenchError, before anything starts, for a device type
-    without a backend, more devices than this node has, or a global batch the ranks cannot split."""
+    without a backend, more devices than this node has, or a global batch the ranks cannot split
+    (the cell's own guard: `benchbench run` refuses such a suite before any cell runs)."""
     check_devices(device.type, devices)
-    world = devices * nodes
-    if batch_size % world:
-        raise BenchError(f"batch_size = {batch_size} is the global batch: it must divide by the {world} devices "
-                         f"(devices x nodes); e.g. batch_size = {batch_size - batch_size % world or world}")
-    return world
+    check_global_batch(batch_size, devices, nodes)
+    return devices * nodes
 
 
 def train_and_evaluate_parallel(ctx: ProtocolContext, model: torch.nn.Module, desc: str) -> dict[str, float]:
@@ -66,13 +65,7 @@ def train_and_evaluate_parallel(ctx: ProtocolContext, model: torch.nn.Module, de
         torch.save(model.state_dict(), Path(folder) / "init.pt")
         if s["sharding"] == "fsdp":  # the buffers too: a model built on the meta device has none
             torch.save({name: b.detach() for name, b in model.named_buffers()}, Path(folder) / "buffers.pt")
-        shape = dict(num_classes=ctx.dataset_spec.num_classes, image_size=ctx.data.image_size,
-                     in_chans=ctx.data.in_chans)
-        job = Job(model=ctx.model_spec.id, dataset=ctx.dataset_spec.id, shape=shape, data=ctx.data,
-                  settings=dict(s), seed=ctx.seed, device_type=ctx.device.type, plugin_files=tuple(ctx.plugin_files),
-                  folder=folder, desc=desc, show_progress=ctx.show_progress,
-                  threads=max(1, available_devices(ctx.device.type) // s["devices"]))
-        results = launch(run_rank, (job,), rdzv, s["devices"], folder=folder)
+        results = launch(run_rank, (make_job(ctx, model, folder, desc),), rdzv, s["devices"], folder=folder)
         if rdzv.node_rank != 0:  # rank 0 lives on node 0: its launcher reports the cell
             raise LaterNode(f"node {rdzv.node_rank} of {rdzv.nodes} trained its share; node 0 records the cell "
                             "(not a failure)")
@@ -80,6 +73,19 @@ def train_and_evaluate_parallel(ctx: ProtocolContext, model: torch.nn.Module, de
     metrics = dict(results[0])
     metrics.update(devices=world, train_img_per_s_per_device=metrics["train_img_per_s"] / world)
     return metrics
+
+
+def make_job(ctx: ProtocolContext, model: torch.nn.Module, folder: str, desc: str) -> Job:
+    """What every rank of the cell gets: its ids, settings and paths, and how it trains (decided here
+    once, by the same function as a one-device run: training.cell_execution)."""
+    from benchbench_plugins.protocols.training import cell_execution
+
+    s = ctx.settings
+    shape = dict(num_classes=ctx.dataset_spec.num_classes, image_size=ctx.data.image_size, in_chans=ctx.data.in_chans)
+    return Job(model=ctx.model_spec.id, dataset=ctx.dataset_spec.id, shape=shape, data=ctx.data, settings=dict(s),
+               seed=ctx.seed, device_type=ctx.device.type, plugin_files=tuple(ctx.plugin_files), folder=folder,
+               execution=cell_execution(ctx, model), desc=desc, show_progress=ctx.show_progress,
+               threads=max(1, available_devices(ctx.device.type) // s["devices"]))
 
 
 def run_rank(job: Job) -> dict[str, float] | None:
@@ -112,7 +118,7 @@ def run_rank(job: Job) -> dict[str, float] | None:
         wrapped = model if fsdp else DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
         metrics = fit(wrapped, train, s, device, job.seed, show_progress=job.show_progress and rank == 0,
-                      desc=job.desc, rank=rank, world=world)
+                      desc=job.desc, rank=rank, world=world, execution=job.execution)
     # DDP: the replica itself (a forward pass needs no collective); FSDP: the sharded model, whose
     # forward gathers each unit's weights (every rank runs the same number of passes)
     metrics["train_peak_mem_mb_per_device"] = _max_over_ranks(peak_mem_mb(device)[0], device)

@@ -21,6 +21,7 @@ from torch.utils.data import Dataset
 
 from benchbench import precision as precision_policy
 from benchbench.clock import DeviceClock
+from benchbench_plugins.protocols.inference import at_largest_batch, eval_batch_sizes
 from benchbench_plugins.protocols.loader import Loader
 
 BIAS_FEATURE = 100.0
@@ -30,26 +31,41 @@ STD_EPS = 1e-5
 @dataclass(frozen=True)
 class Features:
     x: torch.Tensor  # (N, D) float32, on the CPU
-    y: torch.Tensor  # (N,) long
+    y: torch.Tensor  # (N,) long, on the CPU
     device_seconds: float
+    batch_size: int = 0  # the batch size they were extracted at (inference.eval_batch_sizes)
 
 
 @torch.no_grad()
 def extract(model: nn.Module, dataset: Dataset, device: torch.device, batch_size: int, *,
             precision: str = "fp32", num_workers: int = 0) -> Features:
-    """Pre-logits features (`model.features`) of every example, in dataset order, timed."""
+    """Pre-logits features (`model.features`) of every example, in dataset order, timed.
+
+    As evaluation's counts (training.evaluate): in-memory data that fits is held on the device
+    (loader.Loader's `device`), and on CUDA one process takes up to inference.EVAL_BATCH_MAX images a
+    batch, halving down to `batch_size` after out-of-memory; on the CPU exactly `batch_size`, as
+    before. Each image's features do not depend on its batch (eval mode)."""
     precision = precision_policy.check(device, precision)
     model = precision_policy.for_precision(model.to(device), device, precision).eval()
-    xs, ys = [], []
+    sizes = eval_batch_sizes(batch_size, len(dataset), device)
     with DeviceClock(device) as clock:
-        for x, y in Loader(dataset, batch_size, num_workers=num_workers, pin_memory=device.type == "cuda"):
-            with precision_policy.autocast(device, precision):
-                f = model.features(x.to(device, non_blocking=True))
-            xs.append(f.float().flatten(1).cpu())
-            ys.append(torch.as_tensor(y).long())
+        (x, y), size = at_largest_batch(
+            sizes, lambda size: _features(model, dataset, device, size, precision, num_workers))
+    return Features(x, y, clock.seconds, batch_size=size)
+
+
+def _features(model: nn.Module, dataset: Dataset, device: torch.device, batch_size: int, precision: str,
+              num_workers: int) -> tuple[torch.Tensor, torch.Tensor]:
+    xs, ys = [], []
+    loader = Loader(dataset, batch_size, num_workers=num_workers, pin_memory=device.type == "cuda", device=device)
+    for x, y in loader:
+        with precision_policy.autocast(device, precision):
+            f = model.features(x.to(device, non_blocking=True))
+        xs.append(f.float().flatten(1).cpu())
+        ys.append(torch.as_tensor(y).long().cpu())
     if not xs:
         raise ValueError("no examples to extract features from")
-    return Features(torch.cat(xs), torch.cat(ys), clock.seconds)
+    return torch.cat(xs), torch.cat(ys)
 
 
 class Whitening:

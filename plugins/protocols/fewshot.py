@@ -43,7 +43,8 @@ SETTINGS = {
     "seeds": Setting(5, int, "draws of the k-shot training sets; reported as mean and std", check_seeds),
     "l2_reg": Setting(1024.0, float, "ridge regulariser on whitened features (big_vision: 2^10)", positive),
     "init": init_setting("; empty = the model as built (random init)"),
-    "batch_size": Setting(256, int, "feature-extraction batch size", positive),
+    "batch_size": Setting(256, int, "feature-extraction batch size (on CUDA: larger while memory allows, up "
+                          "to 2048)", positive),
     **subset_settings(train=False),
     **data_settings(),
 }
@@ -79,6 +80,8 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
         features_images=len(train_f.y) + len(test_f.y),
         fewshot_solve_seconds=result.seconds,
         eval_images=len(test_f.y),
+        eval_batch_size_used=test_f.batch_size,  # the test split's features' (inference.py)
+        train_features_batch_size_used=train_f.batch_size,
     )
     metrics.update(pretrain)
     return metrics

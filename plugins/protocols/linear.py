@@ -24,7 +24,8 @@ SETTINGS = {
     "l2_reg": Setting(1024.0, float, "L2 penalty on the weights of whitened features", positive),
     "max_iter": Setting(200, int, "L-BFGS iterations (logistic)", in_range(1, 100_000)),
     "init": init_setting("; empty = the model as built (random init)"),
-    "batch_size": Setting(256, int, "feature-extraction batch size", positive),
+    "batch_size": Setting(256, int, "feature-extraction batch size (on CUDA: larger while memory allows, up "
+                          "to 2048)", positive),
     **subset_settings(),
     **data_settings(),
 }
@@ -54,6 +55,8 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
         "linear_solve_seconds": solve,
         "linear_train_images": len(train_f.y),
         "eval_images": len(test_f.y),
+        "eval_batch_size_used": test_f.batch_size,  # the test split's features' (inference.py)
+        "train_features_batch_size_used": train_f.batch_size,
     }
     metrics.update(pretrain)
     return metrics

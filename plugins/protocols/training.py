@@ -24,6 +24,7 @@ from benchbench.measure.params import count_params
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions, DatasetSpec, ProtocolContext
 from benchbench.step import forward, train_step
+from benchbench_plugins.protocols.inference import at_largest_batch, eval_batch_sizes
 from benchbench_plugins.protocols.loader import Loader, workers
 from benchbench_plugins.protocols.sharding import activation_checkpointing
 from benchbench_plugins.protocols.subsets import random_subset, training_subset
@@ -89,12 +90,12 @@ def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.de
         execution: Execution | None = None) -> dict[str, Any]:
     """Train `model` on `train` with the settings of `train_settings`; training metrics, timed.
 
-    `execution` (default: the policy for the settings on this device, benchbench.execution) says whether
-    the model is compiled, the optimiser fused, the memory channels-last; the metrics record it
-    (`exec_*`). Compiled, each step that meets a new batch shape compiles (the first, and an epoch's
-    short last batch): those steps are timed apart, synchronised, as `compile_s` (compilation plus
-    their own work), and left out of `train_device_seconds` and `train_img_per_s`, which are the
-    steady pace (unless every step compiled: then they count all).
+    `execution` (a cell's: `cell_execution`; default: the policy for the settings on this device, not
+    knowing the model's family) says whether the model is compiled, the optimiser fused, the memory
+    channels-last; the metrics record it (`exec_*`). Compiled, each step that meets a new batch shape
+    compiles (the first, and an epoch's short last batch): those steps are timed apart, synchronised,
+    as `compile_s` (compilation plus their own work), and left out of `train_device_seconds` and
+    `train_img_per_s`, which are the steady pace (unless every step compiled: then they count all).
 
     Data-parallel (`world` > 1, `model` wrapped by DDP or FSDP, a process group up): this rank trains
     on its part of each global batch of `batch_size` (plugins/protocols/loader.py); the steps, the
@@ -182,29 +183,7 @@ class Accuracy:
     top1: float
     top5: float
     images: int
-    batch_size: int = 0  # the batch size the counts were taken at (see eval_batch_sizes)
-
-
-# On CUDA one process evaluates at up to this many images a batch (see eval_batch_sizes).
-EVAL_BATCH_MAX = 2048
-
-
-def eval_batch_sizes(batch_size: int, images: int, device: torch.device, world: int = 1) -> list[int]:
-    """The batch sizes `evaluate` tries, largest first, each after the previous ran out of memory.
-
-    The counts do not depend on the batch size (every image is scored on its own: no batch
-    statistics in eval mode), so where launches, not arithmetic, bound the evaluation (a tiny model
-    on a GPU) one CUDA process takes up to EVAL_BATCH_MAX images a batch, halving down to
-    `batch_size` when memory runs out. Elsewhere, and data-parallel (every rank must run the same
-    number of forward passes), exactly `batch_size`."""
-    target = min(EVAL_BATCH_MAX, images)
-    if device.type != "cuda" or world > 1 or target <= batch_size:
-        return [batch_size]
-    sizes = []
-    while target > batch_size:
-        sizes.append(target)
-        target //= 2
-    return sizes + [batch_size]
+    batch_size: int = 0  # the batch size the counts were taken at (see inference.eval_batch_sizes)
 
 
 def evaluate(model: nn.Module, dataset: Dataset, device: torch.device, batch_size: int, *,
@@ -213,19 +192,13 @@ def evaluate(model: nn.Module, dataset: Dataset, device: torch.device, batch_siz
     batch (every rank the same number of forward passes, as FSDP needs) and the counts are summed.
 
     The counts stay on the device and are read once at the end (a read per batch would wait for
-    the device each time); the batch size is `batch_size`, or larger on CUDA (eval_batch_sizes)."""
+    the device each time); the batch size is `batch_size`, or larger on CUDA (inference.py)."""
     model.eval()
     logits_of = forward(model, device, precision)
     sizes = eval_batch_sizes(batch_size, len(dataset), device, world)
     with precision_policy.matmul_mode(device, precision):
-        for size in sizes:
-            try:
-                counts = _count_hits(logits_of, dataset, device, size, num_workers, rank, world)
-                break
-            except torch.cuda.OutOfMemoryError:
-                if size == sizes[-1]:
-                    raise
-                torch.cuda.empty_cache()
+        counts, size = at_largest_batch(
+            sizes, lambda size: _count_hits(logits_of, dataset, device, size, num_workers, rank, world))
     if world > 1:
         dist.all_reduce(counts)
     hit1, hit5, n = counts.tolist()
@@ -268,6 +241,14 @@ def evaluate_timed(model: nn.Module, test: Dataset, s: Mapping[str, Any], device
                 eval_batch_size_used=acc.batch_size)
 
 
+def cell_execution(ctx: ProtocolContext, model: nn.Module) -> Execution:
+    """How a training cell runs (benchbench.execution's policy for its settings, its device and its
+    model's family), decided here once for one device and for many alike: the data-parallel run
+    decides it in the parent and hands it to every rank (distributed.Job)."""
+    return execution_policy.from_settings(ctx.device, ctx.settings, params=count_params(model),
+                                          prefers_channels_last=ctx.model_spec.prefers_channels_last)
+
+
 def train_and_evaluate(ctx: ProtocolContext, model: nn.Module, desc: str) -> dict[str, float]:
     """A training cell's run: `fit` on the training split (its subset settings, augmented when asked),
     then top-1/top-5 on the test split (or its subset), each timed on the device. On more than one
@@ -278,8 +259,7 @@ def train_and_evaluate(ctx: ProtocolContext, model: nn.Module, desc: str) -> dic
 
         return train_and_evaluate_parallel(ctx, model, desc)
     train, test = cell_splits(ctx.dataset_spec, ctx.data, s, ctx.seed)
-    execution = execution_policy.from_settings(device, s, params=count_params(model),
-                                               prefers_channels_last=ctx.model_spec.prefers_channels_last)
+    execution = cell_execution(ctx, model)
     with activation_checkpointing(model, s.get("activation_checkpointing", False)):
         metrics = fit(model, train, s, device, ctx.seed, show_progress=ctx.show_progress, desc=desc,
                       execution=execution)
