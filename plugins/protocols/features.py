@@ -61,11 +61,11 @@ def _features(model: nn.Module, dataset: Dataset, device: torch.device, batch_si
     for x, y in loader:
         with precision_policy.autocast(device, precision):
             f = model.features(x.to(device, non_blocking=True))
-        xs.append(f.float().flatten(1).cpu())
-        ys.append(torch.as_tensor(y).long().cpu())
+        xs.append(f.float().flatten(1))  # kept on the device: one copy to the host at the end, not a wait a batch
+        ys.append(torch.as_tensor(y).long())
     if not xs:
         raise ValueError("no examples to extract features from")
-    return torch.cat(xs), torch.cat(ys)
+    return torch.cat(xs).cpu(), torch.cat(ys).cpu()
 
 
 class Whitening:
