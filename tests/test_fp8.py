@@ -113,11 +113,13 @@ def test_tables_keep_fp8_cells_apart_from_bf16(make_record):
         make_record("vit-b16", seed=1, top1=0.82, settings={"precision": "bf16"}, train_device_days=1.0),
     ])
     table = build_table(df, "models")
-    assert [row[0] for row in table.rows] == ["VIT-B16", "VIT-B16 (fp8)"]
+    assert [row[0] for row in table.rows] == ["VIT-B16 (bf16)", "VIT-B16 (fp8)"]
     assert list(table.data["train_device_days"]) == [2.0, 0.6]
     assert table.rows[0][3] == "81.00 ± 1.41" and table.rows[1][3] == "79.00"
     only_bf16 = results.frame([make_record("vit-b16", top1=0.80, settings={"precision": "bf16"})])
     assert [row[0] for row in build_table(only_bf16, "models").rows] == ["VIT-B16"]
+    only_fp8 = results.frame([make_record("vit-b16", top1=0.80, settings={"precision": "fp8"})])
+    assert [row[0] for row in build_table(only_fp8, "models").rows] == ["VIT-B16 (fp8)"]  # fp8: always said
 
 
 @pytest.mark.gpu
