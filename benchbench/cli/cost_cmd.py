@@ -92,18 +92,20 @@ def cost(args) -> dict:
     return out
 
 
-def run(args) -> int:
-    out = cost(args)
-    if args.json:
-        print(json.dumps(out, indent=2))
-        return 0
-    print(f"{out['name']} at {out['resolution']} px, a head of {out['num_classes']:,} classes "
-          f"({out['num_classes_from']}): {out['gmacs']:.4g} GMACs forward ({out['flops_status']})")
-    print(f"  {out['images']:,} images x {out['epochs']:g} epochs: {out['train_exaflops']:.4g} exaFLOPs "
-          "(3 x forward FLOPs per image seen)")
+def render(out: dict) -> str:
+    lines = [f"{out['name']} at {out['resolution']} px, a head of {out['num_classes']:,} classes "
+             f"({out['num_classes_from']}): {out['gmacs']:.4g} GMACs forward ({out['flops_status']})",
+             f"  {out['images']:,} images x {out['epochs']:g} epochs: {out['train_exaflops']:.4g} exaFLOPs "
+             "(3 x forward FLOPs per image seen)"]
     if "projected_device_days" in out:
         mfu_text = f", MFU {out['mfu_table']:.1%}" if out["mfu_table"] is not None else ""
-        print(f"  on {out['device_name']} ({out['precision']}, batch {out['batch_size']}): "
-              f"{out['train_img_per_s']:.1f} img/s{mfu_text} -> {out['projected_device_days']:.4g} device-days")
-        print("\n".join(execution_lines(out)))
+        lines.append(f"  on {out['device_name']} ({out['precision']}, batch {out['batch_size']}): "
+                     f"{out['train_img_per_s']:.1f} img/s{mfu_text} -> {out['projected_device_days']:.4g} device-days")
+        lines += execution_lines(out)
+    return "\n".join(lines) + "\n"
+
+
+def run(args) -> int:
+    out = cost(args)
+    print(json.dumps(out, indent=2) if args.json else render(out), end="\n" if args.json else "")
     return 0

@@ -5,7 +5,8 @@ By default a model runs as benchbench.execution's policy picks for the device (o
 AdamW, channels-last where the family prefers it; eager on the CPU); `--eager` turns it all off and
 `--compile`/`--no-compile`, `--channels-last`/`--no-channels-last`, `--fused-optimizer`/
 `--no-fused-optimizer`, `--compile-mode` override one choice. `--best` measures every candidate of a
-small grid (batch sizes x those switches) and marks the fastest.
+small grid (batch sizes x those switches) and marks the fastest. `--precision` takes benchbench.precision's
+choices (`auto` resolved per device); fp8, torchao's float8 training, only with `--mode train`.
 """
 
 from __future__ import annotations
@@ -139,7 +140,6 @@ def check_precision(args, device) -> str:
 
 
 def profile(args) -> dict:
-    from benchbench import precision as precision_policy
     from benchbench.compute import achieved_flops_per_s
     from benchbench.envinfo import pick_device
     from benchbench.measure.flops import count_macs
@@ -253,7 +253,6 @@ def best(args) -> dict:
     is measured on a freshly built model (compiling and channels-last change the module)."""
     import torch
 
-    from benchbench import precision as precision_policy
     from benchbench.envinfo import device_name, pick_device
     from benchbench.measure.throughput import MAX_BATCH_SIZE, START_BATCH_SIZE, measure_throughput
 
