@@ -251,6 +251,21 @@ def test_measured_matmul_flops_is_positive():
         measured_matmul_flops("cpu", "fp8", n=64)
 
 
+def test_the_fp8_matmul_is_the_float8_product_of_its_operands():
+    """`device --precision fp8` times torch._scaled_mm on float8 e4m3 operands (run here on the CPU,
+    where torch computes it too): its bf16 result is the float32 product of the same float8 values,
+    rounded to bf16. The operands are redrawn from the same seed for the reference."""
+    cpu = torch.device("cpu")
+    torch.manual_seed(0)
+    got = peaks.matmul(cpu, "fp8", 64)()
+    torch.manual_seed(0)
+    a, b = (torch.randn(64, 64).to(torch.float8_e4m3fn).float() for _ in range(2))
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), a @ b, rtol=2**-7, atol=1e-2)  # bf16: 8 significant bits
+    with pytest.raises(BenchError, match="multiples of 16"):
+        peaks.matmul(cpu, "fp8", 60)
+
+
 # --- the commands -------------------------------------------------------------------------------------
 
 PROFILE_FIELDS = {"id", "device", "device_name", "precision", "mode", "batch_size", "img_per_s", "step_ms",
@@ -375,3 +390,26 @@ def test_cuda_profile_json(main, capsys):
     if lookup(row["device_name"]) is not None:
         assert 0 < row["mfu_table"] < 1 and row["peak_tflops_table"] > 0
     assert 0 < row["mfu_measured"] < 1
+
+
+FP8_GPU = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9),
+                             reason="needs a CUDA GPU of compute capability >= 8.9")
+
+
+@pytest.mark.gpu
+@FP8_GPU
+def test_cuda_fp8_matmul_peak_and_training_profile(main, capsys):
+    """fp8 where a float8-capable GPU is: the float8 matmul gets near the datasheet's dense fp8 peak (an upper
+    bound), and `profile --mode train --precision fp8` trains ViT-Ti/16 with torchao's Float8Linear layers,
+    its MFU against that fp8 peak."""
+    pytest.importorskip("torchao")
+    name = torch.cuda.get_device_name()
+    measured = measured_matmul_flops("cuda", "fp8")
+    table = peak_flops_per_s(name, "fp8")
+    if table is not None:
+        assert 0.3 * table < measured < 1.05 * table
+    assert main(["profile", "vit-ti16", "--device", "cuda", "--precision", "fp8", "--mode", "train",
+                 "--batch-size", "64", "--json", *FAST_ARGS]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["precision"] == "fp8" and row["img_per_s"] > 0
+    assert row["peak_tflops_table"] == (table / 1e12 if table else None)

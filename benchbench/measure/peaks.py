@@ -22,6 +22,7 @@ from typing import Mapping
 import torch
 
 from benchbench import precision as precision_policy
+from benchbench.errors import BenchError
 
 T = 1e12
 
@@ -145,6 +146,24 @@ def _default_n(device: torch.device, dtype: torch.dtype) -> int:
     return n
 
 
+def matmul(device: torch.device, precision: str, n: int):
+    """A call of one n x n x n product of random operands at `precision` (resolved): torch.mm, or for fp8
+    torch._scaled_mm of float8 e4m3 operands (the second column-major, as it requires) with unit scales
+    into bf16. Its result is returned, for checking; the timing loop ignores it."""
+    if precision == "fp8":
+        if n % 16:
+            raise BenchError(f"--matmul-n {n}: fp8 matmuls take dimensions that are multiples of 16")
+        a = torch.randn(n, n, device=device).to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device=device).to(torch.float8_e4m3fn).t().contiguous().t()
+        one = torch.ones((), device=device)
+        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    dtype = _MATMUL_DTYPES[precision]
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    out = torch.empty(n, n, device=device, dtype=dtype)
+    return lambda: torch.mm(a, b, out=out)
+
+
 def measured_matmul_flops(device: torch.device | str, precision: str, n: int | None = None,
                           warmup: int = 3, repeats: int = 10) -> float:
     """FLOP/s of an n x n x n matmul (2 n^3 FLOPs) on random data: the best of `repeats` timed products.
@@ -156,21 +175,8 @@ def measured_matmul_flops(device: torch.device | str, precision: str, n: int | N
     Default n: 8192 on CUDA; on the CPU the largest whose product takes up to about 0.1 s (256 to 2048)."""
     device = torch.device(device)
     precision = precision_policy.check(device, precision)
-    fp8 = precision == "fp8"  # check() refused it off a float8-capable GPU
-    dtype = torch.bfloat16 if fp8 else _MATMUL_DTYPES[precision]
-    n = n or _default_n(device, dtype)
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    out = torch.empty(n, n, device=device, dtype=dtype)
-    if fp8:  # _scaled_mm takes a row-major first and a column-major second operand
-        a, b = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t().contiguous().t()
-        one = torch.ones((), device=device)
-
-        def product():
-            torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-    else:
-        def product():
-            torch.mm(a, b, out=out)
+    n = n or _default_n(device, torch.bfloat16 if precision == "fp8" else _MATMUL_DTYPES[precision])
+    product = matmul(device, precision, n)
     stream = torch.cuda.current_stream(device) if device.type == "cuda" else None
     best = float("inf")
     with precision_policy.matmul_mode(device, precision):
