@@ -133,9 +133,10 @@ def compute_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     data = ok.reindex(columns=columns).reset_index(drop=True)
     measured = data["projected_device_days"].notna().any()
     headers = ["Model", "Data", "Epochs", "Params (M)", "GMACs", "Pre-training exaFLOPs"]
-    if measured:
-        devices = ", ".join(dict.fromkeys(data["device"].dropna()))
-        headers += [f"Train img/s ({devices})", f"Projected device-days ({devices})"]
+    if measured:  # where and at which precision (as it ran: `auto` resolved) the img/s were measured
+        timed = ok[ok["projected_device_days"].notna()]
+        where = ", ".join([*dict.fromkeys(data["device"].dropna()), *dict.fromkeys(cell_precisions(timed).dropna())])
+        headers += [f"Train img/s ({where})", f"Projected device-days ({where})"]
     rows = []
     for _, r in data.iterrows():
         row = [r["model_name"], r["dataset_name"], _num(r["pretrain_epochs"], "g"), significant(r["params"] / 1e6),

@@ -106,6 +106,9 @@ def test_compute_table_rows_and_projection(rec):
     assert [row[2] for row in table.rows] == ["7", "14", "7"]
     assert [row[5] for row in table.rows] == ["223", "447", "223"]
     assert table.rows[0][-1] == "-" and table.rows[2][-1] == "2.5"
+    # the precision the img/s were measured at, as it ran (`auto` on CUDA: bf16), beside the device
+    timed = [dataclasses.replace(c, settings={"precision": "auto"}) for c in cells]
+    assert build_table(results.frame(timed), "compute").headers[-1] == "Projected device-days (cuda, bf16)"
 
 
 def test_unknown_layout(rec):
