@@ -24,16 +24,13 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from benchbench.choices import PRECISIONS
+from benchbench.choices import PRECISION_CHOICES, PRECISION_HELP, resolved_precision
 from benchbench.errors import BenchError
 
-# What a protocol's precision setting accepts. fp8 is a setting of training cells only: the command
-# lines' --precision (benchbench.choices.PRECISIONS) do not offer it until their measurements
-# convert the model as training does (`for_precision`).
-CHOICES = ("auto", *PRECISIONS, "fp8")
-HELP = ("auto | fp32 | tf32 | bf16 | fp16 | fp8; auto = bf16 on CUDA, else fp32; fp32 is IEEE (TF32 off), "
-        "tf32 needs CUDA, fp16 is refused on the CPU, fp8 (torchao float8 training) needs a CUDA GPU of "
-        "compute capability >= 8.9 and pip install 'benchbench[fp8]'")
+# What a precision setting and the command lines' --precision accept, and its help (in benchbench.choices,
+# which the parsers import without torch).
+CHOICES = PRECISION_CHOICES
+HELP = PRECISION_HELP
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}
 FP8_MIN_CAPABILITY = (8, 9)  # float8 tensor cores: Ada (8.9) and Hopper (9.0) on
 FP8_INSTALL = "pip install 'benchbench[fp8]'"
@@ -42,9 +39,7 @@ FP8_NEEDS_TORCHAO = f"precision 'fp8' needs torchao (float8 training), an option
 
 def resolve(precision: str, device: torch.device) -> str:
     """The precision `precision` means on `device` (only `auto` depends on it)."""
-    if precision == "auto":
-        return "bf16" if device.type == "cuda" else "fp32"
-    return precision
+    return resolved_precision(precision, device.type)
 
 
 def check(device: torch.device, precision: str) -> str:

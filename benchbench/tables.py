@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 from tabulate import tabulate
 
-from benchbench.choices import TABLE_FORMATS, TABLE_LAYOUTS
+from benchbench.choices import TABLE_FORMATS, TABLE_LAYOUTS, resolved_precision
 from benchbench.errors import BenchError
 from benchbench.settings import varying_settings
 
@@ -133,9 +133,10 @@ def compute_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     data = ok.reindex(columns=columns).reset_index(drop=True)
     measured = data["projected_device_days"].notna().any()
     headers = ["Model", "Data", "Epochs", "Params (M)", "GMACs", "Pre-training exaFLOPs"]
-    if measured:
-        devices = ", ".join(dict.fromkeys(data["device"].dropna()))
-        headers += [f"Train img/s ({devices})", f"Projected device-days ({devices})"]
+    if measured:  # where and at which precision (as it ran: `auto` resolved) the img/s were measured
+        timed = ok[ok["projected_device_days"].notna()]
+        where = ", ".join([*dict.fromkeys(data["device"].dropna()), *dict.fromkeys(cell_precisions(timed).dropna())])
+        headers += [f"Train img/s ({where})", f"Projected device-days ({where})"]
     rows = []
     for _, r in data.iterrows():
         row = [r["model_name"], r["dataset_name"], _num(r["pretrain_epochs"], "g"), significant(r["params"] / 1e6),
@@ -321,16 +322,33 @@ def build_table(df: pd.DataFrame, layout: str = "models", force_flops: bool = Fa
     return BUILDERS[layout](precisions_apart(df), force_flops)
 
 
+def cell_precisions(df: pd.DataFrame) -> pd.Series:
+    """Each cell's precision as it ran: its `precision` setting, `auto` resolved by the device the cell
+    ran on (bf16 on CUDA, else fp32); None for a cell whose protocol records no precision."""
+    if "setting.precision" not in df:
+        return pd.Series([None] * len(df), index=df.index, dtype=object)
+    devices = df["device"] if "device" in df else pd.Series("", index=df.index)
+    return pd.Series([resolved_precision(p, str(d).split(":")[0]) if isinstance(p, str) else None
+                      for p, d in zip(df["setting.precision"], devices)], index=df.index, dtype=object)
+
+
 def precisions_apart(df: pd.DataFrame) -> pd.DataFrame:
-    """fp8 cells as models of their own ("ViT-B/16 (fp8)"), so that no layout pools their accuracy,
-    throughput or device-days with another precision's cells of the same model."""
-    column = "setting.precision"
-    if df.empty or column not in df or not (df[column] == "fp8").any():
+    """No layout pools a model's cells of different precisions (their accuracy, throughput or device-days):
+    a model whose cells ran at more than one precision becomes one model per precision, labelled by it
+    ("ViT-B/16 (bf16)", "ViT-B/16 (fp32)"; id "vit-b16@bf16"); a model run at one precision keeps its
+    name. fp8, torchao's float8 training, is labelled always. A cell that records no precision counts as
+    a precision of its own ("precision not recorded") when its model has cells that do."""
+    if df.empty or "model" not in df:
+        return df
+    precision = cell_precisions(df)
+    several = precision.fillna("-").groupby(df["model"]).transform("nunique") > 1
+    label = several | (precision == "fp8")
+    if not label.any():
         return df
     df = df.copy()
-    fp8 = df[column] == "fp8"
-    df.loc[fp8, "model"] = df.loc[fp8, "model"] + "@fp8"
-    df.loc[fp8, "model_name"] = df.loc[fp8, "model_name"] + " (fp8)"
+    tag = precision.fillna("precision not recorded")[label]
+    df.loc[label, "model"] = df.loc[label, "model"] + "@" + precision.fillna("unrecorded")[label]
+    df.loc[label, "model_name"] = df.loc[label, "model_name"] + " (" + tag + ")"
     return df
 
 

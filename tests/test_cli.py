@@ -214,11 +214,63 @@ def test_cost_flops_side_and_projection(capsys):
                  "--batch-size", "8", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["batch_size"] == 8 and out["train_img_per_s"] > 0
+    # the device-days are the images over the img/s alone: compile time (0 here, eager) is never in them
     assert out["projected_device_days"] == pytest.approx(120_000 / out["train_img_per_s"] / 86400)
+    # how it ran, beside the figure: the fields and the line `profile` prints (one function for both)
+    assert (out["compiled"], out["compile_mode"], out["fused_optimizer"], out["channels_last"], out["attention"],
+            out["execution_policy"], out["compile_s"], out["mode"]) == (False, None, False, False, "sdpa", "cpu", 0.0,
+                                                                       "train")
+    from benchbench.cli.cost_cmd import render
+
+    assert "  execution     eager, for-each optimizer, contiguous, attention sdpa (policy cpu: eager off CUDA)\n" \
+        in render(out) and "compile " not in render(out)
+    compiled = render({**out, "compiled": True, "compile_mode": "default", "compile_s": 41.25})
+    assert "  execution     compiled (default), for-each optimizer" in compiled
+    assert "  compile       41.2 s (the untimed warm-up: compilation and its steps; not in img/s)" in compiled
+    assert main(["cost", "vit-mu4", "--images", "600", "--epochs", "1", "--eager"]) == 2
+    assert "--eager says how the training throughput is measured; add --device D" in capsys.readouterr().err
     assert main(["cost", "vit-mu4", "--images", "0", "--epochs", "1"]) == 2
     assert "must be > 0" in capsys.readouterr().err
     assert main(["cost", "vit-mu4", "--epochs", "1"]) == 2
     assert "give --images N (images per epoch) or --dataset D" in capsys.readouterr().err
+
+
+def test_cost_and_profile_choose_channels_last_from_the_model_spec():
+    """The policy's channels-last comes from the family's ModelSpec (on CUDA; choose() needs no GPU to decide)."""
+    import dataclasses
+
+    import torch
+
+    from benchbench.cli.common import execution_for
+    from benchbench.plugins import load_catalog
+
+    spec = load_catalog().models.get("vit-mu4")
+    model = torch.nn.Linear(2, 2)
+    cuda = torch.device("cuda")
+    assert execution_for(dataclasses.replace(spec, prefers_channels_last=True), cuda, model).channels_last
+    assert not execution_for(spec, cuda, model).channels_last
+    eager = execution_for(dataclasses.replace(spec, prefers_channels_last=True), cuda, model, eager=True)  # --eager
+    assert (eager.compile, eager.fused_optimizer, eager.channels_last, eager.policy) == (False, False, False, "eager")
+    assert not execution_for(dataclasses.replace(spec, prefers_channels_last=True), torch.device("cpu"), model).channels_last
+
+
+FP8_OFF_CUDA = "error: precision 'fp8' needs a CUDA GPU of compute capability >= 8.9 (Hopper or Ada"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["profile", "vit-mu7", "--device", "cpu", "--mode", "train", "--precision", "fp8"], FP8_OFF_CUDA),
+    (["profile", "vit-mu7", "--device", "cpu", "--mode", "train", "--best", "--precision", "fp8"], FP8_OFF_CUDA),
+    (["cost", "vit-mu4", "--images", "600", "--epochs", "1", "--device", "cpu", "--precision", "fp8"], FP8_OFF_CUDA),
+    (["device", "--device", "cpu", "--precision", "fp8"], FP8_OFF_CUDA),
+    # whatever the device: fp8 is torchao's float8 *training*
+    (["profile", "vit-mu7", "--device", "cpu", "--precision", "fp8"],
+     "error: precision 'fp8' is torchao's float8 training (Linear layers whose forward and backward matmuls run "
+     "in float8 with dynamic scaling); fp8 inference is a different method that this harness does not measure"),
+])
+def test_fp8_is_accepted_where_training_is_measured_and_refused_clearly_here(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
 
 
 def test_cost_states_its_head_and_takes_the_papers_from_the_dataset(capsys):

@@ -40,13 +40,14 @@ def test_fp8_problem_names_the_gpu_its_capability_and_the_install():
     assert "this device is mps" in fp8_problem("mps", None, None, True)
 
 
-def test_a_training_setting_accepts_fp8_and_the_command_lines_do_not_yet(catalog):
-    from benchbench.choices import PRECISIONS
+def test_a_training_setting_and_the_measuring_command_lines_accept_fp8(catalog):
+    from benchbench.cli import parser
     from benchbench.settings import resolve
 
     scratch = catalog.protocols.get("scratch")
     assert resolve(scratch, {"precision": "fp8"}, "s")["precision"] == "fp8"
-    assert "fp8" not in PRECISIONS  # profile/device measure without converting the model
+    for argv in (["profile", "vit-b16", "--mode", "train"], ["cost", "vit-b16", "--epochs", "1"], ["device"]):
+        assert parser().parse_args([*argv, "--precision", "fp8"]).precision == "fp8"  # the policy refuses it later
 
 
 class _Blocks(nn.Module):
@@ -113,11 +114,13 @@ def test_tables_keep_fp8_cells_apart_from_bf16(make_record):
         make_record("vit-b16", seed=1, top1=0.82, settings={"precision": "bf16"}, train_device_days=1.0),
     ])
     table = build_table(df, "models")
-    assert [row[0] for row in table.rows] == ["VIT-B16", "VIT-B16 (fp8)"]
+    assert [row[0] for row in table.rows] == ["VIT-B16 (bf16)", "VIT-B16 (fp8)"]
     assert list(table.data["train_device_days"]) == [2.0, 0.6]
     assert table.rows[0][3] == "81.00 ± 1.41" and table.rows[1][3] == "79.00"
     only_bf16 = results.frame([make_record("vit-b16", top1=0.80, settings={"precision": "bf16"})])
     assert [row[0] for row in build_table(only_bf16, "models").rows] == ["VIT-B16"]
+    only_fp8 = results.frame([make_record("vit-b16", top1=0.80, settings={"precision": "fp8"})])
+    assert [row[0] for row in build_table(only_fp8, "models").rows] == ["VIT-B16 (fp8)"]  # fp8: always said
 
 
 @pytest.mark.gpu

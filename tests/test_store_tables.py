@@ -106,8 +106,36 @@ def test_compute_table_rows_and_projection(rec):
     assert [row[2] for row in table.rows] == ["7", "14", "7"]
     assert [row[5] for row in table.rows] == ["223", "447", "223"]
     assert table.rows[0][-1] == "-" and table.rows[2][-1] == "2.5"
+    # the precision the img/s were measured at, as it ran (`auto` on CUDA: bf16), beside the device
+    timed = [dataclasses.replace(c, settings={"precision": "auto"}) for c in cells]
+    assert build_table(results.frame(timed), "compute").headers[-1] == "Projected device-days (cuda, bf16)"
 
 
 def test_unknown_layout(rec):
     with pytest.raises(Exception, match="allowed: models, summary, paper-transfer, paper-scaling, data-scaling, compute"):
         build_table(results.frame([rec("a", 0, 0.9)]), "transfer")
+
+
+def test_a_models_precisions_get_a_row_each_and_one_precision_keeps_its_name(rec):
+    """fp32 and bf16 cells of one model are never averaged together: accuracy and device-days per precision
+    (the mean of each precision's own cells, by hand); `auto` counts as the precision it ran at (bf16 on CUDA,
+    fp32 on the CPU); a model run at one precision keeps its plain name."""
+    def cell(model, seed, top1, precision, device="cpu", days=1.0):
+        return dataclasses.replace(rec(model, seed, top1, seconds=days * 86400), device=device,
+                                   settings={"precision": precision})
+
+    df = results.frame([
+        cell("vit", 0, 0.80, "bf16", "cuda:0", 1.0), cell("vit", 1, 0.84, "auto", "cuda", 1.0),  # auto on CUDA: bf16
+        cell("vit", 2, 0.70, "fp32", "cuda", 3.0), cell("vit", 3, 0.74, "auto", "cpu", 5.0),  # auto on the CPU: fp32
+        cell("cnn", 0, 0.60, "auto", "cuda"), cell("cnn", 1, 0.62, "bf16", "cuda"),  # one precision (bf16)
+    ])
+    table = build_table(df, "models")
+    assert [row[0] for row in table.rows] == ["VIT (bf16)", "VIT (fp32)", "CNN"]
+    assert list(table.data["model"]) == ["vit@bf16", "vit@fp32", "cnn"]
+    assert table.rows[0][3] == "82.00 ± 2.83" and table.rows[1][3] == "72.00 ± 2.83"  # (80, 84) and (70, 74)
+    assert list(table.data["train_device_days"]) == [2.0, 8.0, 2.0]
+    # a cell that records no precision (an older run) is said as such when its model has cells that do
+    old = dataclasses.replace(rec("vit", 4, 0.9), settings={})
+    names = [row[0] for row in build_table(results.frame([old, cell("vit", 0, 0.8, "fp32")]), "models").rows]
+    assert names == ["VIT (precision not recorded)", "VIT (fp32)"]
+    assert [row[0] for row in build_table(results.frame([old]), "models").rows] == ["VIT"]

@@ -200,6 +200,12 @@ def test_achieved_flops_counts_training_as_three_forwards():
     ("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090", "fp16", 165.2),
     ("Tesla T4", "NVIDIA T4", "fp16", 65),
     ("TPU v3", "TPU v3 core", "bf16", 123 / 2),
+    # FP8 tensor cores (compute capability >= 8.9): the datasheets' sparse figure / 2
+    ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM", "fp8", 3958 / 2),
+    ("NVIDIA H100 PCIe", "NVIDIA H100 PCIe", "fp8", 3026 / 2),
+    ("NVIDIA H200", "NVIDIA H200 SXM", "fp8", 3958 / 2),
+    ("NVIDIA L40S", "NVIDIA L40S", "fp8", 733),  # the L40S sheet prints its dense column: 733 (1,466*)
+    ("NVIDIA L4", "NVIDIA L4", "fp8", 485 / 2),
 ])
 def test_peak_table_lookup(device_name, entry, precision, tflops):
     assert lookup(device_name).name == entry
@@ -209,6 +215,9 @@ def test_peak_table_lookup(device_name, entry, precision, tflops):
 @pytest.mark.parametrize("device_name, precision", [
     ("AMD EPYC (2 threads)", "fp32"), ("NVIDIA L40", "bf16"), ("NVIDIA GeForce RTX 4090 D", "bf16"),
     ("Tesla V100-SXM2-32GB", "bf16"), ("Tesla V100-SXM2-32GB", "tf32"), ("TPU v3", "fp32"), ("NVIDIA H800", "bf16"),
+    # no fp8 tensor cores, or an fp8 row not confirmed from its datasheet: no figure rather than a guess
+    ("NVIDIA A100-SXM4-80GB", "fp8"), ("Tesla T4", "fp8"), ("NVIDIA H100 NVL", "fp8"), ("NVIDIA H200 NVL", "fp8"),
+    ("NVIDIA GH200 480GB", "fp8"), ("NVIDIA GeForce RTX 4090", "fp8"),
 ])
 def test_peak_unknown_is_none(device_name, precision):
     assert peak_flops_per_s(device_name, precision) is None
@@ -217,14 +226,44 @@ def test_peak_unknown_is_none(device_name, precision):
 def test_peak_table_is_sane():
     for _, peak in peaks.PEAKS:
         assert peak.source and peak.unit in ("GPU", "TPU core")
-        assert set(peak.flops_per_s) <= {"fp32", "tf32", "bf16", "fp16"}
+        assert set(peak.flops_per_s) <= {"fp32", "tf32", "bf16", "fp16", "fp8"}
         assert all(1e12 <= v <= 2e15 for v in peak.flops_per_s.values())  # dense, in FLOP/s
+
+
+def test_fp8_peaks_are_twice_bf16_on_hopper_and_ada():
+    """An FP8 tensor-core op takes half a BF16 one's time on Hopper and Ada (the architecture whitepapers'
+    per-SM rates), so a dense fp8 peak is twice the bf16 one: exact for the Hopper parts; within 1.5 % for
+    the Ada parts, whose sheets round (L4: BF16 242*, FP8 485*; L40S: a dense BF16 of 362.05 beside
+    733* sparse and FP8 733)."""
+    with_fp8 = [peak for _, peak in peaks.PEAKS if "fp8" in peak.flops_per_s]
+    assert {p.name for p in with_fp8} == {"NVIDIA H100 SXM", "NVIDIA H100 PCIe", "NVIDIA H200 SXM", "NVIDIA L40S",
+                                          "NVIDIA L4"}
+    for peak in with_fp8:
+        ratio = peak.flops_per_s["fp8"] / peak.flops_per_s["bf16"]
+        assert ratio == (pytest.approx(2, rel=0.015) if peak.name in ("NVIDIA L40S", "NVIDIA L4") else 2), peak.name
 
 
 def test_measured_matmul_flops_is_positive():
     assert measured_matmul_flops("cpu", "fp32", n=64, repeats=2) > 0
     with pytest.raises(BenchError, match="fp16"):
         measured_matmul_flops("cpu", "fp16", n=64)
+    with pytest.raises(BenchError, match="'fp8' needs a CUDA GPU"):
+        measured_matmul_flops("cpu", "fp8", n=64)
+
+
+def test_the_fp8_matmul_is_the_float8_product_of_its_operands():
+    """`device --precision fp8` times torch._scaled_mm on float8 e4m3 operands (run here on the CPU,
+    where torch computes it too): its bf16 result is the float32 product of the same float8 values,
+    rounded to bf16. The operands are redrawn from the same seed for the reference."""
+    cpu = torch.device("cpu")
+    torch.manual_seed(0)
+    got = peaks.matmul(cpu, "fp8", 64)()
+    torch.manual_seed(0)
+    a, b = (torch.randn(64, 64).to(torch.float8_e4m3fn).float() for _ in range(2))
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), a @ b, rtol=2**-7, atol=1e-2)  # bf16: 8 significant bits
+    with pytest.raises(BenchError, match="multiples of 16"):
+        peaks.matmul(cpu, "fp8", 60)
 
 
 # --- the commands -------------------------------------------------------------------------------------
@@ -257,7 +296,8 @@ def test_profile_train_counts_three_forwards_and_prints_a_block(main, capsys):
     out, err = capsys.readouterr()
     assert rc == 0, err
     assert "bit-r20x1-small (BiT-R20x1 (28px)) at 28 px, 10 classes: train, fp32" in out
-    for label in ("throughput", "peak memory", "compute", "MFU (table)   n/a", "MFU (matmul)", "3 x forward"):
+    for label in ("throughput", "peak memory", "compute", "MFU (table)   n/a", "MFU (matmul)", "3 x forward",
+                  "  execution     eager, for-each optimizer, contiguous, attention sdpa (policy cpu: eager off CUDA)"):
         assert label in out
     assert "latency" not in out
     assert main(["profile", "bit-r20x1-small", "--device", "cpu", "--mode", "train", "--batch-size", "2",
@@ -274,13 +314,15 @@ def test_device_json(main, capsys):
     assert row["device"] == "cpu" and row["precision"] == "fp32" and row["peak_tflops_measured"] > 0
     assert main(["device", "--device", "cpu", "--matmul-n", "64"]) == 0
     assert "not in the table" in capsys.readouterr().out
+    assert main(["device", "--device", "cpu", "--matmul-n", "64", "--precision", "auto", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["precision"] == "fp32"  # auto, resolved: fp32 off CUDA
 
 
 def test_bad_input_exits_2_with_a_clear_message(main, capsys):
     with pytest.raises(SystemExit) as exc:
-        main(["profile", "vit-mu7", "--precision", "fp8"])
+        main(["profile", "vit-mu7", "--precision", "fp4"])
     assert exc.value.code == 2
-    assert "argument --precision: invalid choice: 'fp8'" in capsys.readouterr().err
+    assert "argument --precision: invalid choice: 'fp4'" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
         main(["device", "--precision", "int8"])
     assert exc.value.code == 2
@@ -348,3 +390,26 @@ def test_cuda_profile_json(main, capsys):
     if lookup(row["device_name"]) is not None:
         assert 0 < row["mfu_table"] < 1 and row["peak_tflops_table"] > 0
     assert 0 < row["mfu_measured"] < 1
+
+
+FP8_GPU = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9),
+                             reason="needs a CUDA GPU of compute capability >= 8.9")
+
+
+@pytest.mark.gpu
+@FP8_GPU
+def test_cuda_fp8_matmul_peak_and_training_profile(main, capsys):
+    """fp8 where a float8-capable GPU is: the float8 matmul gets near the datasheet's dense fp8 peak (an upper
+    bound), and `profile --mode train --precision fp8` trains ViT-Ti/16 with torchao's Float8Linear layers,
+    its MFU against that fp8 peak."""
+    pytest.importorskip("torchao")
+    name = torch.cuda.get_device_name()
+    measured = measured_matmul_flops("cuda", "fp8")
+    table = peak_flops_per_s(name, "fp8")
+    if table is not None:
+        assert 0.3 * table < measured < 1.05 * table
+    assert main(["profile", "vit-ti16", "--device", "cuda", "--precision", "fp8", "--mode", "train",
+                 "--batch-size", "64", "--json", *FAST_ARGS]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["precision"] == "fp8" and row["img_per_s"] > 0
+    assert row["peak_tflops_table"] == (table / 1e12 if table else None)

@@ -52,3 +52,45 @@ def load_run(run_dir: str) -> "pd.DataFrame":
     for problem in df.attrs["problems"]:
         print(f"warning: {problem}", file=sys.stderr)
     return df
+
+
+# --- how a measurement ran (benchbench.execution): one choice, one set of fields, one text --------------
+
+POLICIES = {"eager": "asked with --eager", "cpu": "eager off CUDA", "cuda": "best by default on CUDA"}
+
+
+def execution_for(spec, device, model, *, eager: bool = False, compile: bool | None = None,
+                  channels_last: bool | None = None, fused_optimizer: bool | None = None,
+                  compile_mode: str | None = None):
+    """The execution the policy (benchbench.execution.choose) picks for `model`, of the family `spec`
+    (its ModelSpec: channels-last where it says it prefers it), on `device`; a value given overrides it."""
+    from benchbench.execution import choose
+    from benchbench.measure.params import count_params
+
+    return choose(device, prefers_channels_last=spec.prefers_channels_last, eager=eager, params=count_params(model),
+                  compile=compile, compile_mode=compile_mode, channels_last=channels_last,
+                  fused_optimizer=fused_optimizer)
+
+
+def execution_fields(result) -> dict:
+    """How a measurement (benchbench.measure.throughput.Throughput) ran, and what compiling cost, as the
+    fields of a command's JSON: compile_s is apart from img/s, never part of it."""
+    return {"channels_last": result.channels_last, "compiled": result.compiled, "compile_mode": result.compile_mode,
+            "fused_optimizer": result.fused_optimizer, "attention": result.attention,
+            "execution_policy": result.execution_policy, "compile_s": result.compile_s}
+
+
+def execution_lines(r: dict, label_width: int = 14) -> list[str]:
+    """The `execution` line (and, compiled, the `compile` line) of a command's text output, from
+    `execution_fields` and the row's `mode`."""
+    parts = [f"compiled ({r['compile_mode']})" if r["compiled"] else "eager"]
+    if r["mode"] == "train":
+        parts.append("fused optimizer" if r["fused_optimizer"] else "for-each optimizer")
+    parts.append("channels-last" if r["channels_last"] else "contiguous")
+    parts.append(f"attention {r['attention']}")
+    policy = POLICIES.get(r["execution_policy"], r["execution_policy"])
+    lines = [f"  {'execution':<{label_width}}{', '.join(parts)} (policy {r['execution_policy']}: {policy})"]
+    if r["compiled"]:
+        lines.append(f"  {'compile':<{label_width}}{r['compile_s']:.1f} s (the untimed warm-up: compilation and its "
+                     "steps; not in img/s)")
+    return lines

@@ -1,16 +1,20 @@
 """`benchbench cost MODEL (--images N | --dataset D) --epochs E [--num-classes K] [--resolution R]
-[--device D --precision P] [--json]`.
+[--device D --precision P [--eager]] [--json]`.
 
 The paper's compute columns for one schedule: pre-training exaFLOPs, and with --device the
-device-days projected from the training throughput measured there. The head's classes are said in
-the output: --num-classes, else the --dataset's classes, else 1000.
+device-days projected from the training throughput measured there, run as benchbench.execution's
+policy picks (on CUDA compiled, fused AdamW, channels-last where the family prefers it; `--eager`: none
+of it). How it ran is printed beside the figure, and the compile time apart from it (never in img/s
+or device-days). The head's classes are said in the output: --num-classes, else the --dataset's
+classes, else 1000.
 """
 
 from __future__ import annotations
 
 import json
 
-from benchbench.cli.common import catalog
+from benchbench.choices import PRECISION_CHOICES, PRECISION_HELP
+from benchbench.cli.common import catalog, execution_fields, execution_for, execution_lines
 from benchbench.errors import BenchError
 
 
@@ -26,7 +30,11 @@ def add_parser(sub, parent) -> None:
     p.add_argument("--num-classes", type=int, metavar="K",
                    help="classes of the head (default: the --dataset's, else 1000)")
     p.add_argument("--device", metavar="D", help="measure training throughput here (cpu | cuda | cuda:N) to project device-days")
-    p.add_argument("--precision", default="bf16", metavar="P", help="precision of that measurement (default bf16)")
+    p.add_argument("--precision", default="bf16", choices=PRECISION_CHOICES, metavar="P",
+                   help=f"precision of that measurement: {PRECISION_HELP} (default bf16)")
+    p.add_argument("--eager", action="store_true",
+                   help="measure eagerly: no compile, no fused optimiser, no channels-last (default: the execution "
+                        "policy's, on CUDA compiled)")
     p.add_argument("--batch-size", type=int, metavar="B", help="default: the largest that fits")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=run)
@@ -43,10 +51,19 @@ def cost(args) -> dict:
     if images is None:
         raise BenchError(f"dataset {data.id} does not say how many images its training split has; give --images N"
                          if data else "give --images N (images per epoch) or --dataset D (its training split's size)")
+    if args.eager and not args.device:
+        raise BenchError("--eager says how the training throughput is measured; add --device D to measure it")
     if images <= 0 or args.epochs <= 0:
         raise BenchError(f"--images and --epochs must be > 0, got {images} and {args.epochs}")
     num_classes, head = ((args.num_classes, "--num-classes") if args.num_classes else
                          (data.num_classes, f"the classes of {data.name}") if data else (1000, "the default"))
+    device = precision = None
+    if args.device:  # a precision it cannot run is refused before anything is built
+        from benchbench import precision as precision_policy
+        from benchbench.envinfo import pick_device
+
+        device = pick_device(args.device)
+        precision = precision_policy.check(device, args.precision)
     resolution = args.resolution or spec.default_resolution
     try:
         model, meta = build_for_counting(spec, num_classes=num_classes, image_size=resolution, in_chans=3)
@@ -58,37 +75,37 @@ def cost(args) -> dict:
            "num_classes_from": head, "dataset": data.id if data else None, "images": images, "epochs": args.epochs, "images_seen": seen, "gmacs": macs.gmacs,
            "gflops": macs.gflops, "train_exaflops": training_exaflops(macs.macs, seen),
            "flops_status": macs.status}
-    if args.device:
-        from benchbench import precision as precision_policy
+    if device is not None:
         from benchbench.compute import achieved_flops_per_s
-        from benchbench.envinfo import pick_device
         from benchbench.measure.peaks import mfu, peak_flops_per_s
         from benchbench.measure.throughput import measure_throughput
 
-        device = pick_device(args.device)
-        precision_policy.check(device, args.precision)
         result = measure_throughput(model, image_size=resolution, in_chans=3, num_classes=num_classes,
-                                    mode="train", device=device, precision=args.precision,
-                                    batch_size=args.batch_size)
-        peak = peak_flops_per_s(result.device_name, args.precision)
-        out.update(device=result.device, device_name=result.device_name, precision=args.precision,
+                                    mode="train", device=device, precision=precision, batch_size=args.batch_size,
+                                    execution=execution_for(spec, device, model, eager=args.eager))
+        peak = peak_flops_per_s(result.device_name, precision)
+        out.update(device=result.device, device_name=result.device_name, precision=precision, mode="train",
                    batch_size=result.batch_size, train_img_per_s=result.img_per_s,
                    projected_device_days=device_days(seen / result.img_per_s),
-                   mfu_table=mfu(achieved_flops_per_s(result.img_per_s, macs.gflops, "train"), peak))
+                   mfu_table=mfu(achieved_flops_per_s(result.img_per_s, macs.gflops, "train"), peak),
+                   **execution_fields(result))
     return out
+
+
+def render(out: dict) -> str:
+    lines = [f"{out['name']} at {out['resolution']} px, a head of {out['num_classes']:,} classes "
+             f"({out['num_classes_from']}): {out['gmacs']:.4g} GMACs forward ({out['flops_status']})",
+             f"  {out['images']:,} images x {out['epochs']:g} epochs: {out['train_exaflops']:.4g} exaFLOPs "
+             "(3 x forward FLOPs per image seen)"]
+    if "projected_device_days" in out:
+        mfu_text = f", MFU {out['mfu_table']:.1%}" if out["mfu_table"] is not None else ""
+        lines.append(f"  on {out['device_name']} ({out['precision']}, batch {out['batch_size']}): "
+                     f"{out['train_img_per_s']:.1f} img/s{mfu_text} -> {out['projected_device_days']:.4g} device-days")
+        lines += execution_lines(out)
+    return "\n".join(lines) + "\n"
 
 
 def run(args) -> int:
     out = cost(args)
-    if args.json:
-        print(json.dumps(out, indent=2))
-        return 0
-    print(f"{out['name']} at {out['resolution']} px, a head of {out['num_classes']:,} classes "
-          f"({out['num_classes_from']}): {out['gmacs']:.4g} GMACs forward ({out['flops_status']})")
-    print(f"  {out['images']:,} images x {out['epochs']:g} epochs: {out['train_exaflops']:.4g} exaFLOPs "
-          "(3 x forward FLOPs per image seen)")
-    if "projected_device_days" in out:
-        mfu_text = f", MFU {out['mfu_table']:.1%}" if out["mfu_table"] is not None else ""
-        print(f"  on {out['device_name']} ({out['precision']}, batch {out['batch_size']}): "
-              f"{out['train_img_per_s']:.1f} img/s{mfu_text} -> {out['projected_device_days']:.4g} device-days")
+    print(json.dumps(out, indent=2) if args.json else render(out), end="\n" if args.json else "")
     return 0

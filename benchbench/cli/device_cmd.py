@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 
-from benchbench.choices import PRECISIONS
+from benchbench.choices import PRECISION_CHOICES, PRECISION_HELP
 
 
 def add_parser(sub, parent) -> None:
     p = sub.add_parser("device", parents=[parent],
                        help="show a device's peak FLOP/s: the datasheet table's, and a measured matmul's")
     p.add_argument("--device", default="auto", metavar="D", help="auto | cpu | cuda | cuda:N (default: auto)")
-    p.add_argument("--precision", default="fp32", choices=PRECISIONS, help="default fp32 (TF32 off)")
+    p.add_argument("--precision", default="fp32", choices=PRECISION_CHOICES, metavar="P",
+                   help=f"{PRECISION_HELP} (default fp32)")
     p.add_argument("--matmul-n", type=int, metavar="N",
                    help="size of the square matmul (default: 8192 on CUDA, at most about 0.1 s of work on the CPU)")
     p.add_argument("--json", action="store_true", help="one JSON object")
@@ -19,16 +20,18 @@ def add_parser(sub, parent) -> None:
 
 
 def run(args) -> int:
+    from benchbench import precision as precision_policy
     from benchbench.envinfo import device_name, pick_device
     from benchbench.measure.peaks import lookup, measured_matmul_flops
 
     device = pick_device(args.device)
+    precision = precision_policy.check(device, args.precision)
     name = device_name(device)
     entry = lookup(name) if device.type == "cuda" else None
-    table = entry.flops_per_s.get(args.precision) if entry else None
-    measured = measured_matmul_flops(device, args.precision, n=args.matmul_n)
+    table = entry.flops_per_s.get(precision) if entry else None
+    measured = measured_matmul_flops(device, precision, n=args.matmul_n)
     row = {
-        "device": str(device), "device_name": name, "precision": args.precision,
+        "device": str(device), "device_name": name, "precision": precision,
         "peak_tflops_table": table / 1e12 if table else None,
         "peak_table_entry": entry.name if entry else None,
         "peak_table_source": entry.source if entry else None,
@@ -39,11 +42,11 @@ def run(args) -> int:
         return 0
     print(f"device          {row['device']}: {name}")
     if table:
-        print(f"table peak      {row['peak_tflops_table']:.4g} TFLOP/s {args.precision} dense "
+        print(f"table peak      {row['peak_tflops_table']:.4g} TFLOP/s {precision} dense "
               f"({entry.name}; {entry.source})")
     elif entry:
-        print(f"table peak      n/a: {entry.name} has no {args.precision} figure")
+        print(f"table peak      n/a: {entry.name} has no {precision} figure")
     else:
         print("table peak      n/a: this device is not in the table")
-    print(f"measured matmul {row['peak_tflops_measured']:.4g} TFLOP/s {args.precision} (best of 10)")
+    print(f"measured matmul {row['peak_tflops_measured']:.4g} TFLOP/s {precision} (best of 10)")
     return 0

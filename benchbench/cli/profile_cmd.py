@@ -5,7 +5,8 @@ By default a model runs as benchbench.execution's policy picks for the device (o
 AdamW, channels-last where the family prefers it; eager on the CPU); `--eager` turns it all off and
 `--compile`/`--no-compile`, `--channels-last`/`--no-channels-last`, `--fused-optimizer`/
 `--no-fused-optimizer`, `--compile-mode` override one choice. `--best` measures every candidate of a
-small grid (batch sizes x those switches) and marks the fastest.
+small grid (batch sizes x those switches) and marks the fastest. `--precision` takes benchbench.precision's
+choices (`auto` resolved per device); fp8, torchao's float8 training, only with `--mode train`.
 """
 
 from __future__ import annotations
@@ -13,10 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from benchbench.choices import PRECISIONS, THROUGHPUT_MODES
-from benchbench.cli.common import catalog
+from benchbench.choices import PRECISION_CHOICES, PRECISION_HELP, THROUGHPUT_MODES
+from benchbench.cli.common import catalog, execution_fields, execution_for, execution_lines
 from benchbench.errors import BenchError
 from benchbench.execution import COMPILE_MODES, SMALL_MODEL_PARAMS
+
+FP8_INFERENCE = ("precision 'fp8' is torchao's float8 training (Linear layers whose forward and backward "
+                 "matmuls run in float8 with dynamic scaling); fp8 inference is a different method that this "
+                 "harness does not measure: use --mode train, or bf16 for inference")
 
 
 def add_parser(sub, parent) -> None:
@@ -24,8 +29,8 @@ def add_parser(sub, parent) -> None:
                        help="measure a model's throughput, memory and MFU on a device (synthetic inputs)")
     p.add_argument("model", metavar="MODEL", help="a model id or alias (benchbench list models)")
     p.add_argument("--device", default="auto", metavar="D", help="auto | cpu | cuda | cuda:N (default: auto)")
-    p.add_argument("--precision", default="fp32", choices=PRECISIONS,
-                   help="fp32 (TF32 off), tf32 (CUDA), bf16 or fp16 (autocast; fp16 needs CUDA); default fp32")
+    p.add_argument("--precision", default="fp32", choices=PRECISION_CHOICES, metavar="P",
+                   help=f"{PRECISION_HELP}; fp8 with --mode train only (default fp32)")
     p.add_argument("--mode", default="infer", choices=THROUGHPUT_MODES,
                    help="infer: forward passes; train: forward, loss, backward, AdamW step (default infer)")
     p.add_argument("--batch-size", type=int, metavar="B",
@@ -75,17 +80,20 @@ def scaling(args) -> dict:
     cat = catalog(args)
     spec = cat.models.get(args.model)
     device = pick_device(args.device)
-    precision_policy.check(device, args.precision)
     if args.mode != "train":
         raise BenchError("--devices: scaling is measured for training; add --mode train")
+    precision = precision_policy.check(device, args.precision)
+    if precision == "fp8":
+        raise BenchError("--devices with precision 'fp8': data-parallel scaling of float8 training is not measured "
+                         "here; measure fp8 on one device (leave out --devices)")
     resolution = args.resolution or spec.default_resolution
     batch = args.batch_size or 32
     r = measure_scaling(spec.id, devices=args.devices, device_type=device.type, plugin_files=cat.local_files(),
                         num_classes=args.num_classes, image_size=resolution, in_chans=args.in_chans,
-                        precision=args.precision, batch_size=batch, warmup_steps=args.warmup_steps,
+                        precision=precision, batch_size=batch, warmup_steps=args.warmup_steps,
                         steps=args.min_steps)
     return {"id": spec.id, "name": spec.name, "resolution": resolution, "num_classes": args.num_classes,
-            "device": device.type, "device_name": device_name(device), "precision": args.precision, "mode": "train",
+            "device": device.type, "device_name": device_name(device), "precision": precision, "mode": "train",
             "devices": r.devices, "batch_size_per_device": r.batch_size_per_device,
             "threads_per_device": r.threads_per_device, "steps": args.min_steps, "img_per_s": r.img_per_s,
             "img_per_s_per_device": r.img_per_s_per_device, "img_per_s_one_device": r.img_per_s_one_device,
@@ -116,17 +124,22 @@ def _build(spec, args, resolution: int):
 
 def _execution(args, spec, device, model, **held):
     """The policy's execution for this model and device, with the flags given (and `held`) overriding it."""
-    from benchbench.execution import choose
-    from benchbench.measure.params import count_params
-
     given = dict(compile=args.compile, channels_last=args.channels_last, fused_optimizer=args.fused_optimizer)
     given.update(held)
-    return choose(device, prefers_channels_last=spec.prefers_channels_last, eager=args.eager,
-                  params=count_params(model), compile_mode=args.compile_mode, **given)
+    return execution_for(spec, device, model, eager=args.eager, compile_mode=args.compile_mode, **given)
+
+
+def check_precision(args, device) -> str:
+    """The resolved precision of this measurement, or a BenchError: fp8 is torchao's float8 *training*
+    (its scaled matmuls and their backward), refused for inference before the device is asked."""
+    from benchbench import precision as precision_policy
+
+    if args.precision == "fp8" and getattr(args, "mode", "train") != "train":
+        raise BenchError(FP8_INFERENCE)
+    return precision_policy.check(device, args.precision)
 
 
 def profile(args) -> dict:
-    from benchbench import precision as precision_policy
     from benchbench.compute import achieved_flops_per_s
     from benchbench.envinfo import pick_device
     from benchbench.measure.flops import count_macs
@@ -135,7 +148,7 @@ def profile(args) -> dict:
 
     spec = catalog(args).models.get(args.model)
     device = pick_device(args.device)
-    precision_policy.check(device, args.precision)  # before building anything large
+    precision = check_precision(args, device)  # before building anything large
     resolution = args.resolution or spec.default_resolution
     model = _build(spec, args, resolution)
     # the second count runs on a meta copy: free
@@ -143,14 +156,14 @@ def profile(args) -> dict:
     macs = count_macs(model, resolution, args.in_chans, meta_model=meta)  # CPU, fp32: before the model moves
     result = measure_throughput(
         model, image_size=resolution, in_chans=args.in_chans, num_classes=args.num_classes, mode=args.mode,
-        device=device, precision=args.precision, batch_size=args.batch_size, max_batch_size=args.max_batch_size,
+        device=device, precision=precision, batch_size=args.batch_size, max_batch_size=args.max_batch_size,
         execution=_execution(args, spec, device, model), warmup_steps=args.warmup_steps,
         min_steps=args.min_steps, min_seconds=args.min_seconds, latency=args.latency)
     del model
     achieved = achieved_flops_per_s(result.img_per_s, macs.gflops, args.mode)
     entry = lookup(result.device_name) if device.type == "cuda" else None
-    table = entry.flops_per_s.get(args.precision) if entry else None
-    measured = measured_matmul_flops(device, args.precision, n=args.matmul_n)
+    table = entry.flops_per_s.get(precision) if entry else None
+    measured = measured_matmul_flops(device, precision, n=args.matmul_n)
     row = {
         "id": spec.id, "name": spec.name, "resolution": resolution, "num_classes": args.num_classes,
         "in_chans": args.in_chans,
@@ -158,9 +171,7 @@ def profile(args) -> dict:
         "mode": result.mode, "batch_size": result.batch_size, "batch_size_requested": result.batch_size_requested,
         "oom_retries": result.oom_retries, "img_per_s": result.img_per_s, "step_ms": result.step_ms,
         "steps": result.steps, "peak_mem_mb": result.peak_mem_mb, "peak_mem_kind": result.peak_mem_kind,
-        "channels_last": result.channels_last, "compiled": result.compiled, "compile_mode": result.compile_mode,
-        "fused_optimizer": result.fused_optimizer, "attention": result.attention,
-        "execution_policy": result.execution_policy, "compile_s": result.compile_s,
+        **execution_fields(result),
         "gmacs": macs.gmacs, "gflops": macs.gflops, "flops_status": macs.status,
         "achieved_tflops": achieved / 1e12,
         "peak_tflops_table": table / 1e12 if table else None,
@@ -184,18 +195,13 @@ def render(r: dict) -> str:
         searched += f"; {r['oom_retries']} out-of-memory retr{'y' if r['oom_retries'] == 1 else 'ies'}"
     mem = "CUDA max allocated" if r["peak_mem_kind"] == "cuda_max_allocated" else "process peak RSS, lifetime"
     factor = "3 x forward (train)" if r["mode"] == "train" else "forward"
-    flags = ", ".join(f for f, on in (("channels-last", r["channels_last"]),
-                                      (f"compiled ({r['compile_mode']})", r["compiled"]),
-                                      ("fused optimizer", r["fused_optimizer"] and r["mode"] == "train")) if on)
     lines = [
-        f"{r['id']} ({r['name']}) at {r['resolution']} px, {r['num_classes']} classes: {r['mode']}, "
-        f"{r['precision']}{', ' + flags if flags else ''}",
+        f"{r['id']} ({r['name']}) at {r['resolution']} px, {r['num_classes']} classes: {r['mode']}, {r['precision']}",
         f"  device        {r['device']}: {r['device_name']}",
         f"  batch         {r['batch_size']} ({searched})",
         f"  throughput    {r['img_per_s']:.1f} img/s, step {r['step_ms']:.2f} ms (median of {r['steps']})",
         f"  peak memory   {r['peak_mem_mb']:.1f} MiB ({mem})",
-        *([f"  compile       {r['compile_s']:.1f} s (the untimed warm-up: compilation and its steps)"]
-          if r["compiled"] else []),
+        *execution_lines(r),
         f"  compute       {r['gmacs']:.4g} GMACs = {r['gflops']:.4g} GFLOPs per image forward "
         f"({r['flops_status']}); achieved {r['achieved_tflops']:.4g} TFLOP/s ({factor})",
     ]
@@ -247,7 +253,6 @@ def best(args) -> dict:
     is measured on a freshly built model (compiling and channels-last change the module)."""
     import torch
 
-    from benchbench import precision as precision_policy
     from benchbench.envinfo import device_name, pick_device
     from benchbench.measure.throughput import MAX_BATCH_SIZE, START_BATCH_SIZE, measure_throughput
 
@@ -255,7 +260,7 @@ def best(args) -> dict:
         raise BenchError("--best searches throughput; --latency is for a single profile (leave out --best)")
     spec = catalog(args).models.get(args.model)
     device = pick_device(args.device)
-    precision_policy.check(device, args.precision)
+    precision = check_precision(args, device)
     resolution = args.resolution or spec.default_resolution
     switches = _candidates(args)
     if args.batch_size is not None:
@@ -264,7 +269,7 @@ def best(args) -> dict:
         torch.manual_seed(0)
         top = measure_throughput(_build(spec, args, resolution), image_size=resolution, in_chans=args.in_chans,
                                  num_classes=args.num_classes, mode=args.mode, device=device,
-                                 precision=args.precision, max_batch_size=args.max_batch_size,
+                                 precision=precision, max_batch_size=args.max_batch_size,
                                  compile=False, warmup_steps=1, min_steps=1, min_seconds=0.0).batch_size
         batches = [b for b in (START_BATCH_SIZE * 2**k for k in range(32)) if b <= top] or [top]
         cap = args.max_batch_size or MAX_BATCH_SIZE.get(device.type, 64)
@@ -276,7 +281,7 @@ def best(args) -> dict:
             model = _build(spec, args, resolution)
             execution = _execution(args, spec, device, model, **held)
             r = measure_throughput(model, image_size=resolution, in_chans=args.in_chans, num_classes=args.num_classes,
-                                   mode=args.mode, device=device, precision=args.precision, batch_size=batch,
+                                   mode=args.mode, device=device, precision=precision, batch_size=batch,
                                    execution=execution, warmup_steps=args.warmup_steps, min_steps=args.min_steps,
                                    min_seconds=args.min_seconds)
             del model
@@ -286,7 +291,7 @@ def best(args) -> dict:
                          "peak_mem_mb": r.peak_mem_mb, "compile_s": r.compile_s})
     winner = max(range(len(rows)), key=lambda i: rows[i]["img_per_s"])
     return {"id": spec.id, "name": spec.name, "resolution": resolution, "num_classes": args.num_classes,
-            "device": str(device), "device_name": device_name(device), "precision": args.precision, "mode": args.mode,
+            "device": str(device), "device_name": device_name(device), "precision": precision, "mode": args.mode,
             "peak_mem_kind": "cuda_max_allocated" if device.type == "cuda" else "process_max_rss",
             "candidates": rows, "best": winner}
 

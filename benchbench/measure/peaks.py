@@ -7,7 +7,9 @@ MFU (model FLOP/s utilisation) = achieved FLOP/s / peak FLOP/s, where achieved F
 The table holds dense peaks (no 2:4 structured sparsity). Vendors print sparse figures for tensor
 cores and mark them with an asterisk; a dense figure is half of one. `fp32` is the non-tensor-core
 FP32 rate (the harness measures fp32 with TF32 off), `tf32` the TF32 tensor-core rate; `fp16` is
-with FP32 accumulation (what PyTorch asks cuBLAS for).
+with FP32 accumulation (what PyTorch asks cuBLAS for); `fp8` the FP8 (E4M3/E5M2) tensor-core rate of
+GPUs of compute capability >= 8.9, a figure only where a datasheet's was confirmed (not for GH200,
+H100 NVL, H200 NVL or the RTX 4090, whose FP8 rows were not at hand: their fp8 MFU says n/a).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Mapping
 import torch
 
 from benchbench import precision as precision_policy
+from benchbench.errors import BenchError
 
 T = 1e12
 
@@ -48,18 +51,21 @@ PEAKS: tuple[tuple[str, Peak], ...] = (
     (r"\bH200\b.*\bNVL\b", _gpu("NVIDIA H200 NVL", "NVIDIA H200 Tensor Core GPU datasheet, H200 NVL (sparse / 2)",
                                 fp32=60, tf32=417.5, bf16=835.5, fp16=835.5)),
     # NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column: FP32 67, TF32 989*, BF16 1,979*, FP16 1,979*.
+    # FP8 3,958*.
     (r"\bH200\b", _gpu("NVIDIA H200 SXM", "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM (sparse / 2)",
-                       fp32=67, tf32=494.5, bf16=989.5, fp16=989.5)),
+                       fp32=67, tf32=494.5, bf16=989.5, fp16=989.5, fp8=1979)),
     # NVIDIA H100 Tensor Core GPU datasheet, H100 NVL column: FP32 60, TF32 835*, BF16 1,671*, FP16 1,671*.
     (r"\bH100\b.*\bNVL\b", _gpu("NVIDIA H100 NVL", "NVIDIA H100 Tensor Core GPU datasheet, H100 NVL (sparse / 2)",
                                 fp32=60, tf32=417.5, bf16=835.5, fp16=835.5)),
     # NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe column: FP32 51, TF32 756*, BF16 1,513*, FP16 1,513*.
+    # FP8 3,026*.
     (r"\bH100\b.*\bPCIE\b", _gpu("NVIDIA H100 PCIe", "NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe (sparse / 2)",
-                                 fp32=51, tf32=378, bf16=756.5, fp16=756.5)),
+                                 fp32=51, tf32=378, bf16=756.5, fp16=756.5, fp8=1513)),
     # NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column: FP32 67, TF32 989*, BF16 1,979*, FP16 1,979*.
     # The SXM part reports itself as "NVIDIA H100 80GB HBM3" (or "... H100 SXM5 ..."), hence the fallback.
+    # FP8 3,958*.
     (r"\bH100\b", _gpu("NVIDIA H100 SXM", "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM (sparse / 2)",
-                       fp32=67, tf32=494.5, bf16=989.5, fp16=989.5)),
+                       fp32=67, tf32=494.5, bf16=989.5, fp16=989.5, fp8=1979)),
     # NVIDIA A100 Tensor Core GPU datasheet (SXM and PCIe, 40 and 80 GB alike): FP32 19.5,
     # TF32 156 (312*), BF16 312 (624*), FP16 312 (624*).
     (r"\bA100\b", _gpu("NVIDIA A100", "NVIDIA A100 Tensor Core GPU datasheet (dense column)",
@@ -72,12 +78,13 @@ PEAKS: tuple[tuple[str, Peak], ...] = (
                                  fp32=14, fp16=112)),
     (r"\bV100\b", _gpu("NVIDIA V100 SXM2", "NVIDIA V100 Tensor Core GPU datasheet, V100 SXM2",
                        fp32=15.7, fp16=125)),
-    # NVIDIA L40S datasheet: FP32 91.6, TF32 183 (366*), BF16 362.05 (733*), FP16 362.05 (733*).
+    # NVIDIA L40S datasheet: FP32 91.6, TF32 183 (366*), BF16 362.05 (733*), FP16 362.05 (733*),
+    # FP8 733 (1,466*).
     (r"\bL40S\b", _gpu("NVIDIA L40S", "NVIDIA L40S datasheet (dense column)",
-                       fp32=91.6, tf32=183, bf16=362.05, fp16=362.05)),
-    # NVIDIA L4 Tensor Core GPU datasheet: FP32 30.3, TF32 120*, BF16 242*, FP16 242*.
+                       fp32=91.6, tf32=183, bf16=362.05, fp16=362.05, fp8=733)),
+    # NVIDIA L4 Tensor Core GPU datasheet: FP32 30.3, TF32 120*, BF16 242*, FP16 242*, FP8 485*.
     (r"\bL4\b", _gpu("NVIDIA L4", "NVIDIA L4 Tensor Core GPU datasheet (sparse / 2)",
-                     fp32=30.3, tf32=60, bf16=121, fp16=121)),
+                     fp32=30.3, tf32=60, bf16=121, fp16=121, fp8=242.5)),
     # NVIDIA Ada GPU Architecture whitepaper, GeForce RTX 4090 column: FP32 82.6; tensor with FP32
     # accumulate: FP16 165.2, BF16 165.2, TF32 82.6 (dense; GeForce halves FP32-accumulate tensor
     # rates). The cut-down "RTX 4090 D" is not this part.
@@ -139,20 +146,37 @@ def _default_n(device: torch.device, dtype: torch.dtype) -> int:
     return n
 
 
+def matmul(device: torch.device, precision: str, n: int):
+    """A call of one n x n x n product of random operands at `precision` (resolved): torch.mm, or for fp8
+    torch._scaled_mm of float8 e4m3 operands (the second column-major, as it requires) with unit scales
+    into bf16. Its result is returned, for checking; the timing loop ignores it."""
+    if precision == "fp8":
+        if n % 16:
+            raise BenchError(f"--matmul-n {n}: fp8 matmuls take dimensions that are multiples of 16")
+        a = torch.randn(n, n, device=device).to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device=device).to(torch.float8_e4m3fn).t().contiguous().t()
+        one = torch.ones((), device=device)
+        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    dtype = _MATMUL_DTYPES[precision]
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    out = torch.empty(n, n, device=device, dtype=dtype)
+    return lambda: torch.mm(a, b, out=out)
+
+
 def measured_matmul_flops(device: torch.device | str, precision: str, n: int | None = None,
                           warmup: int = 3, repeats: int = 10) -> float:
     """FLOP/s of an n x n x n matmul (2 n^3 FLOPs) on random data: the best of `repeats` timed products.
 
     The best, not the median: this is the attainable peak, and on a shared machine slow repeats are
-    other processes' doing. fp32 runs with TF32 off, tf32 with it on; bf16/fp16 are native tensors.
+    other processes' doing. fp32 runs with TF32 off, tf32 with it on; bf16/fp16 are native tensors; fp8
+    (CUDA, compute capability >= 8.9) is torch._scaled_mm of float8 e4m3 operands with unit scales
+    into bf16, the matmul torchao's float8 training calls.
     Default n: 8192 on CUDA; on the CPU the largest whose product takes up to about 0.1 s (256 to 2048)."""
     device = torch.device(device)
     precision = precision_policy.check(device, precision)
-    dtype = _MATMUL_DTYPES[precision]
-    n = n or _default_n(device, dtype)
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    out = torch.empty(n, n, device=device, dtype=dtype)
+    n = n or _default_n(device, torch.bfloat16 if precision == "fp8" else _MATMUL_DTYPES[precision])
+    product = matmul(device, precision, n)
     stream = torch.cuda.current_stream(device) if device.type == "cuda" else None
     best = float("inf")
     with precision_policy.matmul_mode(device, precision):
@@ -160,13 +184,13 @@ def measured_matmul_flops(device: torch.device | str, precision: str, n: int | N
             if device.type == "cuda":
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record(stream)
-                torch.mm(a, b, out=out)
+                product()
                 end.record(stream)
                 end.synchronize()
                 seconds = start.elapsed_time(end) / 1e3
             else:
                 t = time.perf_counter()
-                torch.mm(a, b, out=out)
+                product()
                 seconds = time.perf_counter() - t
             if i >= warmup:
                 best = min(best, seconds)
