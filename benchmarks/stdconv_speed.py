@@ -9,7 +9,8 @@ output filter (variance biased), and only differs in how:
 - `var_mean`: torch.var_mean, subtract, divide by sqrt (benchbench's StdConv2d before issue 18);
 - `batch_norm`: one F.batch_norm call over the weight seen as (1, out_channels, fan_in), training
   statistics, no running buffers: timm's StdConv2d (with its eps replaced by BiT's 1e-10);
-- `group_norm`: one F.group_norm call with one group per output filter, the same statistics;
+- `group_norm`: one F.group_norm call with one group per output filter, the same statistics
+  (benchbench's StdConv2d since issue 18, resnetv2.standardise);
 - `rsqrt`: var_mean over the flattened filter, then (w - mean) * rsqrt(var + eps);
 - `two_pass`: mean, then the mean of the centred squares (plain sums, no Welford), then rsqrt;
 - `function`: a torch.autograd.Function whose backward is written out:
@@ -116,7 +117,9 @@ def main() -> None:
     p.add_argument("--baseline", default="var_mean", choices=list(FORMS))
     p.add_argument("--mode", choices=["train", "infer", "both"], default="both")
     p.add_argument("--compile", choices=["off", "on", "both"], default="off")
-    p.add_argument("--channels-last", action="store_true", help="the model and its inputs in channels-last")
+    p.add_argument("--channels-last", choices=["off", "on", "both"], default="off",
+                   help="the model and its inputs in channels-last; both: every form in either layout, "
+                        "the ratios against the baseline form in the default layout")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
@@ -126,7 +129,9 @@ def main() -> None:
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    forms = list(dict.fromkeys([args.baseline, *args.forms]))
+    layouts = {"off": [False], "on": [True], "both": [False, True]}[args.channels_last]
+    forms = [(f, cl) for f in dict.fromkeys([args.baseline, *args.forms]) for cl in layouts]
+    baseline = (args.baseline, layouts[0])
     catalog = load_catalog(entry_points=False)
     modes = ["train", "infer"] if args.mode == "both" else [args.mode]
     compiles = {"off": [False], "on": [True], "both": [False, True]}[args.compile]
@@ -141,23 +146,25 @@ def main() -> None:
             for mode in modes:
                 ips = {f: [] for f in forms}
                 for r in range(args.rounds):
-                    for form in (forms if r % 2 == 0 else forms[::-1]):
+                    for form, channels_last in (forms if r % 2 == 0 else forms[::-1]):
                         use_form(model, form)
+                        model.to(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
                         if compiled:
                             torch._dynamo.reset()
-                        ips[form].append(measure_throughput(
+                        ips[form, channels_last].append(measure_throughput(
                             model, image_size=image_size, in_chans=in_chans, num_classes=10, mode=mode,
                             device="cpu", batch_size=args.batch_size, compile=compiled,
-                            channels_last=args.channels_last, warmup_steps=args.warmup,
+                            channels_last=channels_last, warmup_steps=args.warmup,
                             min_steps=args.steps, min_seconds=0.0).img_per_s)
-                base = ips[args.baseline]
+                base = ips[baseline]
                 for form in forms:
                     ratios = [a / b for a, b in zip(ips[form], base)]
-                    rows.append({"model": model_id, "mode": mode, "compiled": compiled, "form": form,
+                    name = form[0] + (", channels-last" if form[1] else "")
+                    rows.append({"model": model_id, "mode": mode, "compiled": compiled, "form": name,
                                  "img_per_s": ips[form], "median": statistics.median(ips[form]),
                                  "ratio_median": statistics.median(ratios), "ratios": ratios})
                     if not args.json:
-                        print(f"{model_id:16s} {mode:5s} {'compiled' if compiled else 'eager':8s} {form:10s} "
+                        print(f"{model_id:16s} {mode:5s} {'compiled' if compiled else 'eager':8s} {name:24s} "
                               f"{statistics.median(ips[form]):9.3f} img/s ({min(ips[form]):.3f}-{max(ips[form]):.3f})"
                               f"  x{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})"
                               f" vs {args.baseline}", flush=True)
