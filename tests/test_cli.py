@@ -291,7 +291,7 @@ def test_cost_states_its_head_and_takes_the_papers_from_the_dataset(capsys):
 
 
 def test_table_plot_compare_take_the_plugin_options(tmp_path, capsys):
-    run = REPO / "results" / "quickstart" / "20261123-002420"
+    run = REPO / "results" / "quickstart" / "20261123-204828"
     good, bad = tmp_path / "good.py", tmp_path / "bad.py"
     good.write_text("from benchbench import hookimpl\n")
     bad.write_text("raise ImportError('needs a GPU library')\n")
