@@ -285,10 +285,8 @@ def best(args) -> dict:
                                    execution=execution, warmup_steps=args.warmup_steps, min_steps=args.min_steps,
                                    min_seconds=args.min_seconds)
             del model
-            rows.append({"batch_size": r.batch_size, "oom_retries": r.oom_retries, "compiled": r.compiled,
-                         "compile_mode": r.compile_mode, "channels_last": r.channels_last,
-                         "fused_optimizer": r.fused_optimizer, "img_per_s": r.img_per_s, "step_ms": r.step_ms,
-                         "peak_mem_mb": r.peak_mem_mb, "compile_s": r.compile_s})
+            rows.append({"batch_size": r.batch_size, "oom_retries": r.oom_retries, **execution_fields(r),
+                         "img_per_s": r.img_per_s, "step_ms": r.step_ms, "peak_mem_mb": r.peak_mem_mb})
     winner = max(range(len(rows)), key=lambda i: rows[i]["img_per_s"])
     return {"id": spec.id, "name": spec.name, "resolution": resolution, "num_classes": args.num_classes,
             "device": str(device), "device_name": device_name(device), "precision": precision, "mode": args.mode,

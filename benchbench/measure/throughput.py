@@ -170,7 +170,6 @@ def measure_throughput(
     max_batch_size: int | None = None,
     channels_last: bool | None = None,
     compile: bool | None = None,
-    prefers_channels_last: bool = False,
     execution: Execution | None = None,
     warmup_steps: int = 10,
     min_steps: int = 20,
@@ -187,10 +186,10 @@ def measure_throughput(
     and starts again, counted in `oom_retries`.
 
     How the model runs is `execution` (benchbench.execution), by default the policy's choice for this
-    device and model size (eager on the CPU; compiled, fused AdamW on CUDA, channels-last when
-    `prefers_channels_last`: the model's ModelSpec says so), with `compile` and `channels_last` (None: the
-    policy's) overriding it. The batch-size search runs eagerly; a compiled
-    model compiles in the warm-up, which is never timed: its wall time is `compile_s`.
+    device and model size (eager on the CPU; compiled, fused AdamW on CUDA), with `compile` and
+    `channels_last` (None: the policy's) overriding it; a caller that knows the model's family passes
+    the `execution` chosen for it. The batch-size search runs eagerly; a compiled model compiles in the
+    warm-up, which is never timed: its wall time is `compile_s`.
     `latency` adds batch-1 inference percentiles (`latency_percentiles`)."""
     device = torch.device(device)
     if mode not in MODES:
@@ -202,7 +201,7 @@ def measure_throughput(
         distributed = torch.distributed.is_available() and torch.distributed.is_initialized() and \
             torch.distributed.get_world_size() > 1  # a rank of `profile --devices N`
         execution = choose(device, params=count_params(model), compile=compile, channels_last=channels_last,
-                           prefers_channels_last=prefers_channels_last, distributed=distributed)
+                           distributed=distributed)
     channels_last = execution.channels_last
     was_training = model.training
     model.to(device)

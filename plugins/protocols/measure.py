@@ -38,12 +38,10 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
                          "set `images` in [settings.measure]")
     metrics: dict[str, float] = {"pretrain_epochs": s["epochs"], "pretrain_images_seen": images * s["epochs"]}
     if s["throughput"] == "on" or (s["throughput"] == "auto" and ctx.device.type == "cuda"):
-        from benchbench.execution import from_settings
-        from benchbench.measure.params import count_params
         from benchbench.measure.throughput import measure_throughput
+        from benchbench_plugins.protocols.training import cell_execution
 
-        execution = from_settings(ctx.device, s, params=count_params(ctx.model),
-                                  prefers_channels_last=ctx.model_spec.prefers_channels_last)
+        execution = cell_execution(ctx, ctx.model)  # as a training cell of this model would run
         result = measure_throughput(
             ctx.model, image_size=spec.image_size, in_chans=spec.in_chans, num_classes=spec.num_classes,
             mode="train", device=ctx.device, precision=s["precision"], batch_size=s["batch_size"] or None,
