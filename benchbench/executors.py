@@ -81,10 +81,13 @@ class CellJob:
 
 
 def execute(job: CellJob, *, job_id: str | None = None, attempts: int | None = None,
-            catalog: "Catalog | None" = None, mac_counts: dict | None = None, show_progress: bool = False) -> Record:
+            catalog: "Catalog | None" = None, mac_counts: dict | None = None, show_progress: bool = False,
+            amend: Callable[[Record], Record] | None = None) -> Record:
     """Run one cell and append its record once (see sharedstore); returns the record. A worker calls
     this without `catalog` and loads the plugins the driver had. In a multi-node job only the first
-    task appends (`rendezvous.records_the_cell`): the other nodes' tasks train but hold no result."""
+    task appends (`rendezvous.records_the_cell`): the other nodes' tasks train but hold no result.
+    `amend`, if given, sees the record before it is appended: an executor's word on what stopped
+    the cell from outside (a scheduler's time limit) goes into it."""
     from benchbench.envinfo import pick_device
     from benchbench.plugins import load_catalog
     from benchbench.rendezvous import records_the_cell
@@ -102,6 +105,8 @@ def execute(job: CellJob, *, job_id: str | None = None, attempts: int | None = N
     if job.env is not None:  # the driver's environment, with the device this cell ran on
         env = {**job.env, "device_name": device_name(device)}
         record = replace(record, env=record_env(env, catalog, record))
+    if amend is not None:
+        record = amend(record)
     if records_the_cell():
         append_once(run_dir, record)
     return record

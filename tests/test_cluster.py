@@ -139,8 +139,79 @@ def test_slurm_job_over_its_time_limit_is_a_failed_record(run_suite, cluster):
     out, err = driver.communicate(timeout=400)
     assert driver.returncode == 1, err
     (record,) = run_suite.records()
-    assert not record.ok and ("timed-out" in record.error or "time limit" in record.error), record.error
+    assert not record.ok and "hit its time limit" in record.error, record.error
     assert record.executor == "slurm" and record.job_id
+
+
+STOPPED_PLUGIN = """
+import os, signal, time
+from benchbench import hookimpl
+from benchbench.specs import ProtocolSpec, Setting
+
+def run(ctx):
+    if ctx.settings["how"] == "fails":
+        raise ValueError("a cell's own failure")
+    try:  # Slurm's warning lands inside an import whose `except` swallows it and fails otherwise
+        os.kill(os.getpid(), signal.SIGUSR2)
+        time.sleep(5)
+    except Exception:
+        if ctx.settings["how"] == "in_import":
+            raise AttributeError("module 'sympy' has no attribute 'logic'") from None
+        raise
+    return {}
+
+@hookimpl
+def register_protocols(register):
+    register(ProtocolSpec(id="stopped", name="Stopped", run=run, accuracies=lambda s: {},
+                          needs_initialised_model=False, settings={"how": Setting("in_import", str, "where")}))
+"""
+
+
+@pytest.mark.parametrize("how, error", [
+    ("in_import", "slurm job 77 hit its time limit: Slurm's warning before the limit stopped the cell (raise the "
+                  "executor option time_min); the cell's error as it stopped: AttributeError: module 'sympy' has "
+                  "no attribute 'logic'"),
+    ("in_sleep", "slurm job 77 hit its time limit: Slurm's warning before the limit stopped the cell (raise the "
+                 "executor option time_min)"),
+    ("fails", "ValueError: a cell's own failure"),
+])
+def test_a_cell_stopped_by_slurms_time_limit_warning_says_so_wherever_the_signal_landed(tmp_path, monkeypatch,
+                                                                                       how, error):
+    """CI once recorded a timed-out nap as "AttributeError: module 'sympy' has no attribute 'logic'":
+    submitit's handler raised in the middle of a lazy import. The worker's watch of the signal names
+    the time limit first, whatever the cell's error became (submitit's own handler stands in here,
+    raising as it does for a job that timed out and cannot be requeued)."""
+    submitit_utils = pytest.importorskip("submitit.core.utils")
+    from benchbench.executors import CellJob
+    from benchbench.plugins import load_catalog
+    from benchbench.specs import DataOptions
+    from benchbench.store import read_records
+    from benchbench.suite import load_suite
+    from benchbench_plugins.executors import slurm
+
+    plugin = tmp_path / "stopped.py"
+    plugin.write_text(STOPPED_PLUGIN)
+    suite = tmp_path / "s.toml"
+    suite.write_text(f'[suite]\nname = "s"\ndatasets = ["fashion-mnist"]\n[[group]]\nmodels = ["vit-mu7"]\n'
+                     f'protocols = ["stopped"]\nsettings.stopped = {{ how = "{how}" }}\n')
+    cell = load_suite(str(suite), load_catalog([plugin])).cells[0]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    job = CellJob(cell=cell, run_dir=str(run_dir), suite="s", quick=False, device="cpu", data=DataOptions(),
+                  executor="slurm", plugin_files=(str(plugin),))
+
+    def submitits(signum, frame):
+        raise submitit_utils.UncompletedJobError("Job not requeued because: timed-out and not checkpointable.")
+
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    before = signal.signal(signal.SIGUSR2, submitits)
+    try:
+        returned = slurm.work(job)
+    finally:
+        signal.signal(signal.SIGUSR2, before)
+    (record,) = read_records(run_dir).records
+    assert not record.ok and record.error == error and returned["error"] == error
+    assert record.executor == "slurm" and record.job_id == "77"
 
 
 def test_a_partition_slurm_rejects_is_its_message_before_anything_is_written(run_suite, cluster, capsys, monkeypatch):

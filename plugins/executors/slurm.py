@@ -17,13 +17,16 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from benchbench import hookimpl
 from benchbench.errors import BenchError
 from benchbench.executors import CellJob, Dispatch, ExecutorSpec, execute
+from benchbench.record import Record
 from benchbench.settings import non_negative, positive
 from benchbench.sharedstore import recorded_jobs
 from benchbench.specs import Setting
@@ -153,10 +156,52 @@ def _timed_out(run_dir: Path, job_id: str) -> bool:
     return "this job is timed-out" in log
 
 
+class TimeLimitWatch:
+    """Notes Slurm's warning of the job's time limit, so that the cell's record says it hit it.
+
+    Slurm signals the job `signal_delay_s` before its limit; submitit's handler of that signal raises
+    UncompletedJobError wherever the worker happens to be. Inside an import (torch imports sympy
+    lazily) a library's own `except` can swallow it half-way and leave a module half-initialised, and
+    the cell then fails with an unrelated error ("module 'sympy' has no attribute 'logic'", seen in
+    CI). Installed in the worker, this wraps submitit's handler (preemption and requeueing stay
+    submitit's) and notes when it stopped the job for its time limit; `amend` then puts that first in
+    a failed record's error, whatever error the cell ended with."""
+
+    def __init__(self, job_id: str | None):
+        from submitit.slurm.slurm import SlurmJobEnvironment
+
+        self.job_id = job_id
+        self.signum = getattr(signal, "SIG" + SlurmJobEnvironment.USR_SIG)
+        self.submitits = signal.getsignal(self.signum)
+        self.timed_out = False
+        signal.signal(self.signum, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        from submitit.core.utils import UncompletedJobError
+
+        try:
+            if callable(self.submitits):
+                self.submitits(signum, frame)
+        except UncompletedJobError:
+            self.timed_out = True  # not checkpointable, so not requeued: the cell stops here
+            raise
+
+    def amend(self, record: Record) -> Record:
+        if not self.timed_out or record.ok:
+            return record
+        why = (f"slurm job {self.job_id} {REASONS['TIMEOUT']}: Slurm's warning before the limit stopped the "
+               "cell (raise the executor option time_min)")
+        error = record.error or ""
+        return replace(record, error=why if error.startswith("UncompletedJobError") else f"{why}; the cell's "
+                       f"error as it stopped: {error}")
+
+
 def work(job: CellJob) -> dict:
     """What a Slurm job runs: the cell, its record appended by this worker. Returns the record."""
     attempts = int(os.environ.get("SLURM_RESTART_COUNT", "0")) + 1
-    return execute(job, job_id=os.environ.get("SLURM_JOB_ID"), attempts=attempts).to_json()
+    job_id = os.environ.get("SLURM_JOB_ID")
+    watch = TimeLimitWatch(job_id)
+    return execute(job, job_id=job_id, attempts=attempts, amend=watch.amend).to_json()
 
 
 class Slurm:
