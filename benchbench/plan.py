@@ -24,7 +24,7 @@ from benchbench.record import Record
 from benchbench.specs import input_shape
 from benchbench.errors import BenchError
 from benchbench.store import read_env, read_records, run_dirs_under
-from benchbench.suite import Cell, Suite
+from benchbench.suite import Cell, Suite, key_today
 from benchbench.text import plural
 
 STATES = ("done", "failed", "todo")
@@ -68,9 +68,11 @@ class CellPlan:
         return (self.train_images + (self.eval_images or 0) / TRAIN_PASSES) / self.img_per_s
 
 
-def cell_states(records: Iterable[Record]) -> dict[str, str]:
-    """{cell key: "done" | "failed"}; the last record of a key wins (a re-run replaces a failure)."""
-    return {r.key: "done" if r.ok else "failed" for r in records}
+def cell_states(records: Iterable[Record], catalog: Catalog) -> dict[str, str]:
+    """{cell key: "done" | "failed"}, keyed as today's protocols key cells (`suite.key_today`: a
+    record written before its protocol gained a setting is its cell's); the last record of a cell
+    wins (a re-run replaces a failure)."""
+    return {key_today(r, catalog): "done" if r.ok else "failed" for r in records}
 
 
 def throughput_history(roots: Iterable[Path], device_name: str, training: Iterable[str]
@@ -105,7 +107,7 @@ def _shown(run_dir: Path) -> str:
 
 def plan(suite: Suite, catalog: Catalog, records: Iterable[Record],
          history: dict[tuple[str, int], Throughput] | None = None) -> list[CellPlan]:
-    states = cell_states(records)
+    states = cell_states(records, catalog)
     history = history or {}
     macs: dict[tuple, float] = {}
     out = []

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
@@ -26,12 +28,17 @@ def frame(records: list[Record]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=None if rows else list(COLUMNS))
 
 
-def load(run_dir: str | Path, *, all_attempts: bool = False) -> pd.DataFrame:
+def load(run_dir: str | Path, *, all_attempts: bool = False,
+         cell_key: Callable[[Record], str] | None = None) -> pd.DataFrame:
     """Records of `run_dir` as a DataFrame, one row per cell: when a cell ran more than once (a
-    failure retried on resume) its last record; `all_attempts` keeps every record. Unreadable
-    lines are listed in `df.attrs["problems"]`."""
+    failure retried on resume) its last record; `all_attempts` keeps every record. `cell_key`, if
+    given, names each record's cell instead of its stored key (`suite.key_today`: records written
+    before their protocol gained a setting are today's cells). Unreadable lines are listed in
+    `df.attrs["problems"]`."""
     read = read_records(Path(run_dir))
     records = read.records
+    if cell_key is not None:
+        records = [replace(r, key=cell_key(r)) for r in records]
     if not all_attempts:
         last = {r.key: r for r in records}
         records = list(last.values())

@@ -43,12 +43,15 @@ import math
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from benchbench.errors import BenchError, UnknownIdError, did_you_mean, unknown_message
 from benchbench.plugins import Catalog
 from benchbench.settings import resolve, shown_value
 from benchbench.specs import input_shape
+
+if TYPE_CHECKING:
+    from benchbench.record import Record
 
 SUITE_KEYS = ("name", "description", "table", "models", "datasets", "protocols", "seeds", "cell_time_limit_s")
 LIST_KEYS = ("models", "datasets", "protocols", "seeds")
@@ -337,6 +340,20 @@ def _expand(lists: dict[str, tuple[Any, str]], settings: dict[str, dict], sweeps
 def unkeyed(catalog: Catalog, proto_id: str) -> frozenset[str]:
     """The protocol's settings that are not part of a cell's key (Setting.keyed False)."""
     return frozenset(k for k, s in catalog.protocols.get(proto_id).settings.items() if not s.keyed)
+
+
+def key_today(record: "Record", catalog: Catalog) -> str:
+    """The key of the cell `record` was made for, as today's protocols key it. A setting its protocol
+    gained after the record was written counts at its default: a setting is added with the default
+    that keeps what the protocol did before (docs/plugins.md), so the cell is the same one and its
+    record resumes it. Any other change of settings (a default changed, a setting dropped) is another
+    cell. A record of a protocol that is not loaded keeps its own key."""
+    if record.protocol not in catalog.protocols:
+        return record.key
+    declared = catalog.protocols.get(record.protocol).settings
+    settings = {**{k: s.default for k, s in declared.items()}, **record.settings}
+    return Cell(model=record.model, dataset=record.dataset, protocol=record.protocol, seed=record.seed,
+                settings=tuple(sorted(settings.items())), unkeyed=unkeyed(catalog, record.protocol)).key
 
 
 def _merge(base: dict[str, dict], over: dict[str, dict]) -> dict[str, dict]:

@@ -212,3 +212,56 @@ def test_a_signal_at_any_moment_loses_nothing_and_resume_completes(run_suite, ga
     keys = _ok_keys(run_suite.run_dir)
     assert len(keys) == 3 == len(set(keys))
     assert sorted(r.seed for r in run_suite.records()) == [0, 1, 2]
+
+
+GROWS = """
+from pathlib import Path
+from benchbench import hookimpl
+from benchbench.specs import ProtocolSpec, Setting
+
+def run(ctx):
+    if ctx.seed == 1 and Path(__file__).with_name("fail").exists():
+        raise RuntimeError("seed 1 fails this time")
+    return {"top1": 0.5 + ctx.seed / 100}
+
+@hookimpl
+def register_protocols(register):
+    register(ProtocolSpec(id="grows", name="Grows", run=run, needs_initialised_model=False,
+                          settings=SETTINGS))
+"""
+
+
+def test_a_protocol_that_gains_a_setting_keeps_its_earlier_records(run_suite, capsys):
+    """A setting added with the default that keeps what the protocol did before leaves its cells the
+    same: their earlier records resume them (a done cell is not run again, a failed one is retried
+    and its new record replaces the old in the table), though their stored keys were hashed
+    without the setting. The setting at another value, or a changed default, is another cell."""
+    v1 = '"lr": Setting(0.1, float, "lr")'
+    plugin = run_suite.plugin(GROWS.replace("SETTINGS", "{" + v1 + "}"))
+    run_suite.write('[suite]\nname = "grows"\nmodels = ["vit-mu7"]\ndatasets = ["fashion-mnist"]\n'
+                    'protocols = ["grows"]\nseeds = [0, 1]\n')
+    (plugin.parent / "fail").touch()
+    assert run_suite.run() == 1  # seed 1 failed
+    (plugin.parent / "fail").unlink()
+    stored = [r.key for r in run_suite.records()]
+
+    plugin.write_text(textwrap.dedent(GROWS.replace("SETTINGS", "{" + v1 + ', "warmup": Setting(0, int, "w")}')))
+    capsys.readouterr()
+    assert run_suite.run() == 0
+    out, err = capsys.readouterr()
+    assert "ran 1 cell now" in err  # seed 1, retried; seed 0 is done
+    records = run_suite.records()
+    assert [r.key for r in records[:2]] == stored and records[2].key not in stored
+    assert records[2].seed == 1 and records[2].ok and dict(records[2].settings)["warmup"] == 0
+    assert out.count("| ViT-Mu/7") == 1 and "failed" not in err  # the table: one row, no failure left
+
+    run_suite.write(Path(run_suite.suite).read_text() + '[settings.grows]\nwarmup = 5\n')
+    assert run_suite.run() == 0
+    assert "ran 2 cells now" in capsys.readouterr().err  # warmup 5: other cells
+
+    plugin.write_text(textwrap.dedent(GROWS.replace("SETTINGS", '{"lr": Setting(0.2, float, "lr"), '
+                                                                '"warmup": Setting(0, int, "w")}')))
+    run_suite.write(Path(run_suite.suite).read_text().replace("warmup = 5", "warmup = 0"))
+    assert run_suite.run() == 0
+    assert "ran 2 cells now" in capsys.readouterr().err  # lr's default changed: other cells
+    assert len(run_suite.records()) == 7

@@ -20,7 +20,7 @@ from benchbench.plan import cell_states, duration, plan, summary, throughput_his
 from benchbench.specs import DataOptions
 from benchbench.store import (ENV, RECORDS, RunLock, check_directory, check_run_dir, latest_run_dir, new_run_dir,
                               read_env, read_records, repair_torn_tail, write_json, writing)
-from benchbench.suite import REPO_SUITES, check_time_limit, load_suite
+from benchbench.suite import REPO_SUITES, check_time_limit, key_today, load_suite
 from benchbench.text import plural
 from benchbench.settings import varying_settings
 
@@ -200,7 +200,7 @@ def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, 
             if read.problems:
                 _echo(f"warning: {len(read.problems)} lines of {run_dir / RECORDS} are not records; they are kept "
                       "as they are, and cells without a record run again")
-            states = cell_states(read.records)
+            states = cell_states(read.records, cat)
             plans = [replace(p, state=states.get(p.cell.key, "todo")) for p in plans]
             done = frozenset(k for k, state in states.items() if state == "done")
             on = "" if choice.spec.default else f" through executor {choice.spec.id!r}"
@@ -212,7 +212,7 @@ def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, 
                                 strict_plugins=args.strict_plugins)
     except KeyboardInterrupt:
         try:  # a fresh run stopped in its first cell has no records file yet
-            states = cell_states(read_records(run_dir, missing_ok=True).records)
+            states = cell_states(read_records(run_dir, missing_ok=True).records, cat)
         except BenchError:
             states = {}
         recorded = sum(states.get(c.key) == "done" for c in suite.cells)
@@ -223,7 +223,7 @@ def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, 
         return 130
     if not records_the_cell():
         return _later_node(records)
-    return _finish(run_dir, suite, records, args.force_flops)
+    return _finish(run_dir, cat, suite, records, args.force_flops)
 
 
 def _later_node(records: list) -> int:
@@ -237,12 +237,12 @@ def _later_node(records: list) -> int:
     return 1 if failed else 0
 
 
-def _finish(run_dir: Path, suite, records: list, force_flops: bool) -> int:
+def _finish(run_dir: Path, cat, suite, records: list, force_flops: bool) -> int:
     """Print the suite's table from every record of its cells in the run directory."""
     from benchbench import results
     from benchbench.tables import build_table, render
 
-    df = results.load(run_dir)
+    df = results.load(run_dir, cell_key=lambda r: key_today(r, cat))
     order = {c.key: i for i, c in enumerate(suite.cells)}
     df = df[df["key"].isin(order)]
     # The suite's order, whichever order the cells finished in (executors run them concurrently).
