@@ -3,8 +3,8 @@
 Cost of a cell: `benchbench.compute.flops` of the images a protocol will process (its `estimate`:
 trained on, evaluated) with the MACs counted on the meta device (torch's FlopCounterMode: no memory,
 no arithmetic). Time: where earlier runs of a protocol that trains (`ProtocolSpec.trains`)
-measured the same model at the same resolution on a device of the same name (records anywhere under
-the results roots), the fastest of their training img/s: other work on a shared machine only ever
+measured the same pace (`Pace`: model, resolution, precision, compiled or eager, devices) on a device
+of the same name (records anywhere under the results roots), the fastest of their training img/s: other work on a shared machine only ever
 slows a measurement down, so the fastest is the closest to what the device does. Which run that
 was, and how many measurements there were, is said (`Throughput`). Otherwise unknown. A rough
 guide, not a measurement.
@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
+from benchbench.choices import resolved_precision
 from benchbench.compute import TRAIN_PASSES, flops
 from benchbench.plugins import Catalog
 from benchbench.record import Record
@@ -27,16 +28,54 @@ from benchbench.store import read_env, read_records, run_dirs_under
 from benchbench.suite import Cell, Suite, key_today
 from benchbench.text import plural
 
+if TYPE_CHECKING:
+    import torch
+
 STATES = ("done", "failed", "todo")
 
 
 @dataclass(frozen=True)
+class Pace:
+    """What a training img/s on a device depends on, besides the device: the model, its resolution,
+    the precision it trains at (`auto` resolved), whether it is compiled, and how many devices share
+    the work. A measurement estimates only a cell of the same pace: bf16 against fp32, or compiled
+    against eager, is a factor of 2 or more on a GPU."""
+
+    model: str
+    resolution: int
+    precision: str
+    compiled: bool
+    devices: int = 1
+
+    @classmethod
+    def of_record(cls, r: Record) -> "Pace":
+        """A record's: its precision setting resolved by the device it ran on ("fp32" for a protocol
+        without one), compiled as its `exec_compile` says (eager in records from before it existed)."""
+        return cls(r.model, r.resolution or 0, resolved_precision(str(r.settings.get("precision", "fp32")),
+                                                                  r.device.split(":")[0]),
+                   bool(r.metrics.get("exec_compile", False)), r.devices or 1)
+
+    @classmethod
+    def of_cell(cls, cell: Cell, resolution: int, device: "torch.device") -> "Pace":
+        """A cell's, run on `device`: its settings as the execution policy resolves them there."""
+        from benchbench.execution import from_settings
+
+        s = dict(cell.settings)
+        return cls(cell.model, resolution, resolved_precision(str(s.get("precision", "fp32")), device.type),
+                   from_settings(device, s).compile, int(s.get("devices", 1)) * int(s.get("nodes", 1)))
+
+    def __str__(self) -> str:
+        return (f"{self.model} at {self.resolution} px, {self.precision}, {'compiled' if self.compiled else 'eager'}"
+                + (f", on {self.devices} devices" if self.devices > 1 else ""))
+
+
+@dataclass(frozen=True)
 class Throughput:
-    """The fastest earlier training img/s of one model at one resolution on this device's name."""
+    """The fastest earlier training img/s of one pace (`Pace`) on this device's name."""
 
     img_per_s: float
     run_dir: str  # the run that measured it
-    n: int  # measurements of this model, resolution and device found
+    n: int  # measurements of this pace and device found
     median_img_per_s: float
 
     def __str__(self) -> str:
@@ -54,6 +93,7 @@ class CellPlan:
     eval_images: float | None
     img_per_s: float | None  # earlier measured training throughput; None: never measured here
     img_per_s_from: Throughput | None = None  # where img_per_s comes from
+    pace: Pace | None = None  # what img_per_s had to be measured at
 
     @property
     def exaflops(self) -> float | None:
@@ -76,11 +116,11 @@ def cell_states(records: Iterable[Record], catalog: Catalog) -> dict[str, str]:
 
 
 def throughput_history(roots: Iterable[Path], device_name: str, training: Iterable[str]
-                       ) -> dict[tuple[str, int], Throughput]:
-    """{(model, resolution): the fastest measured training img/s, and where} of ok records on
-    `device_name` of the protocols in `training` (the ids of those that train on real data)."""
+                       ) -> dict[Pace, Throughput]:
+    """{pace: the fastest measured training img/s, and where} of ok records on `device_name` of the
+    protocols in `training` (the ids of those that train on real data)."""
     training = set(training)
-    seen: dict[tuple[str, int], list[tuple[float, str]]] = {}
+    seen: dict[Pace, list[tuple[float, str]]] = {}
     for root in dict.fromkeys(Path(r).resolve() for r in roots):
         for run_dir in run_dirs_under(root):
             run_device = (read_env(run_dir) or {}).get("device_name")
@@ -92,7 +132,7 @@ def throughput_history(roots: Iterable[Path], device_name: str, training: Iterab
                 ips = r.metrics.get("train_img_per_s")
                 name = (r.env or {}).get("device_name", run_device)
                 if r.ok and name == device_name and ips and r.protocol in training:
-                    seen.setdefault((r.model, r.resolution), []).append((float(ips), _shown(run_dir)))
+                    seen.setdefault(Pace.of_record(r), []).append((float(ips), _shown(run_dir)))
     return {k: Throughput(*max(v), n=len(v), median_img_per_s=statistics.median(x for x, _ in v))
             for k, v in seen.items()}
 
@@ -106,7 +146,11 @@ def _shown(run_dir: Path) -> str:
 
 
 def plan(suite: Suite, catalog: Catalog, records: Iterable[Record],
-         history: dict[tuple[str, int], Throughput] | None = None) -> list[CellPlan]:
+         history: dict[Pace, Throughput] | None = None, device: "torch.device | str" = "cpu") -> list[CellPlan]:
+    """Each cell's state, cost and (from `history`, measurements of its pace on `device`'s name) time."""
+    import torch
+
+    device = torch.device(device)
     states = cell_states(records, catalog)
     history = history or {}
     macs: dict[tuple, float] = {}
@@ -120,11 +164,12 @@ def plan(suite: Suite, catalog: Catalog, records: Iterable[Record],
         if key not in macs:
             macs[key] = _meta_gmacs(model_spec, shape)
         images = protocol.estimate(dict(cell.settings), dataset_spec) if protocol.estimate else {}
+        pace = Pace.of_cell(replace(cell, model=model_spec.id), shape["image_size"], device)
         out.append(CellPlan(
             cell=cell, state=states.get(cell.key, "todo"), resolution=shape["image_size"], gmacs=macs[key],
             train_images=images.get("train_images"), eval_images=images.get("eval_images"),
-            img_per_s=measured.img_per_s if (measured := history.get((model_spec.id, shape["image_size"]))) else None,
-            img_per_s_from=measured,
+            img_per_s=measured.img_per_s if (measured := history.get(pace)) else None,
+            img_per_s_from=measured, pace=pace,
         ))
     return out
 

@@ -1,4 +1,4 @@
-"""The dry-run's time estimate: the fastest earlier measurement, and where it came from."""
+"""The dry-run's time estimate: the fastest earlier measurement of the same pace, and where it came from."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from benchbench.plan import CellPlan, Throughput, summary, throughput_history, totals
+from benchbench.plan import CellPlan, Pace, Throughput, plan, summary, throughput_history, totals
 from benchbench.store import SITE_MARKER, append_record
 from benchbench.suite import Cell
 
@@ -23,7 +23,7 @@ def test_history_prefers_the_fastest_measurement_and_names_its_run(tmp_path, mak
         record = make_record("vit", "d", "scratch", 0, 0.8, train_img_per_s=ips)
         append_record(path, dataclasses.replace(record, resolution=28, env={"device_name": device}))
     history = throughput_history([tmp_path], DEVICE, ["scratch"])
-    got = history["vit", 28]
+    got = history[Pace("vit", 28, "fp32", False)]
     assert (got.img_per_s, got.n, got.median_img_per_s) == (1000.0, 3, 500.0)
     assert got.run_dir.endswith("suite/quiet")
     assert str(got).endswith("suite/quiet (the fastest of 3; median 500)")
@@ -53,5 +53,38 @@ def test_history_skips_the_copies_of_records_in_a_built_site(tmp_path, make_reco
     (site / "downloads" / "suite-run1").mkdir(parents=True)
     (site / SITE_MARKER).write_text("")
     shutil.copy(run / "records.jsonl", site / "downloads" / "suite-run1" / "records.jsonl")
-    got = throughput_history([tmp_path], DEVICE, ["scratch"])["vit", 28]
+    got = throughput_history([tmp_path], DEVICE, ["scratch"])[Pace("vit", 28, "fp32", False)]
     assert got.n == 1 and got.run_dir.endswith("suite/run1")
+
+
+def test_a_cell_is_estimated_only_from_measurements_of_its_own_pace(tmp_path, make_record, catalog):
+    """One model on one GPU name, measured four ways: bf16 compiled (the CUDA default), bf16 eager, fp32
+    eager, and bf16 compiled on 2 devices. Each cell takes the measurement of its precision (`auto`
+    resolved on the cell's device), execution and device count, never the fastest of them all."""
+    import torch
+
+    from benchbench.suite import load_suite
+
+    gpu = "NVIDIA H100 80GB HBM3"
+    for run, ips, precision, compiled, devices in (("compiled", 4000.0, "auto", True, 1), ("eager", 2500.0, "bf16", False, 1),
+                                                   ("fp32", 900.0, "fp32", False, 1), ("ddp", 7600.0, "auto", True, 2)):
+        path = tmp_path / "suite" / run
+        path.mkdir(parents=True)
+        record = make_record("vit-mu7", "fashion-mnist", "scratch", 0, 0.8, train_img_per_s=ips, exec_compile=compiled,
+                             settings={"precision": precision, "devices": devices}, device="cuda:0")
+        append_record(path, dataclasses.replace(record, resolution=28, devices=devices, env={"device_name": gpu}))
+    history = throughput_history([tmp_path], gpu, ["scratch"])
+    assert {str(p): t.img_per_s for p, t in history.items()} == {
+        "vit-mu7 at 28 px, bf16, compiled": 4000.0, "vit-mu7 at 28 px, bf16, eager": 2500.0,
+        "vit-mu7 at 28 px, fp32, eager": 900.0, "vit-mu7 at 28 px, bf16, compiled, on 2 devices": 7600.0}
+
+    suite = tmp_path / "s.toml"
+    cuda = torch.device("cuda")  # a name: nothing runs on it
+    for settings, device, expected in (("", cuda, 4000.0), ("compile = false", cuda, 2500.0),
+                                       ('precision = "fp32"\ncompile = false', cuda, 900.0),
+                                       ("devices = 2", cuda, 7600.0), ('precision = "fp32"', cuda, None),
+                                       ("", torch.device("cpu"), 900.0)):  # auto on a CPU: fp32, eager
+        suite.write_text('[suite]\nmodels = ["vit-mu7"]\ndatasets = ["fashion-mnist"]\nprotocols = ["scratch"]\n'
+                         f'[settings.scratch]\n{settings}\n')
+        (cell_plan,) = plan(load_suite(str(suite), catalog), catalog, [], history, device)
+        assert cell_plan.img_per_s == expected, (settings, device)

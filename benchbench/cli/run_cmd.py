@@ -81,9 +81,9 @@ def _dry_run(plans, run_dir: Path | None) -> None:
     print(tabulate(rows, ["State", "Model", "Dataset", "Protocol", "Seed", *varying, "Res (px)", "GMACs",
                           "exaFLOPs", "Est. time", "Key"], tablefmt="github", disable_numparse=True))
     print(f"\nrun directory: {run_dir if run_dir else 'a new one'}\n{summary(totals(plans))}")
-    used = {(p.cell.model, p.resolution): p.img_per_s_from for p in plans if p.state != "done" and p.img_per_s_from}
-    for (model, resolution), measured in used.items():
-        print(f"  {model} at {resolution} px: {measured}")
+    used = {p.pace: p.img_per_s_from for p in plans if p.state != "done" and p.img_per_s_from}
+    for pace, measured in used.items():
+        print(f"  {pace}: {measured}")
 
 
 def _driver_device(name: str, in_process: bool) -> "torch.device":
@@ -151,7 +151,7 @@ def run(args) -> int:
         check_run_dir(run_dir)  # a records file that cannot take a record is refused before any cell runs
     earlier = read_records(run_dir, missing_ok=True).records if run_dir else []
     history = throughput_history([root, PUBLISHED], device_name(device), [p.id for p in cat.protocols if p.trains])
-    plans = plan(suite, cat, earlier, history)
+    plans = plan(suite, cat, earlier, history, device)
     # an executor's cells run on its nodes, which check their own devices (the batch rule holds anywhere)
     _check_devices(suite, [p.cell for p in plans if p.state != "done"], device, here=choice.spec.in_process)
     if args.dry_run:
