@@ -11,6 +11,10 @@ PRECISION_CHOICES = ("auto", *PRECISIONS, "fp8")
 PRECISION_HELP = ("auto | fp32 | tf32 | bf16 | fp16 | fp8; auto = bf16 on CUDA, else fp32; fp32 is IEEE (TF32 off), "
                   "tf32 needs CUDA, fp16 is refused on the CPU, fp8 (torchao float8 training) needs a CUDA GPU of "
                   "compute capability >= 8.9 and pip install 'benchbench[fp8]'")
+# fp8 is a training method; what forward-only measurements and protocols say when asked for it.
+FP8_INFERENCE = ("precision 'fp8' is torchao's float8 training (Linear layers whose forward and backward "
+                 "matmuls run in float8 with dynamic scaling); fp8 inference is a different method that this "
+                 "harness does not measure: use bf16 for inference")
 TABLE_FORMATS = ("markdown", "latex", "csv", "html", "json")
 TABLE_LAYOUTS = ("models", "summary", "paper-transfer", "paper-scaling", "data-scaling", "compute")
 PLOT_KINDS = ("accuracy-vs-compute", "data-scaling")

@@ -77,9 +77,19 @@ def test_settings_are_validated(catalog):
                            ({"shots": "5"}, "expected list"), ({"shots": [1.5]}, "list of integers"),
                            ({"seeds": 0}, "must be in 1..100"), ({"l2_reg": -1.0}, "must be > 0"),
                            ({"init": "model.bin"}, ".pt, .pth or .npz"), ({"k": 5}, "unknown fewshot setting 'k'"),
-                           ({"precision": "fp4"}, "allowed: auto, fp32, tf32, bf16, fp16, fp8")):
+                           ({"precision": "fp4"}, "allowed: auto, fp32, tf32, bf16, fp16")):
         with pytest.raises(BenchError, match=message):
             resolve(fewshot, given, "s")
+
+
+@pytest.mark.parametrize("protocol", ["fewshot", "linear"])
+def test_a_frozen_backbones_protocol_refuses_fp8_which_is_float8_training(catalog, protocol):
+    """fp8 is torchao's float8 training; few-shot and linear only run the backbone forward."""
+    spec = catalog.protocols.get(protocol)
+    with pytest.raises(BenchError, match="'fp8' is torchao's float8 training .* use bf16 for inference"):
+        resolve(spec, {"precision": "fp8"}, "s")
+    assert resolve(spec, {"precision": "bf16"}, "s")["precision"] == "bf16"
+    assert resolve(catalog.protocols.get("scratch"), {"precision": "fp8"}, "s")["precision"] == "fp8"
 
 
 def test_fewshot_end_to_end(run_suite, capsys):

@@ -158,7 +158,9 @@ def test_precision_and_mode_checks():
     with pytest.raises(BenchError, match="allowed: auto, fp32, tf32, bf16, fp16, fp8"):
         measure_throughput(model, image_size=28, num_classes=10, device="cpu", precision="fp4", **FAST)
     with pytest.raises(BenchError, match="'fp8' needs a CUDA GPU of compute capability >= 8.9"):
-        measure_throughput(model, image_size=28, num_classes=10, device="cpu", precision="fp8", **FAST)
+        measure_throughput(model, image_size=28, num_classes=10, device="cpu", precision="fp8", mode="train", **FAST)
+    with pytest.raises(BenchError, match="float8 training .* fp8 inference is a different method .* or mode='train'"):
+        measure_throughput(model, image_size=28, num_classes=10, device="cuda", precision="fp8", **FAST)  # before CUDA
     with pytest.raises(BenchError, match="allowed: infer, train"):
         measure_throughput(model, image_size=28, num_classes=10, device="cpu", mode="eval", **FAST)
 

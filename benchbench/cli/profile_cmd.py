@@ -14,14 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from benchbench.choices import PRECISION_CHOICES, PRECISION_HELP, THROUGHPUT_MODES
+from benchbench.choices import FP8_INFERENCE, PRECISION_CHOICES, PRECISION_HELP, THROUGHPUT_MODES
 from benchbench.cli.common import catalog, execution_fields, execution_for, execution_lines
 from benchbench.errors import BenchError
 from benchbench.execution import COMPILE_MODES, SMALL_MODEL_PARAMS
 
-FP8_INFERENCE = ("precision 'fp8' is torchao's float8 training (Linear layers whose forward and backward "
-                 "matmuls run in float8 with dynamic scaling); fp8 inference is a different method that this "
-                 "harness does not measure: use --mode train, or bf16 for inference")
 
 
 def add_parser(sub, parent) -> None:
@@ -135,7 +132,7 @@ def check_precision(args, device) -> str:
     from benchbench import precision as precision_policy
 
     if args.precision == "fp8" and getattr(args, "mode", "train") != "train":
-        raise BenchError(FP8_INFERENCE)
+        raise BenchError(f"{FP8_INFERENCE}, or --mode train")
     return precision_policy.check(device, args.precision)
 
 

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from benchbench import precision as precision_policy
-from benchbench.choices import THROUGHPUT_MODES
+from benchbench.choices import FP8_INFERENCE, THROUGHPUT_MODES
 from benchbench.clock import sync, time_steps
 from benchbench.envinfo import device_name as _device_name
 from benchbench.errors import BenchError
@@ -194,6 +194,8 @@ def measure_throughput(
     device = torch.device(device)
     if mode not in MODES:
         raise BenchError(f"mode {mode!r}: allowed: {', '.join(MODES)}")
+    if mode == "infer" and precision == "fp8":
+        raise BenchError(f"{FP8_INFERENCE}, or mode='train'")
     precision = precision_policy.check(device, precision)
     if batch_size is not None and batch_size < 1:
         raise BenchError(f"batch size {batch_size}: must be at least 1")

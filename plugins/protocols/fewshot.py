@@ -46,7 +46,7 @@ SETTINGS = {
     "batch_size": Setting(256, int, "feature-extraction batch size (on CUDA: larger while memory allows, up "
                           "to 2048)", positive),
     **subset_settings(train=False),
-    **data_settings(),
+    **data_settings(trains=False),
 }
 
 

@@ -27,7 +27,7 @@ SETTINGS = {
     "batch_size": Setting(256, int, "feature-extraction batch size (on CUDA: larger while memory allows, up "
                           "to 2048)", positive),
     **subset_settings(),
-    **data_settings(),
+    **data_settings(trains=False),
 }
 
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from benchbench import precision
+from benchbench.choices import FP8_INFERENCE
 from benchbench.settings import non_negative, one_of, positive, unit_interval
 from benchbench.specs import Setting
 
@@ -52,17 +53,31 @@ def split_sizes(settings: Any, dataset_spec: Any) -> tuple[int | None, int | Non
     return n_train, n_test
 
 
-def data_settings(**defaults: Any) -> dict[str, Setting]:
-    """Settings every protocol that reads images has: resolution, loader workers, precision."""
+def data_settings(*, trains: bool = True, **defaults: Any) -> dict[str, Setting]:
+    """Settings every protocol that reads images has: resolution, loader workers, precision. A protocol
+    that only runs a frozen backbone forward (`trains=False`: few-shot, linear) refuses fp8, which is
+    float8 training."""
     out = {
         "resolution": Setting(0, int, "input resolution in px; 0 = the dataset's native size", non_negative),
         "num_workers": Setting(-1, int, "DataLoader worker processes; -1 = auto (0 for in-memory data "
                                "and on <= 2 CPUs, else min(4, CPUs / 2))", at_least(-1)),
-        "precision": Setting("auto", str, precision.HELP, one_of(*precision.CHOICES)),
+        "precision": Setting("auto", str, precision.HELP, one_of(*precision.CHOICES)) if trains else
+        Setting("auto", str, FORWARD_PRECISION_HELP, _forward_precision),
     }
     for key, value in defaults.items():
         out[key] = replace(out[key], default=value)
     return out
+
+
+FORWARD_PRECISION_HELP = ("auto | fp32 | tf32 | bf16 | fp16 (of the frozen backbone's forward; fp8, float8 training, "
+                          "is not offered); auto = bf16 on CUDA, else fp32; fp32 is IEEE (TF32 off), tf32 needs "
+                          "CUDA, fp16 is refused on the CPU")
+
+
+def _forward_precision(value: str) -> str | None:
+    if value == "fp8":
+        return FP8_INFERENCE
+    return one_of(*(c for c in precision.CHOICES if c != "fp8"))(value)
 
 
 SHARDING = ("ddp", "fsdp")
