@@ -4,6 +4,11 @@ In the main thread a SIGALRM timer raises it (this also interrupts a sleep or a 
 in another thread (an executor's worker) a timer thread raises it asynchronously in that thread, at its
 next Python instruction. Either way the exception's traceback shows where the cell was when its time
 ran out. Code stuck inside native code that never returns to Python cannot be stopped in-process.
+
+The exception lands wherever the cell is, and a library's own `except Exception` there (a lazy
+import's guard, a retry loop) may swallow it or turn it into another error. So it is raised again
+every REPEAT_S seconds until the block ends, and the `Limit` the block gets says it `expired`: the
+runner names the time limit first in such a cell's error, whatever error the cell ended with.
 """
 
 from __future__ import annotations
@@ -15,8 +20,23 @@ from contextlib import contextmanager
 from typing import Iterator
 
 
+REPEAT_S = 1.0  # after the limit, the exception again this often until the block ends
+
+
 class CellTimeLimit(TimeoutError):
     """A cell ran past its wall-clock limit."""
+
+
+class Limit:
+    """What a `time_limit` block learns of its limit: `expired` once the exception has been raised in it."""
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.expired = False
+
+    @property
+    def message(self) -> str:
+        return _message(self.seconds or 0.0)
 
 
 def _message(seconds: float) -> str:
@@ -25,25 +45,28 @@ def _message(seconds: float) -> str:
 
 
 @contextmanager
-def time_limit(seconds: float | None) -> Iterator[None]:
-    """Raises CellTimeLimit in the wrapped block once `seconds` of wall time have passed; None: no limit."""
+def time_limit(seconds: float | None) -> Iterator[Limit]:
+    """Raises CellTimeLimit in the wrapped block once `seconds` of wall time have passed, and again every
+    REPEAT_S seconds until the block ends; None: no limit. Yields the block's `Limit`."""
+    limit = Limit(seconds)
     if not seconds:
-        yield
+        yield limit
     elif threading.current_thread() is threading.main_thread():
-        with _alarm(seconds):
-            yield
+        with _alarm(limit):
+            yield limit
     else:
-        with _async(seconds):
-            yield
+        with _async(limit):
+            yield limit
 
 
 @contextmanager
-def _alarm(seconds: float) -> Iterator[None]:
+def _alarm(limit: Limit) -> Iterator[None]:
     def expire(signum, frame):
-        raise CellTimeLimit(_message(seconds))
+        limit.expired = True
+        raise CellTimeLimit(limit.message)
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, limit.seconds, REPEAT_S)
     try:
         yield
     finally:
@@ -52,24 +75,31 @@ def _alarm(seconds: float) -> Iterator[None]:
 
 
 @contextmanager
-def _async(seconds: float) -> Iterator[None]:
-    message = _message(seconds)
+def _async(limit: Limit) -> Iterator[None]:
+    message = limit.message
     expired = type("CellTimeLimit", (CellTimeLimit,), {"__init__": lambda self: CellTimeLimit.__init__(self, message)})
     thread_id, lock, state = ctypes.c_ulong(threading.get_ident()), threading.Lock(), {"done": False, "set": False}
+    timers: list[threading.Timer] = []
+
+    def arm(delay: float) -> None:
+        timer = threading.Timer(delay, expire)
+        timer.daemon = True
+        timers.append(timer)
+        timer.start()
 
     def expire() -> None:
         with lock:
             if not state["done"]:
+                limit.expired = True
                 state["set"] = bool(ctypes.pythonapi.PyThreadState_SetAsyncExc(thread_id, ctypes.py_object(expired)))
+                arm(REPEAT_S)  # until the block ends: the first may have been swallowed
 
-    timer = threading.Timer(seconds, expire)
-    timer.daemon = True
-    timer.start()
+    arm(limit.seconds)
     try:
         yield
     finally:
-        timer.cancel()
         with lock:
             state["done"] = True
+            timers[-1].cancel()
             if state["set"]:  # fired but maybe not raised yet: clear it, so it cannot escape the cell
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(thread_id, None)

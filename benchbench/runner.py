@@ -15,7 +15,7 @@ import torch
 from tqdm import tqdm
 
 from benchbench.compute import derived
-from benchbench.deadline import time_limit
+from benchbench.deadline import CellTimeLimit, time_limit
 from benchbench.errors import BenchError
 from benchbench.executors import Choice, Dispatch, Executor, default_executor
 from benchbench.measure.flops import MacCount, build_for_counting, count_macs
@@ -48,8 +48,9 @@ def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptio
     started_at, start = _now(), time.perf_counter()
     metrics: dict[str, Any] = {}
     status, error, trace, flops_status = "failed", None, None, None
+    limit = None
     try:
-        with time_limit(cell.time_limit_s):  # off unless the suite or --cell-time-limit sets one
+        with time_limit(cell.time_limit_s) as limit:  # off unless the suite or --cell-time-limit sets one
             torch.manual_seed(cell.seed)
             if protocol.needs_initialised_model:
                 model = model_spec.build(**shape)
@@ -73,6 +74,9 @@ def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptio
         raise
     except Exception as exc:  # noqa: BLE001 - a failing cell must not stop the suite
         error = f"{type(exc).__name__}: {exc}"
+        if limit is not None and limit.expired and not isinstance(exc, CellTimeLimit):
+            # The limit's exception landed where a library swallowed it or turned it into this error.
+            error = f"{CellTimeLimit.__name__}: {limit.message}; the cell's error as it stopped: {error}"
         trace = "" if isinstance(exc, BenchError) else traceback.format_exc()
     return Record(
         key=cell.key, status=status, model=model_spec.id, dataset=dataset_spec.id, protocol=protocol.id,

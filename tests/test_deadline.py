@@ -23,12 +23,23 @@ def run(ctx):
     elif how == "busy":
         while True:  # a plugin looping forever
             pass
+    elif how == "converted":  # the limit lands in a lazy import whose guard fails otherwise
+        try:
+            time.sleep(3600)
+        except Exception:
+            raise AttributeError("module 'sympy' has no attribute 'logic'") from None
+    elif how == "swallowed":  # ... or whose guard swallows it and goes on
+        try:
+            time.sleep(3600)
+        except Exception:
+            pass
+        time.sleep(3600)
     return {"top1": 0.5}
 
 @hookimpl
 def register_protocols(register):
     register(ProtocolSpec(id="hang", name="Hang", run=run, needs_initialised_model=False,
-                          settings={"how": Setting("ok", str, "sleep | busy | ok")},
+                          settings={"how": Setting("ok", str, "sleep | busy | converted | swallowed | ok")},
                           estimate=lambda s, d: {"train_images": 0.0, "eval_images": 0.0}))
 """
 
@@ -59,6 +70,54 @@ def test_a_hanging_cell_fails_when_its_time_is_up_and_the_suite_goes_on(run_suit
     assert by["ok"].status == "ok" and by["ok"].metrics["top1"] == 0.5
     assert elapsed < 600  # two stopped cells, not two hours
     assert "2 of 3 cells failed" in capsys.readouterr().err
+
+
+def test_a_limit_a_library_swallowed_or_turned_into_another_error_still_stops_the_cell_and_is_named(run_suite):
+    """CI once saw an exception raised into a worker land in a lazy import, which turned it into
+    "AttributeError: module 'sympy' has no attribute 'logic'". The limit names itself first, with the
+    error it became; swallowed, it is raised again REPEAT_S later and stops the cell all the same."""
+    run_suite.plugin(HANG_PLUGIN, "hang.py")
+    run_suite.write(SUITE.format(limit="cell_time_limit_s = 4").replace('["sleep", "busy", "ok"]',
+                                                                        '["converted", "swallowed"]'))
+    assert run_suite.run() == 1
+    by = {r.settings["how"]: r for r in run_suite.records()}
+    limit = "CellTimeLimit: the cell ran longer than its limit of 4 s"
+    assert by["converted"].error.startswith(limit) and by["converted"].error.endswith(
+        "; the cell's error as it stopped: AttributeError: module 'sympy' has no attribute 'logic'")
+    assert by["swallowed"].error.startswith(limit) and "error as it stopped" not in by["swallowed"].error
+    assert 4 <= by["swallowed"].wall_seconds < 600  # stopped by the second raise, not after two hours
+
+
+@pytest.mark.parametrize("thread", [False, True], ids=["main-thread", "worker-thread"])
+def test_a_swallowed_limit_is_raised_again_until_the_block_ends(thread):
+    from benchbench.deadline import REPEAT_S
+
+    out = {}
+
+    def spin(seconds: float) -> None:  # busy in Python: a worker thread's limit lands between instructions
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            pass
+
+    def block():
+        start = time.monotonic()
+        try:
+            with time_limit(0.2) as limit:
+                try:
+                    spin(30)
+                except CellTimeLimit:
+                    out["swallowed"] = limit.expired
+                spin(30)
+        except CellTimeLimit:
+            out["stopped_after_s"] = time.monotonic() - start
+
+    if thread:
+        t = threading.Thread(target=block)
+        t.start()
+        t.join(120)
+    else:
+        block()
+    assert out["swallowed"] is True and 0.2 + REPEAT_S <= out["stopped_after_s"] < 20
 
 
 def test_the_option_overrides_the_suite_and_bad_limits_are_refused(run_suite, capsys):
