@@ -72,6 +72,7 @@ def test_a_hanging_cell_fails_when_its_time_is_up_and_the_suite_goes_on(run_suit
     assert "2 of 3 cells failed" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # two cells of 4 s and more; the repeat itself is tested fast below
 def test_a_limit_a_library_swallowed_or_turned_into_another_error_still_stops_the_cell_and_is_named(run_suite):
     """CI once saw an exception raised into a worker land in a lazy import, which turned it into
     "AttributeError: module 'sympy' has no attribute 'logic'". The limit names itself first, with the
