@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
 from benchbench.record import Record
 from benchbench.store import read_records
+
+if TYPE_CHECKING:
+    from benchbench.plugins import Catalog
 
 COLUMNS = ("suite", "run_id", "key", "model", "model_name", "model_family", "dataset", "dataset_name",
            "protocol", "seed", "resolution", "status", "error", "flops_status", "device", "accuracies")
@@ -44,4 +48,28 @@ def load(run_dir: str | Path, *, all_attempts: bool = False,
         records = list(last.values())
     df = frame(records)
     df.attrs["problems"] = read.problems
+    return df
+
+
+def with_default_settings(df: pd.DataFrame, catalog: "Catalog") -> pd.DataFrame:
+    """`df` with the settings its records were written without (their protocol gained them later) at
+    their defaults, for protocols the catalog knows: the same cells `suite.key_today` finds, so that
+    runs from before and after a setting was added compare cell by cell."""
+    if df.empty or "protocol" not in df:
+        return df
+    df = df.copy()
+    for protocol in df["protocol"].dropna().unique():
+        if protocol not in catalog.protocols:
+            continue
+        rows = df.index[df["protocol"] == protocol]
+        for name, setting in catalog.protocols.get(protocol).settings.items():
+            column = f"setting.{name}"
+            if column not in df:
+                df[column] = pd.Series([None] * len(df), index=df.index, dtype=object)
+            elif df[column].dtype != object:
+                df[column] = df[column].astype(object)
+            for i in rows:
+                value = df.at[i, column]
+                if value is None or (isinstance(value, float) and math.isnan(value)):
+                    df.at[i, column] = setting.default
     return df

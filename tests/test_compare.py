@@ -128,3 +128,24 @@ def test_compare_command_messages_and_exit_status(runs, capsys, tmp_path, make_r
     assert "no successful cell in common" in capsys.readouterr().err
     assert main(["compare", str(a), str(a), "--alpha", "2"]) == 2
     assert "--alpha 2.0: must be between 0 and 1" in capsys.readouterr().err
+
+
+def test_runs_from_before_and_after_a_setting_was_added_compare_cell_by_cell(tmp_path, make_record, capsys):
+    """The published runs predate the multi-device settings (devices, sharding, ...): a run made today
+    records them at their defaults, and must still meet the published cells; at another value it is
+    another cell."""
+    def run(name, settings, top1s):
+        path = tmp_path / name
+        path.mkdir()
+        for seed, top1 in enumerate(top1s):
+            append_record(path, make_record("vit-mu7", "fashion-mnist", "scratch", seed, top1, settings=settings))
+        return str(path)
+
+    before = run("before", {"lr": 0.003}, [0.84, 0.85])
+    today = run("today", {"lr": 0.003, "devices": 1, "sharding": "ddp"}, [0.70, 0.71])
+    elsewhere = run("elsewhere", {"lr": 0.003, "devices": 2, "sharding": "ddp"}, [0.84, 0.85])
+    assert main(["compare", before, today]) == 1  # the same cell, and it regressed by 14 points
+    out, err = capsys.readouterr()
+    assert "REGRESSION" in out and "1 cell (seeds aggregated)" in err
+    assert main(["compare", before, elsewhere]) == 2  # 2 devices: not the published cell
+    assert "no successful cell in common" in capsys.readouterr().err

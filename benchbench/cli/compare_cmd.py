@@ -44,6 +44,23 @@ def _gates(chosen: list[str] | None) -> tuple[str, ...]:
     return GROUPS if "all" in chosen else tuple(dict.fromkeys(chosen))
 
 
+def _settings_apart(a, b) -> bool:
+    """Whether one run has settings columns the other lacks (records of different settings schemas)."""
+    columns = [{c for c in df.columns if c.startswith("setting.")} for df in (a, b)]
+    return columns[0] != columns[1]
+
+
+def _quiet_catalog():
+    """The plugins, to learn the defaults of settings that older records lack; None if they cannot load
+    (the comparison then matches on the settings as recorded)."""
+    from benchbench.plugins import load_catalog
+
+    try:
+        return load_catalog()
+    except Exception:  # noqa: BLE001 - a comparison of records must not need the plugins
+        return None
+
+
 def _value(mean: float, std: float, n: int, group: str) -> str:
     """Accuracy in percent, a model's counts in full, timings to 4 digits; seeds as mean ± std (n)."""
     if group == "model":
@@ -60,8 +77,14 @@ def run(args) -> int:
 
     from benchbench.compare import compare
 
-    named_plugins(args)
+    cat = named_plugins(args)
     a, b = load_run(args.run_a), load_run(args.run_b)
+    if _settings_apart(a, b):  # one run's records predate a setting: match them at its default
+        from benchbench.results import with_default_settings
+
+        cat = cat or _quiet_catalog()
+        if cat is not None:
+            a, b = with_default_settings(a, cat), with_default_settings(b, cat)
     gates = _gates(args.gate)
     df = compare(a, b, args.threshold, alpha=args.alpha, min_effect=args.min_effect,
                  timing_threshold=args.timing_threshold, gates=gates)
