@@ -345,14 +345,17 @@ def test_profile_on_cuda_runs_the_best_execution_by_default(capsys):
 
 
 def test_run_eager_plans_the_same_cells(catalog, tmp_path, capsys):
-    """`run --eager --dry-run` lists the same cells, by key, as the plain dry run."""
+    """`run --eager --dry-run` lists the same cells, by key, as the plain dry run: only their estimated
+    time may differ, which comes from measurements of their own pace (compiled here, eager there)."""
     from benchbench.cli import main
 
     path = tmp_path / "s.toml"
     path.write_text('[suite]\nmodels = ["vit-mu7"]\ndatasets = ["fashion-mnist"]\nprotocols = ["scratch"]\n'
                     '[settings.scratch]\ncompile = true\n')
-    outs = []
+    rows = []
     for extra in ([], ["--eager"]):
         assert main(["run", str(path), "--dry-run", "--results", str(tmp_path / "runs"), *extra]) == 0
-        outs.append(capsys.readouterr().out)
-    assert outs[0] == outs[1] and load_suite(str(path), catalog).cells[0].key in outs[0]
+        table = [line.split("|") for line in capsys.readouterr().out.splitlines() if line.startswith("| todo")]
+        rows.append([cells[:-3] + cells[-2:] for cells in table])  # all but "Est. time"
+    assert len(rows[0]) == 1 and rows[0] == rows[1]
+    assert rows[0][0][-2].strip() == load_suite(str(path), catalog).cells[0].key
