@@ -3,9 +3,10 @@
 Cost of a cell: `benchbench.compute.flops` of the images a protocol will process (its `estimate`:
 trained on, evaluated) with the MACs counted on the meta device (torch's FlopCounterMode: no memory,
 no arithmetic). Time: where earlier runs of a protocol that trains (`ProtocolSpec.trains`)
-measured the same pace (`Pace`: model, resolution, precision, compiled or eager, devices) on a device
-of the same name (records anywhere under the results roots), the fastest of their training img/s: other work on a shared machine only ever
-slows a measurement down, so the fastest is the closest to what the device does. Which run that
+measured the same pace (`Pace`: model, resolution, precision, compiled or eager, devices) on a
+device of the same name (records anywhere under the results roots), the fastest of their training
+img/s: other work on a shared machine only ever slows a measurement down, so the fastest is the
+closest to what the device does. Which run that
 was, and how many measurements there were, is said (`Throughput`). Otherwise unknown. A rough
 guide, not a measurement.
 """
@@ -38,8 +39,8 @@ STATES = ("done", "failed", "todo")
 class Pace:
     """What a training img/s on a device depends on, besides the device: the model, its resolution,
     the precision it trains at (`auto` resolved), whether it is compiled, and how many devices share
-    the work. A measurement estimates only a cell of the same pace: bf16 against fp32, or compiled
-    against eager, is a factor of 2 or more on a GPU."""
+    the work. A measurement estimates only a cell of the same pace: a bf16 compiled measurement says
+    nothing of how fast the same model trains in fp32, eager, or on another number of devices."""
 
     model: str
     resolution: int
