@@ -6,9 +6,8 @@ no arithmetic). Time: where earlier runs of a protocol that trains (`ProtocolSpe
 measured the same pace (`Pace`: model, resolution, precision, compiled or eager, devices) on a
 device of the same name (records anywhere under the results roots), the fastest of their training
 img/s: other work on a shared machine only ever slows a measurement down, so the fastest is the
-closest to what the device does. Which run that
-was, and how many measurements there were, is said (`Throughput`). Otherwise unknown. A rough
-guide, not a measurement.
+closest to what the device does. Which run that was, and how many measurements there were, is
+said (`Throughput`). Otherwise unknown. A rough guide, not a measurement.
 """
 
 from __future__ import annotations
