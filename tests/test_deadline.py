@@ -54,6 +54,7 @@ SUITE = """
 """
 
 
+@pytest.mark.slow  # two cells of 4 s; the option test below stops a real cell in the default run
 def test_a_hanging_cell_fails_when_its_time_is_up_and_the_suite_goes_on(run_suite, capsys):
     run_suite.plugin(HANG_PLUGIN, "hang.py")
     run_suite.write(SUITE.format(limit="cell_time_limit_s = 4"))  # room for building and counting the model
