@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from benchbench.errors import BenchError, unknown_message
 from benchbench.record import Record
-from benchbench.settings import check_value
+from benchbench.settings import check_value, defaults
 from benchbench.sharedstore import Journal, append_once
 from benchbench.specs import DataOptions, Setting
 
@@ -161,7 +161,7 @@ def choose(catalog: "Catalog", suite: "Suite", name: str | None, cli_options: li
     table = suite.executor or {}
     name = name or table.get("name")
     spec = catalog.executors.get(name) if name else default_executor(catalog)
-    options = {k: s.default for k, s in spec.options.items()}
+    options = defaults(spec.options)
     options.update(check_options(spec, table.get("options", {}).get(spec.id, {}),
                                  f"{suite.path}: [executor.{spec.id}]"))
     for item in cli_options:

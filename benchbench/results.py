@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Callable
 import pandas as pd
 
 from benchbench.record import Record
+from benchbench.settings import defaults
 from benchbench.store import read_records
 
 if TYPE_CHECKING:
@@ -61,15 +62,15 @@ def with_default_settings(df: pd.DataFrame, catalog: "Catalog") -> pd.DataFrame:
     for protocol in df["protocol"].dropna().unique():
         if protocol not in catalog.protocols:
             continue
-        rows = df.index[df["protocol"] == protocol]
-        for name, setting in catalog.protocols.get(protocol).settings.items():
+        ours = df["protocol"] == protocol
+        for name, default in defaults(catalog.protocols.get(protocol).settings).items():
             column = f"setting.{name}"
-            if column not in df:
-                df[column] = pd.Series([None] * len(df), index=df.index, dtype=object)
-            elif df[column].dtype != object:
-                df[column] = df[column].astype(object)
-            for i in rows:
-                value = df.at[i, column]
-                if value is None or (isinstance(value, float) and math.isnan(value)):
-                    df.at[i, column] = setting.default
+            values = df[column] if column in df else pd.Series(None, index=df.index, dtype=object)
+            df[column] = pd.Series([default if ours[i] and _missing(v) else v for i, v in values.items()],
+                                   index=df.index, dtype=object)
     return df
+
+
+def _missing(value) -> bool:
+    """A settings cell that a record did not write: None, or pandas' NaN for a column it lacks."""
+    return value is None or (isinstance(value, float) and math.isnan(value))

@@ -23,7 +23,7 @@ from benchbench.measure.params import count_params
 from benchbench.plugins import Catalog, plugin_package
 from benchbench.record import Record
 from benchbench.rendezvous import later_node_note
-from benchbench.settings import varying_settings
+from benchbench.settings import defaults, varying_settings
 from benchbench.specs import DataOptions, ProtocolContext, input_shape
 from benchbench.suite import Cell, Suite
 
@@ -154,7 +154,7 @@ def run_suite(
     todo = [c for c in suite.cells if c.key not in done]
     if choice is None:
         spec = default_executor(catalog)
-        choice = Choice(spec, {k: s.default for k, s in spec.options.items()}, 0)
+        choice = Choice(spec, defaults(spec.options), 0)
     own = executor is None
     if own:
         executor = choice.spec.create(choice.options)

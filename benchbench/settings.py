@@ -58,9 +58,14 @@ def check_value(key: str, value: Any, setting: Setting, where: str) -> Any:
     return value
 
 
+def defaults(declared: Mapping[str, Setting]) -> dict[str, Any]:
+    """{name: default} of declared settings (a protocol's settings, an executor's options)."""
+    return {name: setting.default for name, setting in declared.items()}
+
+
 def resolve(protocol: ProtocolSpec, given: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Defaults overlaid with `given`; unknown keys, wrong types and bad ranges are BenchErrors."""
-    resolved = {k: s.default for k, s in protocol.settings.items()}
+    resolved = defaults(protocol.settings)
     for key, value in given.items():
         if key not in protocol.settings:
             raise BenchError(f"{where}: {unknown_message(f'{protocol.id} setting', key, protocol.settings)}")

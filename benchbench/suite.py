@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from benchbench.errors import BenchError, UnknownIdError, did_you_mean, unknown_message
 from benchbench.plugins import Catalog
-from benchbench.settings import resolve, shown_value
+from benchbench.settings import defaults, resolve, shown_value
 from benchbench.specs import input_shape
 
 if TYPE_CHECKING:
@@ -350,8 +350,7 @@ def key_today(record: "Record", catalog: Catalog) -> str:
     cell. A record of a protocol that is not loaded keeps its own key."""
     if record.protocol not in catalog.protocols:
         return record.key
-    declared = catalog.protocols.get(record.protocol).settings
-    settings = {**{k: s.default for k, s in declared.items()}, **record.settings}
+    settings = {**defaults(catalog.protocols.get(record.protocol).settings), **record.settings}
     return Cell(model=record.model, dataset=record.dataset, protocol=record.protocol, seed=record.seed,
                 settings=tuple(sorted(settings.items())), unkeyed=unkeyed(catalog, record.protocol)).key
 

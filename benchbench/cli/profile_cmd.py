@@ -20,7 +20,6 @@ from benchbench.errors import BenchError
 from benchbench.execution import COMPILE_MODES, SMALL_MODEL_PARAMS
 
 
-
 def add_parser(sub, parent) -> None:
     p = sub.add_parser("profile", parents=[parent],
                        help="measure a model's throughput, memory and MFU on a device (synthetic inputs)")
