@@ -45,7 +45,8 @@ def cpu_name() -> str:
 def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"{cpu_name()} ({torch.get_num_threads()} threads)"
+    n = torch.get_num_threads()
+    return f"{cpu_name()} ({n} thread{'' if n == 1 else 's'})"
 
 
 def git_commit(where: Path) -> str | None:

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
+from benchbench import threads as cpu_threads
 from benchbench.errors import BenchError
 from benchbench.rendezvous import Rendezvous
 
@@ -81,7 +82,8 @@ def init_rank(device_type: str, *, timeout_s: float, threads: int = 1, local: bo
         torch.cuda.set_device(device)
     else:
         device, backend = torch.device("cpu"), "gloo"
-        torch.set_num_threads(threads)
+        cpu_threads.configure(threads, source=f"{threads} per rank", watch=False)  # the ranks share the budget
+        cpu_threads.apply(settle_s=0)
         if local:
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))

@@ -14,6 +14,7 @@ from typing import Any, Callable
 import torch
 from tqdm import tqdm
 
+from benchbench import threads
 from benchbench.compute import derived
 from benchbench.deadline import CellTimeLimit, time_limit
 from benchbench.errors import BenchError
@@ -45,6 +46,7 @@ def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptio
     settings = dict(cell.settings)
     shape = input_shape(settings, model_spec, dataset_spec)
     devices = int(settings.get("devices", 1)) * int(settings.get("nodes", 1))  # a protocol that trains on many
+    chosen = threads.apply()  # the CPU threads of this cell, from the load as it starts
     started_at, start = _now(), time.perf_counter()
     metrics: dict[str, Any] = {}
     status, error, trace, flops_status = "failed", None, None, None
@@ -85,7 +87,7 @@ def run_cell(cell: Cell, catalog: Catalog, device: torch.device, data: DataOptio
         dataset_name=dataset_spec.name, dataset_plugin=catalog.datasets.plugin_of[dataset_spec.id],
         protocol_plugin=catalog.protocols.plugin_of[protocol.id], resolution=shape["image_size"], device=str(device),
         devices=devices, flops_status=flops_status, error=error, traceback=trace, started_at=started_at,
-        finished_at=_now(), wall_seconds=time.perf_counter() - start,
+        finished_at=_now(), wall_seconds=time.perf_counter() - start, env={"threads": {**chosen.env(), "used": threads.used()}},
     )
 
 
@@ -119,7 +121,7 @@ def record_env(env: dict, catalog: Catalog, record: Record) -> dict:
     """What each record carries of its environment: versions, device, suite commit, and the
     package and version of the plugins that provided its model, dataset and protocol."""
     out = {"versions": {k: env["versions"].get(k) for k in ("benchbench", "torch", "torchvision")},
-           "device_name": env.get("device_name"), "git_commit": env.get("git_commit")}
+           "device_name": env.get("device_name"), "git_commit": env.get("git_commit"), **(record.env or {})}
     for kind, plugin in (("model", record.model_plugin), ("dataset", record.dataset_plugin),
                          ("protocol", record.protocol_plugin)):
         if plugin:

@@ -28,6 +28,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from types import SimpleNamespace
 
+import benchbench  # noqa: F401 - first: it sets how idle OpenMP threads wait, before any test imports torch
 import numpy as np
 import pytest
 

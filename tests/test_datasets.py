@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+
+from benchbench.threads import Budget
 import torch
 import torchvision.datasets.cifar
 from torch.utils.data import TensorDataset
@@ -333,7 +335,7 @@ def test_auto_workers(monkeypatch):
     assert loader.auto_workers(TensorDataset(torch.zeros(1))) == 0
     files = synthetic.load("test", DataOptions(image_size=8))
     for cpus, expect in ((1, 0), (2, 0), (4, 2), (16, 4)):
-        monkeypatch.setattr(loader.os, "sched_getaffinity", lambda _pid, n=cpus: set(range(n)))
+        monkeypatch.setattr(loader, "budget", lambda n=cpus: Budget(n, f"affinity: {n} CPUs"))
         assert loader.auto_workers(files) == expect
 
 

@@ -11,7 +11,7 @@ import pytest
 from benchbench.cli import parser
 
 REPO = Path(__file__).resolve().parent.parent
-EVERYWHERE = {"-h", "--help", "--plugin", "--strict-plugins"}  # README states these once, for all commands
+EVERYWHERE = {"-h", "--help", "--plugin", "--strict-plugins", "--threads"}  # README states these once, for all commands
 
 
 def commands() -> dict[str, list[set[str]]]:

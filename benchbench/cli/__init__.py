@@ -6,7 +6,7 @@ import argparse
 import signal
 import sys
 
-from benchbench import __version__
+from benchbench import __version__, threads
 from benchbench.cli import (analyze_cmd, compare_cmd, convert_cmd, cost_cmd, device_cmd, info_cmd, list_cmd, plot_cmd,
                             profile_cmd, report_cmd, run_cmd, table_cmd)
 from benchbench.cli.common import plugin_options
@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser().parse_args(argv)
     args.command_line = ["benchbench", *argv]
+    threads.configure(args.threads)  # applied where work starts: a cell, a profile
     previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops any command like Ctrl-C: status 130
     try:
         return args.func(args) or 0

@@ -23,7 +23,21 @@ def plugin_options() -> argparse.ArgumentParser:
                    help="load a local plugin file (repeatable)")
     g.add_argument("--strict-plugins", action="store_true",
                    help="fail when a plugin cannot be loaded, instead of reporting and skipping it")
+    m = p.add_argument_group("machine")
+    m.add_argument("--threads", type=_threads, metavar="N",
+                   help="CPU threads to compute with (default: what this process may use, less the load of other "
+                        "processes; OMP_NUM_THREADS, if set, counts as given); docs/running.md#cpu-threads")
     return p
+
+
+def _threads(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of threads, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def catalog(args: argparse.Namespace) -> Catalog:
@@ -52,6 +66,19 @@ def load_run(run_dir: str) -> "pd.DataFrame":
     for problem in df.attrs["problems"]:
         print(f"warning: {problem}", file=sys.stderr)
     return df
+
+
+def threads_fields(chosen) -> dict:
+    """The CPU threads a measurement ran with (benchbench.threads.Threads), as a command's JSON fields."""
+    return {"threads": chosen.threads, "threads_budget": chosen.budget, "threads_source": chosen.source,
+            "omp_wait_policy": chosen.policy, "others_load": chosen.others_load}
+
+
+def threads_line(r: dict, label_width: int = 14) -> str:
+    """The `threads` line of a command's text output, from `threads_fields`."""
+    load = "" if r["others_load"] is None else f", other processes' load {r['others_load']:g}"
+    return (f"  {'threads':<{label_width}}{r['threads']} of {r['threads_budget']} ({r['threads_source']}{load}); "
+            f"idle threads: {r['omp_wait_policy']}")
 
 
 # --- how a measurement ran (benchbench.execution): one choice, one set of fields, one text --------------

@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 
 from benchbench.choices import PRECISION_CHOICES, PRECISION_HELP
-from benchbench.cli.common import catalog, execution_fields, execution_for, execution_lines
+from benchbench import threads
+from benchbench.cli.common import (catalog, execution_fields, execution_for, execution_lines, threads_fields,
+                                   threads_line)
 from benchbench.errors import BenchError
 
 
@@ -80,6 +82,7 @@ def cost(args) -> dict:
         from benchbench.measure.peaks import mfu, peak_flops_per_s
         from benchbench.measure.throughput import measure_throughput
 
+        chosen = threads.apply()
         result = measure_throughput(model, image_size=resolution, in_chans=3, num_classes=num_classes,
                                     mode="train", device=device, precision=precision, batch_size=args.batch_size,
                                     execution=execution_for(spec, device, model, eager=args.eager))
@@ -88,7 +91,7 @@ def cost(args) -> dict:
                    batch_size=result.batch_size, train_img_per_s=result.img_per_s,
                    projected_device_days=device_days(seen / result.img_per_s),
                    mfu_table=mfu(achieved_flops_per_s(result.img_per_s, macs.gflops, "train"), peak),
-                   **execution_fields(result))
+                   **execution_fields(result), **threads_fields(chosen))
     return out
 
 
@@ -102,6 +105,7 @@ def render(out: dict) -> str:
         lines.append(f"  on {out['device_name']} ({out['precision']}, batch {out['batch_size']}): "
                      f"{out['train_img_per_s']:.1f} img/s{mfu_text} -> {out['projected_device_days']:.4g} device-days")
         lines += execution_lines(out)
+        lines.append(threads_line(out))
     return "\n".join(lines) + "\n"
 
 

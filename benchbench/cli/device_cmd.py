@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from benchbench import threads
 from benchbench.choices import PRECISION_CHOICES, PRECISION_HELP
 
 
@@ -26,6 +27,7 @@ def run(args) -> int:
 
     device = pick_device(args.device)
     precision = precision_policy.check(device, args.precision)
+    threads.apply()
     name = device_name(device)
     entry = lookup(name) if device.type == "cuda" else None
     table = entry.flops_per_s.get(precision) if entry else None

@@ -15,7 +15,9 @@ import argparse
 import json
 
 from benchbench.choices import FP8_INFERENCE, PRECISION_CHOICES, PRECISION_HELP, THROUGHPUT_MODES
-from benchbench.cli.common import catalog, execution_fields, execution_for, execution_lines
+from benchbench import threads
+from benchbench.cli.common import (catalog, execution_fields, execution_for, execution_lines, threads_fields,
+                                   threads_line)
 from benchbench.errors import BenchError
 from benchbench.execution import COMPILE_MODES, SMALL_MODEL_PARAMS
 
@@ -147,6 +149,7 @@ def profile(args) -> dict:
     precision = check_precision(args, device)  # before building anything large
     resolution = args.resolution or spec.default_resolution
     model = _build(spec, args, resolution)
+    chosen = threads.apply()
     # the second count runs on a meta copy: free
     meta = spec.build_on_meta(num_classes=args.num_classes, image_size=resolution, in_chans=args.in_chans)
     macs = count_macs(model, resolution, args.in_chans, meta_model=meta)  # CPU, fp32: before the model moves
@@ -167,7 +170,7 @@ def profile(args) -> dict:
         "mode": result.mode, "batch_size": result.batch_size, "batch_size_requested": result.batch_size_requested,
         "oom_retries": result.oom_retries, "img_per_s": result.img_per_s, "step_ms": result.step_ms,
         "steps": result.steps, "peak_mem_mb": result.peak_mem_mb, "peak_mem_kind": result.peak_mem_kind,
-        **execution_fields(result),
+        **execution_fields(result), **threads_fields(chosen),
         "gmacs": macs.gmacs, "gflops": macs.gflops, "flops_status": macs.status,
         "achieved_tflops": achieved / 1e12,
         "peak_tflops_table": table / 1e12 if table else None,
@@ -198,6 +201,7 @@ def render(r: dict) -> str:
         f"  throughput    {r['img_per_s']:.1f} img/s, step {r['step_ms']:.2f} ms (median of {r['steps']})",
         f"  peak memory   {r['peak_mem_mb']:.1f} MiB ({mem})",
         *execution_lines(r),
+        threads_line(r),
         f"  compute       {r['gmacs']:.4g} GMACs = {r['gflops']:.4g} GFLOPs per image forward "
         f"({r['flops_status']}); achieved {r['achieved_tflops']:.4g} TFLOP/s ({factor})",
     ]
@@ -259,6 +263,7 @@ def best(args) -> dict:
     precision = check_precision(args, device)
     resolution = args.resolution or spec.default_resolution
     switches = _candidates(args)
+    chosen = threads.apply()
     if args.batch_size is not None:
         batches = [args.batch_size]
     else:  # the largest that fits (an eager search), then every power of two from the start up to it
@@ -287,7 +292,7 @@ def best(args) -> dict:
     return {"id": spec.id, "name": spec.name, "resolution": resolution, "num_classes": args.num_classes,
             "device": str(device), "device_name": device_name(device), "precision": precision, "mode": args.mode,
             "peak_mem_kind": "cuda_max_allocated" if device.type == "cuda" else "process_max_rss",
-            "candidates": rows, "best": winner}
+            **threads_fields(chosen), "candidates": rows, "best": winner}
 
 
 def render_best(r: dict) -> str:
@@ -306,6 +311,7 @@ def render_best(r: dict) -> str:
     return "\n".join([
         f"{r['id']} ({r['name']}) at {r['resolution']} px, {r['num_classes']} classes: {r['mode']}, {r['precision']}, "
         f"on {r['device']}: {r['device_name']}; {len(rows)} candidates",
+        threads_line(r, 0).strip(),
         tabulate(rows, ["best", "batch", "compile", "channels-last", "fused opt.", "img/s", "step ms",
                         "peak MiB", "compile s"], tablefmt="github", disable_numparse=True),
         f"best: batch {w['batch_size']}, compile {on(w['compiled'])}, channels-last {on(w['channels_last'])}"

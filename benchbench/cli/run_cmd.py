@@ -12,6 +12,7 @@ from dataclasses import replace
 import sys
 from pathlib import Path
 
+from benchbench import threads
 from benchbench.cli.common import catalog
 from benchbench.errors import BenchError
 from benchbench.execution import eager
@@ -150,6 +151,7 @@ def run(args) -> int:
     if run_dir is not None:
         check_run_dir(run_dir)  # a records file that cannot take a record is refused before any cell runs
     earlier = read_records(run_dir, missing_ok=True).records if run_dir else []
+    threads.apply()  # the run's device name says the threads its cells start with
     history = throughput_history([root, PUBLISHED], device_name(device), [p.id for p in cat.protocols if p.trains])
     plans = plan(suite, cat, earlier, history, device)
     # an executor's cells run on its nodes, which check their own devices (the batch rule holds anywhere)
@@ -167,8 +169,6 @@ def run(args) -> int:
 
 
 def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, executor) -> int:
-    import torch
-
     from benchbench.envinfo import environment
     from benchbench.rendezvous import records_the_cell
     from benchbench.runner import run_suite
@@ -180,8 +180,9 @@ def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, 
     with writing(run_dir, "create the run directory"):
         run_dir.mkdir(parents=True, exist_ok=True)
     env = environment(device, suite.path, args.command_line)
-    env.update(suite=suite.name, suite_path=str(suite.path), quick=suite.quick, threads=torch.get_num_threads(),
-               table=suite.table)
+    env.update(suite=suite.name, suite_path=str(suite.path), quick=suite.quick, threads=threads.choose(0).env(),
+               table=suite.table, load_average_start=threads.load_average())
+    created = False
     try:  # SIGTERM arrives as KeyboardInterrupt too: cli.main turns it into one for every command
         with RunLock(run_dir):
             torn = repair_torn_tail(run_dir)
@@ -190,6 +191,7 @@ def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, 
             check_run_dir(run_dir)
             if not (run_dir / ENV).exists():
                 write_json(run_dir / ENV, env)  # the first invocation's; each record carries its own
+                created = True
             elif read_env(run_dir) is None:
                 _echo(f"warning: {run_dir / ENV} is not a JSON object; left as it is (each record carries its "
                       "own environment)")
@@ -210,6 +212,8 @@ def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, 
                                 show_progress=not args.no_progress, echo=_echo, choice=choice, executor=executor,
                                 device_arg=args.device, plugin_files=tuple(str(Path(f).resolve()) for f in args.plugin),
                                 strict_plugins=args.strict_plugins)
+            if created:  # how busy the machine was while the cells ran: start and end
+                write_json(run_dir / ENV, {**env, "load_average_end": threads.load_average()})
     except KeyboardInterrupt:
         try:  # a fresh run stopped in its first cell has no records file yet
             states = cell_states(read_records(run_dir, missing_ok=True).records, cat)

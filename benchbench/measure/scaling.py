@@ -5,7 +5,7 @@ Weak scaling: every device trains on `batch_size` images per step (the global ba
 the step is benchbench.step.train_step (as `profile --mode train`), and each rank times a fixed
 number of steps (a time budget would let the ranks stop at different steps and leave one waiting in
 an all-reduce). The N-device rate is N x the slowest rank's rate. One "device" on the CPU is a
-process with cores // N threads, the one-device reference too, so the efficiency measures what
+process with the thread budget // N threads (benchbench.threads), the one-device reference too, so the efficiency measures what
 data parallelism costs (gradient all-reduce, processes contending for memory bandwidth), not threads.
 """
 
@@ -14,8 +14,9 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 
-from benchbench.launch import available_devices, check_devices, init_rank, launch
+from benchbench.launch import check_devices, init_rank, launch
 from benchbench.rendezvous import rendezvous_from_env
+from benchbench.threads import per_rank
 
 COLLECTIVE_TIMEOUT_S = 600.0
 
@@ -78,7 +79,7 @@ def measure_scaling(model: str, *, devices: int, device_type: str, plugin_files:
                     batch_size: int = 32, warmup_steps: int = 5, steps: int = 20) -> Scaling:
     """Training img/s on `devices` devices and on one, each in its own launch (one device first)."""
     check_devices(device_type, devices)
-    threads = max(1, available_devices(device_type) // devices)
+    threads = per_rank(devices)
     job = ScalingJob(model=model, plugin_files=plugin_files, device_type=device_type, threads=threads,
                      num_classes=num_classes, image_size=image_size, in_chans=in_chans, precision=precision,
                      batch_size=batch_size, warmup_steps=warmup_steps, steps=steps)

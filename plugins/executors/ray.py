@@ -14,7 +14,7 @@ import os
 import socket
 import time
 
-from benchbench import hookimpl
+from benchbench import hookimpl, threads
 from benchbench.errors import BenchError
 from benchbench.executors import CellJob, Dispatch, ExecutorSpec, execute
 from benchbench.record import Record
@@ -58,7 +58,9 @@ def _work(job: CellJob) -> dict:
     """What a Ray task runs: the cell, its record appended by this worker. Returns the record."""
     import ray
 
-    return execute(job, job_id=ray.get_runtime_context().get_task_id(), attempts=1).to_json()
+    context = ray.get_runtime_context()
+    threads.configure(allocated=context.get_assigned_resources().get("CPU"), allocated_by="ray num_cpus")
+    return execute(job, job_id=context.get_task_id(), attempts=1).to_json()
 
 
 def _reason(exc: BaseException) -> str:

@@ -22,9 +22,10 @@ from typing import Any, Mapping
 import torch
 
 from benchbench.execution import Execution
-from benchbench.launch import available_devices, check_devices, check_global_batch, init_rank, launch
+from benchbench.launch import check_devices, check_global_batch, init_rank, launch
 from benchbench.rendezvous import LaterNode, rendezvous_from_env
 from benchbench.specs import DataOptions, ProtocolContext
+from benchbench.threads import per_rank
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def make_job(ctx: ProtocolContext, model: torch.nn.Module, folder: str, desc: st
     return Job(model=ctx.model_spec.id, dataset=ctx.dataset_spec.id, shape=shape, data=ctx.data, settings=dict(s),
                seed=ctx.seed, device_type=ctx.device.type, plugin_files=tuple(ctx.plugin_files), folder=folder,
                execution=cell_execution(ctx, model), desc=desc, show_progress=ctx.show_progress,
-               threads=max(1, available_devices(ctx.device.type) // s["devices"]))
+               threads=per_rank(s["devices"]))
 
 
 def run_rank(job: Job) -> dict[str, float] | None:

@@ -10,11 +10,12 @@ model on a GPU. The batches are the same tensors wherever they are indexed.
 from __future__ import annotations
 
 import math
-import os
 from typing import Iterator, Sequence
 
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler, TensorDataset
+
+from benchbench.threads import budget, follow_load
 
 SEED_RANGE = 2 ** 62  # per-image augmentation seeds are drawn from [0, SEED_RANGE)
 
@@ -153,6 +154,11 @@ class Loader:
         return math.ceil(len(self.dataset) / self.batch_size)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for batch in self._batches():
+            follow_load()  # between batches: fewer CPU threads while other processes want the CPUs
+            yield batch
+
+    def _batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         if self._loader is not None:
             yield from self._loader
             return
@@ -189,15 +195,12 @@ def batches(
 
 def auto_workers(dataset: Dataset) -> int:
     """DataLoader workers when a protocol's num_workers is -1: none for in-memory tensors (a batch is a
-    slice); for files, none on one or two CPU cores (measured: a worker there takes cores from the
-    training step and costs more than it saves, benchmarks/loader_speed.py), else half the cores, up
-    to 4."""
+    slice); for files, none on one or two CPUs (measured: a worker there takes cores from the
+    training step and costs more than it saves, benchmarks/loader_speed.py), else half the CPUs, up
+    to 4. The CPUs are the process's budget (benchbench.threads: affinity, quota, allocation)."""
     if isinstance(dataset, TensorDataset):
         return 0
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
+    cpus = budget().cpus
     return 0 if cpus <= 2 else min(4, cpus // 2)
 
 
