@@ -37,7 +37,7 @@ def rows(kind: str, cat: Catalog) -> list[dict[str, Any]]:
     """One JSON-ready dict per spec of `kind` (models | datasets | protocols | executors)."""
     registry = cat.registry(kind)
     if kind == "models":
-        from benchbench.measure.params import cached_params_at_default  # torch
+        from benchbench.meters.params import cached_params_at_default  # torch
 
         params = cached_params_at_default(registry, cache_dir() / "params.json")
     out = []

@@ -7,7 +7,7 @@ measured the same pace (`Pace`: model, resolution, precision, compiled or eager,
 device of the same name (records anywhere under the results roots), the fastest of their training
 img/s: other work on a shared machine only ever slows a measurement down, so the fastest is the
 closest to what the device does. Which run that was, and how many measurements there were, is
-said (`Throughput`). Otherwise unknown. A rough guide, not a measurement.
+said (`PaceSpeed`). Otherwise unknown. A rough guide, not a measurement.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class Pace:
 
 
 @dataclass(frozen=True)
-class Throughput:
+class PaceSpeed:
     """The fastest earlier training img/s of one pace (`Pace`) on this device's name."""
 
     img_per_s: float
@@ -92,7 +92,7 @@ class CellPlan:
     train_images: float | None  # None: the protocol gives no estimate
     eval_images: float | None
     img_per_s: float | None  # earlier measured training throughput; None: never measured here
-    img_per_s_from: Throughput | None = None  # where img_per_s comes from
+    img_per_s_from: PaceSpeed | None = None  # where img_per_s comes from
     pace: Pace | None = None  # what img_per_s had to be measured at
 
     @property
@@ -116,7 +116,7 @@ def cell_states(records: Iterable[Record], catalog: Catalog) -> dict[str, str]:
 
 
 def throughput_history(roots: Iterable[Path], device_name: str, training: Iterable[str]
-                       ) -> dict[Pace, Throughput]:
+                       ) -> dict[Pace, PaceSpeed]:
     """{pace: the fastest measured training img/s, and where} of ok records on `device_name` of the
     protocols in `training` (the ids of those that train on real data)."""
     training = set(training)
@@ -133,7 +133,7 @@ def throughput_history(roots: Iterable[Path], device_name: str, training: Iterab
                 name = (r.env or {}).get("device_name", run_device)
                 if r.ok and name == device_name and ips and r.protocol in training:
                     seen.setdefault(Pace.of_record(r), []).append((float(ips), _shown(run_dir)))
-    return {k: Throughput(*max(v), n=len(v), median_img_per_s=statistics.median(x for x, _ in v))
+    return {k: PaceSpeed(*max(v), n=len(v), median_img_per_s=statistics.median(x for x, _ in v))
             for k, v in seen.items()}
 
 
@@ -146,7 +146,7 @@ def _shown(run_dir: Path) -> str:
 
 
 def plan(suite: Suite, catalog: Catalog, records: Iterable[Record],
-         history: dict[Pace, Throughput] | None = None, device: "torch.device | str" = "cpu") -> list[CellPlan]:
+         history: dict[Pace, PaceSpeed] | None = None, device: "torch.device | str" = "cpu") -> list[CellPlan]:
     """Each cell's state, cost and (from `history`, measurements of its pace on `device`'s name) time."""
     import torch
 
@@ -175,7 +175,7 @@ def plan(suite: Suite, catalog: Catalog, records: Iterable[Record],
 
 
 def _meta_gmacs(spec, shape: dict) -> float | None:
-    from benchbench.measure.flops import meta_macs  # torch: only when a plan is made
+    from benchbench.meters.flops import meta_macs  # torch: only when a plan is made
 
     try:
         return meta_macs(spec, **shape) / 1e9

@@ -19,8 +19,8 @@ from benchbench.compute import derived
 from benchbench.deadline import CellTimeLimit, time_limit
 from benchbench.errors import BenchError
 from benchbench.executors import Choice, Dispatch, Executor, default_executor
-from benchbench.measure.flops import MacCount, build_for_counting, count_macs
-from benchbench.measure.params import count_params
+from benchbench.meters.flops import MacCount, build_for_counting, count_macs
+from benchbench.meters.params import count_params
 from benchbench.plugins import Catalog, plugin_package
 from benchbench.record import Record
 from benchbench.rendezvous import later_node_note

@@ -88,7 +88,7 @@ def _unverified(df: pd.DataFrame, force: bool) -> dict[str, str]:
     if bad and not force:
         listed = "; ".join(f"{m}: {s}" for m, s in bad.items())
         raise BenchError(f"refusing to publish FLOPs that are not verified ({listed}). Fix the count "
-                         "(a handle for the operator in benchbench/measure/flops.py) or pass --force-flops "
+                         "(a handle for the operator in benchbench/meters/flops.py) or pass --force-flops "
                          f"to publish them marked {DAGGER}")
     return bad
 

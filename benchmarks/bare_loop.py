@@ -2,7 +2,7 @@
 
     python benchmarks/bare_loop.py vit-b16 bit-r50x1 --device cuda --precision bf16 --batch-size 256
 
-Prints one JSON object per model and mode: the harness's img/s (benchbench.measure.throughput), the
+Prints one JSON object per model and mode: the harness's img/s (benchbench.meters.throughput), the
 bare loop's, and their ratio (interleaved rounds, median ratio).
 """
 
@@ -14,7 +14,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from benchbench.measure.throughput import measure_throughput
+from benchbench.meters.throughput import measure_throughput
 from benchbench.plugins import load_catalog
 
 

@@ -17,7 +17,7 @@ hits both sides alike:
   calls it, timm's optimizer factory with the script's defaults (SGD, lr 1e-4), autocast, forward,
   nn.CrossEntropyLoss, backward, optimizer step, a synchronisation after every step;
   `torch.compile(model)` after `torch._dynamo.reset()` for --torchcompile.
-- benchbench: benchbench.measure.throughput.measure_throughput, the code `benchbench profile` times
+- benchbench: benchbench.meters.throughput.measure_throughput, the code `benchbench profile` times
   (benchbench.step.train_step: autocast, float32 cross-entropy, backward, gradient clipping at norm 1,
   AdamW; or the inference forward), with the same warm-up and timed step counts.
 
@@ -46,7 +46,7 @@ from torch import nn
 from benchbench import precision as precision_policy
 from benchbench.envinfo import device_name
 from benchbench.errors import BenchError
-from benchbench.measure.throughput import measure_throughput
+from benchbench.meters.throughput import measure_throughput
 from benchbench.plugins import load_catalog
 
 TIMM_BENCHMARK = "huggingface/pytorch-image-models@aa4b5850c1543fa488abf260f18390eda46cf85d benchmark.py"

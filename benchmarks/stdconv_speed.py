@@ -18,7 +18,7 @@ output filter (variance biased), and only differs in how:
 
 For each model, mode (train, infer) and compile setting, the round r times every form once, in an
 order that alternates (A B C ..., then ... C B A), so drift of a shared machine hits all alike. The
-timing is benchbench.measure.throughput.measure_throughput, what `benchbench profile` times (train:
+timing is benchbench.meters.throughput.measure_throughput, what `benchbench profile` times (train:
 benchbench's AdamW step with clipping; infer: forward under no_grad), at a fixed batch. Compiled
 runs call torch._dynamo.reset() first; compilation happens in the untimed warm-up.
 
@@ -35,7 +35,7 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-from benchbench.measure.throughput import measure_throughput
+from benchbench.meters.throughput import measure_throughput
 from benchbench.plugins import load_catalog
 from benchbench_plugins.models import resnetv2
 

@@ -19,7 +19,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benchbench.measure.throughput import measure_throughput
+from benchbench.meters.throughput import measure_throughput
 from benchbench_plugins.models import vision_transformer as vit
 
 IMAGE_SIZE, NUM_CLASSES, WARMUP = 28, 10, 1  # the model is warm after the first round

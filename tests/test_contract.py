@@ -9,7 +9,7 @@ import pytest
 import torch
 import torchvision
 
-from benchbench.measure.params import count_params, params_at_default
+from benchbench.meters.params import count_params, params_at_default
 
 # InceptionAux(768, 1000): 1x1 conv 768->128 + BN, 5x5 conv 128->768 + BN, Linear 768->1000. torchvision
 # publishes inception_v3's count with this auxiliary head; tv/inception_v3 is built without it.
@@ -110,7 +110,7 @@ def test_paper_table1_figures(catalog):
 
 
 def test_params_cache_reuses_counts_and_notices_code_changes(catalog, tmp_path, monkeypatch):
-    from benchbench.measure import params as params_mod
+    from benchbench.meters import params as params_mod
 
     specs = [catalog.models.get("vit-mu4"), catalog.models.get("bit-r20x1-small")]
     cache = tmp_path / "params.json"
@@ -128,7 +128,7 @@ def test_params_cache_reuses_counts_and_notices_code_changes(catalog, tmp_path, 
 def test_every_model_flops_are_verified(catalog, model_id):
     """Both counters agree and no MAC-carrying operator goes uncounted, for every registered model
     (this is how the torchvision ViTs' fused attention was found)."""
-    from benchbench.measure.flops import build_for_counting, count_macs
+    from benchbench.meters.flops import build_for_counting, count_macs
 
     spec = catalog.models.get(model_id)
     model, meta = build_for_counting(spec, num_classes=1000, image_size=spec.default_resolution, in_chans=3)

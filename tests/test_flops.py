@@ -10,7 +10,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from benchbench.measure.flops import count_macs
+from benchbench.meters.flops import count_macs
 from benchbench_plugins.models import resnetv2
 from benchbench_plugins.models import vision_transformer as vit
 
@@ -139,7 +139,7 @@ def test_torchvision_vit_fused_attention_is_counted(formulas, image, hidden, dep
 
 
 def test_disagreeing_counts_are_flagged():
-    from benchbench.measure.flops import MacCount
+    from benchbench.meters.flops import MacCount
 
     assert MacCount(1000, {}, (), second_macs=1001).status == "ok"  # within 0.1%
     assert MacCount(1000, {}, (), second_macs=1100).status.startswith("mismatch: fvcore 1000 vs")
@@ -151,7 +151,7 @@ def test_disagreeing_counts_are_flagged():
     pytest.param("r50x1+vit-b16", 1000, 224, 3, marks=pytest.mark.slow),
 ])
 def test_counting_on_zero_weights_and_meta_reference_matches(catalog, model_id, classes, image, in_chans):
-    from benchbench.measure.flops import build_for_counting
+    from benchbench.meters.flops import build_for_counting
 
     spec = catalog.models.get(model_id)
     real, meta = build_for_counting(spec, num_classes=classes, image_size=image, in_chans=in_chans)

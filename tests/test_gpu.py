@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from benchbench.measure.flops import count_macs
+from benchbench.meters.flops import count_macs
 from benchbench_plugins.models import vision_transformer as vit
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]

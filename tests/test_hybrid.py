@@ -5,8 +5,8 @@ narrower, under a smaller ViT at 64 px."""
 import pytest
 import torch
 
-from benchbench.measure.flops import count_macs
-from benchbench.measure.params import count_params
+from benchbench.meters.flops import count_macs
+from benchbench.meters.params import count_params
 from benchbench_plugins.models import hybrid
 from benchbench_plugins.models import vision_transformer as vit
 

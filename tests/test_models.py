@@ -4,7 +4,7 @@ fixture, tests/conftest.py)."""
 import pytest
 import torch
 
-from benchbench.measure.params import count_params
+from benchbench.meters.params import count_params
 from benchbench_plugins.models import resnetv2
 from benchbench_plugins.models import vision_transformer as vit
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchbench.measure.flops import torch_count_macs
+from benchbench.meters.flops import torch_count_macs
 from benchbench.suite import load_suite
 
 REPO = Path(__file__).resolve().parent.parent

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from benchbench.plan import CellPlan, Pace, Throughput, plan, summary, throughput_history, totals
+from benchbench.plan import CellPlan, Pace, PaceSpeed, plan, summary, throughput_history, totals
 from benchbench.store import SITE_MARKER, append_record
 from benchbench.suite import Cell
 
@@ -31,7 +31,7 @@ def test_history_prefers_the_fastest_measurement_and_names_its_run(tmp_path, mak
 
 
 def test_summary_says_where_the_estimate_comes_from_and_counts_in_words():
-    measured = Throughput(100.0, "runs/q/1", n=2, median_img_per_s=90.0)
+    measured = PaceSpeed(100.0, "runs/q/1", n=2, median_img_per_s=90.0)
     cell = Cell("vit", "d", "scratch", 0, ())
     plan = CellPlan(cell, "todo", 28, 0.5, train_images=1000.0, eval_images=300.0, img_per_s=100.0,
                     img_per_s_from=measured)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from benchbench import results
-from benchbench.measure.flops import build_for_counting, count_macs, meta_macs
-from benchbench.measure.params import count_params, params_at_default
+from benchbench.meters.flops import build_for_counting, count_macs, meta_macs
+from benchbench.meters.params import count_params, params_at_default
 from benchbench.specs import input_shape
 from benchbench.store import read_records
 from benchbench.tables import build_table, render

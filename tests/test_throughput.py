@@ -12,10 +12,10 @@ import benchbench.cli
 from benchbench.cli import device_cmd, profile_cmd
 from benchbench.envinfo import device_name
 from benchbench.errors import BenchError
-from benchbench.measure import peaks
+from benchbench.meters import peaks
 from benchbench.compute import achieved_flops_per_s
-from benchbench.measure.peaks import lookup, measured_matmul_flops, mfu, peak_flops_per_s
-from benchbench.measure.throughput import Throughput, is_oom, largest_batch, measure_throughput
+from benchbench.meters.peaks import lookup, measured_matmul_flops, mfu, peak_flops_per_s
+from benchbench.meters.throughput import Throughput, is_oom, largest_batch, measure_throughput
 from benchbench_plugins.models import vision_transformer as vit
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torchvision import models
 
-from benchbench.measure.params import count_params
+from benchbench.meters.params import count_params
 from benchbench.plugins import collect, make_manager
 from benchbench_plugins.models import torchvision_zoo
 

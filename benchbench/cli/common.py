@@ -92,7 +92,7 @@ def execution_for(spec, device, model, *, eager: bool = False, compile: bool | N
     """The execution the policy (benchbench.execution.choose) picks for `model`, of the family `spec`
     (its ModelSpec: channels-last where it says it prefers it), on `device`; a value given overrides it."""
     from benchbench.execution import choose
-    from benchbench.measure.params import count_params
+    from benchbench.meters.params import count_params
 
     return choose(device, prefers_channels_last=spec.prefers_channels_last, eager=eager, params=count_params(model),
                   compile=compile, compile_mode=compile_mode, channels_last=channels_last,
@@ -100,7 +100,7 @@ def execution_for(spec, device, model, *, eager: bool = False, compile: bool | N
 
 
 def execution_fields(result) -> dict:
-    """How a measurement (benchbench.measure.throughput.Throughput) ran, and what compiling cost, as the
+    """How a measurement (benchbench.meters.throughput.Throughput) ran, and what compiling cost, as the
     fields of a command's JSON: compile_s is apart from img/s, never part of it."""
     return {"channels_last": result.channels_last, "compiled": result.compiled, "compile_mode": result.compile_mode,
             "fused_optimizer": result.fused_optimizer, "attention": result.attention,

@@ -43,7 +43,7 @@ def add_parser(sub, parent) -> None:
 
 
 def cost(args) -> dict:
-    from benchbench.measure.flops import build_for_counting, count_macs
+    from benchbench.meters.flops import build_for_counting, count_macs
     from benchbench.compute import device_days, training_exaflops
 
     cat = catalog(args)
@@ -79,8 +79,8 @@ def cost(args) -> dict:
            "flops_status": macs.status}
     if device is not None:
         from benchbench.compute import achieved_flops_per_s
-        from benchbench.measure.peaks import mfu, peak_flops_per_s
-        from benchbench.measure.throughput import measure_throughput
+        from benchbench.meters.peaks import mfu, peak_flops_per_s
+        from benchbench.meters.throughput import measure_throughput
 
         chosen = threads.apply()
         result = measure_throughput(model, image_size=resolution, in_chans=3, num_classes=num_classes,

@@ -23,7 +23,7 @@ def add_parser(sub, parent) -> None:
 def run(args) -> int:
     from benchbench import precision as precision_policy
     from benchbench.envinfo import device_name, pick_device
-    from benchbench.measure.peaks import lookup, measured_matmul_flops
+    from benchbench.meters.peaks import lookup, measured_matmul_flops
 
     device = pick_device(args.device)
     precision = precision_policy.check(device, args.precision)

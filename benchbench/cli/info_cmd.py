@@ -18,8 +18,8 @@ def add_parser(sub, parent) -> None:
 
 
 def run(args) -> int:
-    from benchbench.measure.flops import build_for_counting, count_macs
-    from benchbench.measure.params import count_params
+    from benchbench.meters.flops import build_for_counting, count_macs
+    from benchbench.meters.params import count_params
 
     spec = catalog(args).models.get(args.model)
     resolution = args.resolution or spec.default_resolution

@@ -73,7 +73,7 @@ def scaling(args) -> dict:
     """`--devices N`: the training step's img/s on N devices against N x one device's."""
     from benchbench import precision as precision_policy
     from benchbench.envinfo import device_name, pick_device
-    from benchbench.measure.scaling import measure_scaling
+    from benchbench.meters.scaling import measure_scaling
 
     cat = catalog(args)
     spec = cat.models.get(args.model)
@@ -140,9 +140,9 @@ def check_precision(args, device) -> str:
 def profile(args) -> dict:
     from benchbench.compute import achieved_flops_per_s
     from benchbench.envinfo import pick_device
-    from benchbench.measure.flops import count_macs
-    from benchbench.measure.peaks import lookup, measured_matmul_flops, mfu
-    from benchbench.measure.throughput import measure_throughput
+    from benchbench.meters.flops import count_macs
+    from benchbench.meters.peaks import lookup, measured_matmul_flops, mfu
+    from benchbench.meters.throughput import measure_throughput
 
     spec = catalog(args).models.get(args.model)
     device = pick_device(args.device)
@@ -254,7 +254,7 @@ def best(args) -> dict:
     import torch
 
     from benchbench.envinfo import device_name, pick_device
-    from benchbench.measure.throughput import MAX_BATCH_SIZE, START_BATCH_SIZE, measure_throughput
+    from benchbench.meters.throughput import MAX_BATCH_SIZE, START_BATCH_SIZE, measure_throughput
 
     if args.latency:
         raise BenchError("--best searches throughput; --latency is for a single profile (leave out --best)")

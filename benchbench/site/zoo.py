@@ -3,7 +3,7 @@
 Both numbers are taken on the meta device (shapes, no memory, no arithmetic) and remembered in
 $BENCHBENCH_CACHE (else ~/.cache/benchbench) `params.json` and `macs.json`, as `benchbench list
 models` does: the first build of the page counts ~100 models in under a minute, later ones read
-the cache. MACs are torch.utils.flop_counter's count (benchbench.measure.flops.meta_macs, the
+the cache. MACs are torch.utils.flop_counter's count (benchbench.meters.flops.meta_macs, the
 second of the two counters every run cross-checks), 1000 classes, 3 channels.
 """
 
@@ -25,7 +25,7 @@ class ZooRow:
 
 def macs_at_default(spec) -> int | None:
     """Forward MACs of one image at the model's default resolution; None when it cannot be counted."""
-    from benchbench.measure.flops import meta_macs
+    from benchbench.meters.flops import meta_macs
 
     try:
         return meta_macs(spec, num_classes=1000, image_size=spec.default_resolution, in_chans=3)
@@ -34,8 +34,8 @@ def macs_at_default(spec) -> int | None:
 
 
 def zoo_rows(registry) -> list[ZooRow]:
-    from benchbench.measure.cache import cache_dir, cached_per_model
-    from benchbench.measure.params import cached_params_at_default
+    from benchbench.meters.cache import cache_dir, cached_per_model
+    from benchbench.meters.params import cached_params_at_default
 
     specs = sorted(registry, key=lambda s: s.id)
     params = cached_params_at_default(specs, cache_dir() / "params.json")

@@ -93,7 +93,7 @@ def run_rank(job: Job) -> dict[str, float] | None:
     """One rank's run of the cell; rank 0 writes the trained weights and returns the metrics."""
     from torch.nn.parallel import DistributedDataParallel
 
-    from benchbench.measure.throughput import peak_mem_mb
+    from benchbench.meters.throughput import peak_mem_mb
     from benchbench.plugins import load_catalog
     from benchbench_plugins.protocols.sharding import activation_checkpointing, build_sharded
     from benchbench_plugins.protocols.training import cell_splits, evaluate_timed, fit

@@ -38,7 +38,7 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
                          "set `images` in [settings.measure]")
     metrics: dict[str, float] = {"pretrain_epochs": s["epochs"], "pretrain_images_seen": images * s["epochs"]}
     if s["throughput"] == "on" or (s["throughput"] == "auto" and ctx.device.type == "cuda"):
-        from benchbench.measure.throughput import measure_throughput
+        from benchbench.meters.throughput import measure_throughput
         from benchbench_plugins.protocols.training import cell_execution
 
         execution = cell_execution(ctx, ctx.model)  # as a training cell of this model would run

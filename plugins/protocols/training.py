@@ -20,7 +20,7 @@ from benchbench import execution as execution_policy
 from benchbench import precision as precision_policy
 from benchbench.clock import DeviceClock, sync
 from benchbench.execution import Execution
-from benchbench.measure.params import count_params
+from benchbench.meters.params import count_params
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions, DatasetSpec, ProtocolContext
 from benchbench.step import forward, train_step

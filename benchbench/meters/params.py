@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from benchbench.measure.cache import cached_per_model, source_stamp
+from benchbench.meters.cache import cached_per_model, source_stamp
 from benchbench.specs import ModelSpec
 
 

@@ -54,7 +54,7 @@ def rank_throughput(job: ScalingJob) -> float:
     import torch
     from torch.nn.parallel import DistributedDataParallel
 
-    from benchbench.measure.throughput import measure_throughput
+    from benchbench.meters.throughput import measure_throughput
     from benchbench.plugins import load_catalog
 
     device, _, _ = init_rank(job.device_type, timeout_s=COLLECTIVE_TIMEOUT_S, threads=job.threads)

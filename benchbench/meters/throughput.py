@@ -35,7 +35,7 @@ from benchbench.clock import sync, time_steps
 from benchbench.envinfo import device_name as _device_name
 from benchbench.errors import BenchError
 from benchbench.execution import EAGER, Execution, apply, choose, optimizer_options, step_begin
-from benchbench.measure.params import count_params
+from benchbench.meters.params import count_params
 from benchbench.step import forward, train_step
 
 MODES = THROUGHPUT_MODES

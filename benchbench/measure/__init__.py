@@ -1,1 +1,0 @@
-"""Measurements taken on every cell: parameters, forward MACs, device time."""
