@@ -72,6 +72,55 @@ class NpzLayout:
     convert: Callable[[Mapping[str, "np.ndarray"], "torch.nn.Module"], dict[str, "torch.Tensor"]]
 
 
+INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "lanczos")
+RESIZE_MODES = ("shorter", "squash")
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """How evaluation images are prepared for a model (timm's and torchvision's evaluation transform):
+    resize to `resize_size` (mode "shorter": the shorter side, keeping the aspect ratio; "squash": both
+    sides, the ViT paper's), centre-crop `crop_size` x `crop_size`, scale to [0, 1], then
+    (x - mean) / std per channel. timm's `crop_pct` is crop_size / resize_size, its resize side
+    floor(crop_size / crop_pct) (`from_crop_pct`). `source` says where it came from (a checkpoint's
+    config, torchvision's weights, the paper), for records."""
+
+    crop_size: int
+    resize_size: int
+    resize_mode: str = "shorter"
+    interpolation: str = "bilinear"
+    mean: tuple[float, ...] = (0.5, 0.5, 0.5)
+    std: tuple[float, ...] = (0.5, 0.5, 0.5)
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.resize_mode not in RESIZE_MODES:
+            raise ValueError(f"resize_mode {self.resize_mode!r}: allowed: {', '.join(RESIZE_MODES)}")
+        if self.interpolation not in INTERPOLATIONS:
+            raise ValueError(f"interpolation {self.interpolation!r}: allowed: {', '.join(INTERPOLATIONS)}")
+        if not 0 < self.crop_size <= self.resize_size:
+            raise ValueError(f"crop_size {self.crop_size} must be > 0 and at most resize_size {self.resize_size}")
+        if len(self.mean) != len(self.std) or any(s <= 0 for s in self.std):
+            raise ValueError(f"mean {self.mean} and std {self.std}: one value per channel, std > 0")
+
+    @classmethod
+    def from_crop_pct(cls, crop_size: int, crop_pct: float, **kw: Any) -> "Preprocessing":
+        """timm's form: the resize side is floor(crop_size / crop_pct)."""
+        import math
+
+        return cls(crop_size=crop_size, resize_size=math.floor(crop_size / crop_pct), **kw)
+
+    @property
+    def crop_pct(self) -> float:
+        return self.crop_size / self.resize_size
+
+    def to_json(self) -> dict[str, Any]:
+        """As a record names it."""
+        return {"crop_size": self.crop_size, "resize_size": self.resize_size, "resize_mode": self.resize_mode,
+                "interpolation": self.interpolation, "mean": list(self.mean), "std": list(self.std),
+                "crop_pct": round(self.crop_pct, 6), "source": self.source}
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """One buildable model.
@@ -98,6 +147,8 @@ class ModelSpec:
     # True where the family trains faster in channels-last memory format on CUDA (benchbench.execution
     # uses it by default there); False where it measured slower or was not measured.
     prefers_channels_last: bool = False
+    # The evaluation transform of the architecture's published weights (None: the dataset's own).
+    preprocessing: Preprocessing | None = None
 
     def build_on_meta(self, **shape: int) -> "torch.nn.Module":
         """The model on the meta device: shapes without memory or arithmetic (for counting)."""
@@ -122,6 +173,9 @@ class DataOptions:
     # Random training augmentation (crop + flip for photos, flip for in-memory tensors); protocols
     # turn it on for the split they train on only. Features and evaluation never see it.
     augment: bool = False
+    # The evaluation transform of the model's weights (a checkpoint's, the architecture's); None: the
+    # dataset's own (its normalisation, resized to image_size).
+    preprocessing: Preprocessing | None = None
 
 
 @dataclass(frozen=True)
