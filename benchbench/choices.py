@@ -8,6 +8,7 @@ PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 # What a precision setting, and the --precision of `profile`, `cost` and `device`, accept (the policy
 # is benchbench.precision: `auto` resolves per device, fp8 is torchao's float8 training).
 PRECISION_CHOICES = ("auto", *PRECISIONS, "fp8")
+PRECISION_DEFAULT = "auto"  # every precision setting's and option's default (benchbench.precision.DEFAULT)
 PRECISION_HELP = ("auto | fp32 | tf32 | bf16 | fp16 | fp8; auto = bf16 on CUDA, else fp32; fp32 is IEEE (TF32 off), "
                   "tf32 needs CUDA, fp16 is refused on the CPU, fp8 (torchao float8 training) needs a CUDA GPU of "
                   "compute capability >= 8.9 and pip install 'benchbench[fp8]'")

@@ -5,10 +5,11 @@ These choices change how a model trains, never what it trains: the same weights,
 same optimiser arithmetic up to float rounding (tests/test_execution.py checks a compiled CPU run
 against an eager one). So they are never part of a cell's key (their settings are `keyed=False`).
 
-The policy (`choose`), each part overridable by an explicit value:
+The policy (`choose`), each part overridable by an explicit value (a `Request`: a cell's settings,
+`SETTINGS`, which protocols that train declare; or a command line's flags):
 - `eager=True` (`--eager`): everything off.
-- Not CUDA (the CPU): eager, for-each optimiser, contiguous memory, as before this policy existed.
-- CUDA: torch.compile on (the issue-18 H100 figures: +27 % for ViT-B/16 training, x2.3 for BiT-R50x1),
+- Not CUDA (the CPU): eager, for-each optimiser, contiguous memory.
+- CUDA: torch.compile on (measured on an H100, results/h100: +27 % for ViT-B/16 training, x2.3 for BiT-R50x1),
   in mode "reduce-overhead" (CUDA graphs) for models under SMALL_MODEL_PARAMS, whose steps are bound
   by kernel launches, else "default" (and "default" for data-parallel runs: CUDA graphs would capture
   DDP's gradient all-reduce); the fused AdamW/Adam/SGD kernel; channels-last only for a family
@@ -24,6 +25,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from benchbench.errors import BenchError
+from benchbench.specs import Setting
+from benchbench.world import SINGLE, World
 
 if TYPE_CHECKING:  # torch is imported where used: the CLI's parsers read this module's names
     import torch
@@ -33,9 +36,56 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 SMALL_MODEL_PARAMS = 5_000_000  # below this a CUDA training step is launch-bound: CUDA graphs pay
 ATTENTION = "sdpa"  # F.scaled_dot_product_attention choosing its kernel; the built-in ViTs call it
 AUTO = "auto"
-# The settings that say how a cell runs (declared with keyed=False by the protocols that train).
-SETTING_NAMES = ("compile", "compile_mode", "channels_last", "fused_optimizer")
-EAGER_SETTINGS = {"compile": False, "compile_mode": AUTO, "channels_last": False, "fused_optimizer": False}
+# The settings that say how a cell runs, named here once: protocols that train declare SETTINGS, and
+# `Request.of_settings` reads them back. Not part of a cell's key (keyed=False).
+COMPILE, COMPILE_MODE, CHANNELS_LAST, FUSED_OPTIMIZER = "compile", "compile_mode", "channels_last", "fused_optimizer"
+SETTING_NAMES = (COMPILE, COMPILE_MODE, CHANNELS_LAST, FUSED_OPTIMIZER)
+EAGER_SETTINGS = {COMPILE: False, COMPILE_MODE: AUTO, CHANNELS_LAST: False, FUSED_OPTIMIZER: False}
+
+
+def setting_value(key: str, value: Any) -> str | None:
+    """The range check of an execution setting: "auto" or a bool; compile_mode "auto" or a mode."""
+    if key == COMPILE_MODE:
+        allowed = (AUTO, *COMPILE_MODES)
+        return None if value in allowed else f"allowed: {', '.join(allowed)}"
+    return None if value == AUTO or isinstance(value, bool) else "allowed: true, false, \"auto\""
+
+
+def _check(key: str) -> Callable[[Any], str | None]:
+    return lambda value: setting_value(key, value)
+
+
+SETTINGS = {
+    COMPILE: Setting(AUTO, (bool, str), "torch.compile the model: true | false | \"auto\" (on for CUDA)",
+                     _check(COMPILE), keyed=False),
+    COMPILE_MODE: Setting(AUTO, str, "torch.compile's mode: auto (reduce-overhead, CUDA graphs, for models under "
+                          f"{SMALL_MODEL_PARAMS / 1e6:g}M parameters, else default) | " + " | ".join(COMPILE_MODES),
+                          _check(COMPILE_MODE), keyed=False),
+    CHANNELS_LAST: Setting(AUTO, (bool, str), "channels-last memory format: true | false | \"auto\" (on CUDA where "
+                           "the model family prefers it)", _check(CHANNELS_LAST), keyed=False),
+    FUSED_OPTIMIZER: Setting(AUTO, (bool, str), "the fused optimiser kernel: true | false | \"auto\" (on for CUDA)",
+                             _check(FUSED_OPTIMIZER), keyed=False),
+}
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a cell or a command line asks of the execution; None leaves a choice to the policy."""
+
+    eager: bool = False
+    compile: bool | None = None
+    compile_mode: str | None = None
+    channels_last: bool | None = None
+    fused_optimizer: bool | None = None
+
+    @classmethod
+    def of_settings(cls, settings: Mapping[str, Any]) -> "Request":
+        """A cell's request from its SETTINGS ("auto" or absent: the policy's)."""
+        given = {k: None if settings.get(k, AUTO) == AUTO else settings[k] for k in SETTING_NAMES}
+        return cls(**given)
+
+
+POLICY = Request()
 
 
 @dataclass(frozen=True)
@@ -63,49 +113,31 @@ class Execution:
 EAGER = Execution(compile=False, compile_mode=None, fused_optimizer=False, channels_last=False)
 
 
-def choose(device: torch.device | str, *, prefers_channels_last: bool = False, params: int | None = None,
-           eager: bool = False, sharded: bool = False, distributed: bool = False, compile: bool | None = None,
-           compile_mode: str | None = None, channels_last: bool | None = None,
-           fused_optimizer: bool | None = None) -> Execution:
-    """The execution for a model on `device` (see the module docstring); None = the policy's choice."""
+def choose(device: torch.device | str, request: Request = POLICY, *, prefers_channels_last: bool = False,
+           params: int | None = None, world: World = SINGLE) -> Execution:
+    """The execution for a model of `params` parameters (its family preferring channels-last or not),
+    trained by `world`, on `device` (see the module docstring); what `request` gives overrides it."""
     import torch
 
     device = torch.device(device)
-    if compile_mode is not None and compile_mode not in COMPILE_MODES:
-        raise BenchError(f"compile mode {compile_mode!r}: allowed: {', '.join(COMPILE_MODES)}")
-    if eager:
+    if request.compile_mode is not None and request.compile_mode not in COMPILE_MODES:
+        raise BenchError(f"compile mode {request.compile_mode!r}: allowed: {', '.join(COMPILE_MODES)}")
+    if request.eager:
         base, policy = EAGER, "eager"
     elif device.type == "cuda":
-        small = params is not None and params < SMALL_MODEL_PARAMS and not distributed
-        base = Execution(compile=not sharded, compile_mode=None if sharded else
+        small = params is not None and params < SMALL_MODEL_PARAMS and world.size == 1
+        base = Execution(compile=not world.sharded, compile_mode=None if world.sharded else
                          "reduce-overhead" if small else "default",
                          fused_optimizer=True, channels_last=prefers_channels_last, policy="cuda")
         policy = "cuda"
     else:
         base, policy = EAGER, "cpu"
-    on = base.compile if compile is None else compile
-    mode = (compile_mode or base.compile_mode or "default") if on else None
+    on = base.compile if request.compile is None else request.compile
+    mode = (request.compile_mode or base.compile_mode or "default") if on else None
     return Execution(compile=on, compile_mode=mode,
-                     fused_optimizer=base.fused_optimizer if fused_optimizer is None else fused_optimizer,
-                     channels_last=base.channels_last if channels_last is None else channels_last,
+                     fused_optimizer=base.fused_optimizer if request.fused_optimizer is None else request.fused_optimizer,
+                     channels_last=base.channels_last if request.channels_last is None else request.channels_last,
                      policy=policy)
-
-
-def _given(value: Any) -> Any:
-    return None if value == AUTO else value
-
-
-def from_settings(device: torch.device | str, settings: Mapping[str, Any], *, prefers_channels_last: bool = False,
-                  params: int | None = None) -> Execution:
-    """`choose` with a cell's settings (`compile`, `compile_mode`, `channels_last`, `fused_optimizer`:
-    "auto" or a value; absent = "auto")."""
-    return choose(device, prefers_channels_last=prefers_channels_last, params=params,
-                  sharded=settings.get("sharding", "ddp") == "fsdp",
-                  distributed=settings.get("devices", 1) * settings.get("nodes", 1) > 1,
-                  compile=_given(settings.get("compile", AUTO)),
-                  compile_mode=_given(settings.get("compile_mode", AUTO)),
-                  channels_last=_given(settings.get("channels_last", AUTO)),
-                  fused_optimizer=_given(settings.get("fused_optimizer", AUTO)))
 
 
 def apply(model: nn.Module, execution: Execution, *, backend: str | Callable = "inductor") -> nn.Module:
@@ -165,11 +197,3 @@ def eager(cell):
     settings = dict(cell.settings)
     settings.update({k: v for k, v in EAGER_SETTINGS.items() if k in settings})
     return replace(cell, settings=tuple(sorted(settings.items())))
-
-
-def setting_value(key: str, value: Any) -> str | None:
-    """The range check of an execution setting: "auto" or a bool; compile_mode "auto" or a mode."""
-    if key == "compile_mode":
-        allowed = (AUTO, *COMPILE_MODES)
-        return None if value in allowed else f"allowed: {', '.join(allowed)}"
-    return None if value == AUTO or isinstance(value, bool) else "allowed: true, false, \"auto\""

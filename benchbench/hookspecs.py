@@ -1,19 +1,25 @@
 """The hooks a benchbench plugin may implement. Each receives a `register` callback.
 
 Every hook here is collect-all: the implementations of all plugins are called, none stops the others.
+The hooks are the one declaration of the kinds of spec: `KINDS` ({"models": ModelSpec, ...}) is read
+off them (a hook `register_<kind>` whose callback takes that spec), and the catalog, the loader's
+messages and `benchbench list` derive from it.
 """
 
 from __future__ import annotations
 
+import inspect
+import sys
+import typing
 from typing import Callable
 
 import pluggy
 
-from benchbench.executors import ExecutorSpec
-from benchbench.specs import DatasetSpec, ModelSpec, ProtocolSpec
+from benchbench.specs import DatasetSpec, ExecutorSpec, ModelSpec, ProtocolSpec
 
 hookspec = pluggy.HookspecMarker("benchbench")
 hookimpl = pluggy.HookimplMarker("benchbench")
+PREFIX = "register_"
 
 
 @hookspec
@@ -45,5 +51,19 @@ def register_protocols(register: Callable[[ProtocolSpec], None]) -> None:
 def register_executors(register: Callable[[ExecutorSpec], None]) -> None:
     """Register executors: where a suite's cells run (in process, Slurm, Ray, ...). Collect-all.
 
-    :param register: call once per :class:`~benchbench.executors.ExecutorSpec`.
+    :param register: call once per :class:`~benchbench.specs.ExecutorSpec`.
     """
+
+
+def _kinds() -> dict[str, type]:
+    """{kind: spec class} of this module's hooks, in the order they are declared."""
+    out = {}
+    module = sys.modules[__name__]
+    for name, fn in inspect.getmembers(module, inspect.isfunction):
+        if name.startswith(PREFIX) and hasattr(fn, "benchbench_spec"):
+            register = typing.get_type_hints(fn)["register"]
+            out[name[len(PREFIX):]] = (fn.__code__.co_firstlineno, typing.get_args(register)[0][0])
+    return {kind: cls for kind, (_, cls) in sorted(out.items(), key=lambda kv: kv[1][0])}
+
+
+KINDS = _kinds()

@@ -39,38 +39,6 @@ class RankFailure(Exception):
     """A rank raised, died or hung; the message names the rank and its error."""
 
 
-def available_devices(device_type: str) -> int:
-    """Processes one node can run: its CUDA devices, or on the CPU its usable cores (one each)."""
-    if device_type == "cuda":
-        return torch.cuda.device_count()
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def check_devices(device_type: str, devices: int) -> None:
-    """A BenchError, before anything starts, for a device type without a backend or more devices than
-    this node has."""
-    if device_type not in ("cpu", "cuda"):
-        raise BenchError(f"devices = {devices}: data-parallel runs use cpu (gloo) or cuda (nccl), not {device_type}")
-    have = available_devices(device_type)
-    if devices > have:
-        what = "CUDA devices" if device_type == "cuda" else "CPU cores (one process each)"
-        raise BenchError(f"devices = {devices}: this machine has {have} {what}; set devices to at most {have}")
-
-
-def check_global_batch(batch_size: int, devices: int, nodes: int = 1) -> None:
-    """A BenchError for a global batch the devices x nodes ranks cannot split evenly (each step, each
-    rank takes an equal part of it), naming the nearest batch sizes that divide."""
-    world = devices * nodes
-    if batch_size % world:
-        below = batch_size - batch_size % world
-        fix = f"{below} or {below + world}" if below else f"{world}"
-        raise BenchError(f"batch_size = {batch_size} is the global batch: it must divide by the {world} devices "
-                         f"(devices x nodes = {devices} x {nodes}); e.g. batch_size = {fix}")
-
-
 def init_rank(device_type: str, *, timeout_s: float, threads: int = 1, local: bool = True) -> tuple[torch.device, int, int]:
     """In a rank: its device, the process group (NCCL on CUDA, gloo on the CPU with `threads` threads,
     over loopback when `local`), and (device, rank, world size)."""

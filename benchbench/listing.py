@@ -8,7 +8,7 @@ version, every `.pth` file's modification time), the entry points of group "benc
 whether third-party ones load, the modification time and size of every `.py` file of the packages
 that provide them and of benchbench itself (so an editable install's edits count), and each
 `--plugin` file with the `.py` files beside it. A listing that reported a plugin failure is not
-cached. A fingerprint that does not match loads the plugins as before.
+cached. A fingerprint that does not match loads the plugins anew.
 """
 
 from __future__ import annotations

@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Iterable
 
 from benchbench.choices import resolved_precision
 from benchbench.compute import TRAIN_PASSES, flops
+from benchbench.execution import choose
 from benchbench.plugins import Catalog
 from benchbench.record import Record
 from benchbench.specs import input_shape
 from benchbench.errors import BenchError
 from benchbench.store import read_env, read_records, run_dirs_under
-from benchbench.suite import Cell, Suite, key_today
+from benchbench.run.cell import Cell, key_today
+from benchbench.suite import Suite
 from benchbench.text import plural
 
 if TYPE_CHECKING:
@@ -49,20 +51,18 @@ class Pace:
 
     @classmethod
     def of_record(cls, r: Record) -> "Pace":
-        """A record's: its precision setting resolved by the device it ran on ("fp32" for a protocol
-        without one), compiled as its `exec_compile` says (eager in records from before it existed)."""
-        return cls(r.model, r.resolution or 0, resolved_precision(str(r.settings.get("precision", "fp32")),
-                                                                  r.device.split(":")[0]),
-                   bool(r.metrics.get("exec_compile", False)), r.devices or 1)
+        """A record's: its precision as resolved where it ran ("fp32" for a protocol without one),
+        compiled as its `exec_compile` says (eager in records from before it existed)."""
+        return cls(r.model, r.resolution or 0, r.precision or "fp32", bool(r.metrics.get("exec_compile", False)),
+                   r.devices or 1)
 
     @classmethod
     def of_cell(cls, cell: Cell, resolution: int, device: "torch.device") -> "Pace":
-        """A cell's, run on `device`: its settings as the execution policy resolves them there."""
-        from benchbench.execution import from_settings
-
-        s = dict(cell.settings)
-        return cls(cell.model, resolution, resolved_precision(str(s.get("precision", "fp32")), device.type),
-                   from_settings(device, s).compile, int(s.get("devices", 1)) * int(s.get("nodes", 1)))
+        """A cell's, run on `device`: its choices as the precision and execution policies resolve them there."""
+        c = cell.choices
+        compiled = c.execution is not None and choose(device, c.execution, world=c.world).compile
+        return cls(cell.model, resolution, resolved_precision(c.precision or "fp32", device.type), compiled,
+                   c.world.size)
 
     def __str__(self) -> str:
         return (f"{self.model} at {self.resolution} px, {self.precision}, {'compiled' if self.compiled else 'eager'}"
@@ -115,11 +115,10 @@ def cell_states(records: Iterable[Record], catalog: Catalog) -> dict[str, str]:
     return {key_today(r, catalog): "done" if r.ok else "failed" for r in records}
 
 
-def throughput_history(roots: Iterable[Path], device_name: str, training: Iterable[str]
-                       ) -> dict[Pace, PaceSpeed]:
+def throughput_history(roots: Iterable[Path], device_name: str, catalog: Catalog) -> dict[Pace, PaceSpeed]:
     """{pace: the fastest measured training img/s, and where} of ok records on `device_name` of the
-    protocols in `training` (the ids of those that train on real data)."""
-    training = set(training)
+    catalog's protocols that train on real data (`ProtocolSpec.trains`)."""
+    training = {p.id for p in catalog.protocols if p.trains}
     seen: dict[Pace, list[tuple[float, str]]] = {}
     for root in dict.fromkeys(Path(r).resolve() for r in roots):
         for run_dir in run_dirs_under(root):
@@ -159,7 +158,7 @@ def plan(suite: Suite, catalog: Catalog, records: Iterable[Record],
         model_spec = catalog.models.get(cell.model)
         dataset_spec = catalog.datasets.get(cell.dataset)
         protocol = catalog.protocols.get(cell.protocol)
-        shape = input_shape(dict(cell.settings), model_spec, dataset_spec)
+        shape = input_shape(cell.choices.resolution, model_spec, dataset_spec)
         key = (model_spec.id, *sorted(shape.items()))
         if key not in macs:
             macs[key] = _meta_gmacs(model_spec, shape)

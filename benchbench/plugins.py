@@ -22,9 +22,8 @@ import pluggy
 
 from benchbench import hookspecs
 from benchbench.errors import BenchError
-from benchbench.executors import ExecutorSpec
+from benchbench.hookspecs import KINDS, PREFIX
 from benchbench.registry import Registry
-from benchbench.specs import DatasetSpec, ModelSpec, ProtocolSpec
 
 GROUP = "benchbench"
 DISTRIBUTION = "benchbench"  # the distribution whose own entry points are the built-in plugins
@@ -49,22 +48,25 @@ class PluginFailure:
 
 @dataclass
 class Catalog:
-    """What the loaded plugins registered, plus the plugins that failed."""
+    """What the loaded plugins registered, one registry per kind of spec (hookspecs.KINDS: `models`,
+    `datasets`, ... as attributes), plus the plugins that failed."""
 
     pm: pluggy.PluginManager
-    models: Registry[ModelSpec] = field(default_factory=lambda: Registry("model"))
-    datasets: Registry[DatasetSpec] = field(default_factory=lambda: Registry("dataset"))
-    protocols: Registry[ProtocolSpec] = field(default_factory=lambda: Registry("protocol"))
-    executors: Registry[ExecutorSpec] = field(default_factory=lambda: Registry("executor"))
+    registries: dict[str, Registry] = field(default_factory=lambda: {kind: Registry(kind[:-1]) for kind in KINDS})
     failures: list[PluginFailure] = field(default_factory=list)
+
+    def __getattr__(self, kind: str) -> Registry:
+        registries = self.__dict__.get("registries", {})
+        if kind in registries:
+            return registries[kind]
+        raise AttributeError(f"{type(self).__name__!r} has no attribute {kind!r}")
 
     def local_files(self) -> tuple[str, ...]:
         """The local plugin files loaded (--plugin), in order."""
         return tuple(name[len("file:"):] for name, _ in self.pm.list_name_plugin() if name.startswith("file:"))
 
     def registry(self, kind: str) -> Registry:
-        return {"models": self.models, "datasets": self.datasets, "protocols": self.protocols,
-                "executors": self.executors}[kind]
+        return self.registries[kind]
 
 
 def make_manager() -> pluggy.PluginManager:
@@ -152,20 +154,15 @@ def load_plugins(
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
-        raise PluginError(f"{exc} (hooks are: register_models, register_datasets, register_protocols, register_executors)") from exc
+        raise PluginError(f"{exc} (hooks are: {', '.join(PREFIX + kind for kind in KINDS)})") from exc
     return failures
 
 
 def collect(pm: pluggy.PluginManager, failures: list[PluginFailure] | None = None, strict: bool = False) -> Catalog:
     """Call every register_* hook, filling fresh registries; each spec remembers its plugin."""
     catalog = Catalog(pm=pm, failures=list(failures or ()))
-    hooks = (
-        (pm.hook.register_models, catalog.models),
-        (pm.hook.register_datasets, catalog.datasets),
-        (pm.hook.register_protocols, catalog.protocols),
-        (pm.hook.register_executors, catalog.executors),
-    )
-    for hook, registry in hooks:
+    for kind, registry in catalog.registries.items():
+        hook = getattr(pm.hook, PREFIX + kind)
         # One implementation at a time, so each spec knows its plugin and a plugin raising here
         # is isolated like one failing to import.
         for impl in hook.get_hookimpls():  # registration order
@@ -179,6 +176,14 @@ def collect(pm: pluggy.PluginManager, failures: list[PluginFailure] | None = Non
                     ) from exc
                 catalog.failures.append(PluginFailure(impl.plugin_name, _error_text(exc), traceback.format_exc()))
                 continue  # nothing of a failing plugin is half-registered
+            wrong = [spec for spec in specs if not isinstance(spec, KINDS[kind])]
+            if wrong:
+                problem = (f"plugin {impl.plugin_name!r} registered a {type(wrong[0]).__name__} through {hook.name}, "
+                           f"which takes {KINDS[kind].__name__}s")
+                if strict:
+                    raise PluginError(problem)
+                catalog.failures.append(PluginFailure(impl.plugin_name, problem, ""))
+                continue
             for spec in specs:
                 registry.add(spec, impl.plugin_name)
     return catalog

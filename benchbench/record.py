@@ -2,7 +2,10 @@
 
 On disk a record is one JSON object per line of records.jsonl (flat, as below). Its `schema` says
 which version wrote it:
-- 2 (current): adds `accuracies`, {metric: label} of the metrics that are accuracies in [0, 1],
+- 3 (current): adds `precision`, the precision the cell ran at as resolved on its device ("fp32",
+  "bf16", ...; never "auto"), or absent for a protocol without one. Up to schema 2 the built-in
+  protocols kept it only as their `precision` setting: `upgrade` resolves that by the record's device.
+- 2: adds `accuracies`, {metric: label} of the metrics that are accuracies in [0, 1],
   declared by the protocol's spec (`ProtocolSpec.accuracies`); label "" is the cell's main top-1.
 - 1: no `accuracies`. Read through `upgrade`: the metric `top1` is the main accuracy, and a metric
   `<prefix>_<k>shot_top1` is a k-shot accuracy labelled "<k>-shot" (the only ones schema 1 had).
@@ -23,11 +26,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from benchbench.choices import resolved_precision
 from benchbench.errors import BenchError
 
-SCHEMA = 2
+SCHEMA = 3
 STATUSES = ("ok", "failed")
-OPTIONAL = ("env", "executor", "node", "job_id", "attempts")  # left out of the JSON when None
+OPTIONAL = ("env", "executor", "node", "job_id", "attempts", "precision")  # left out of the JSON when None
 _SHOT = re.compile(r"^\w+?_(\d+)shot_top1$")
 
 
@@ -54,7 +58,8 @@ class Record:
     protocol_plugin: str = ""
     resolution: int | None = None
     device: str = ""
-    devices: int = 1
+    devices: int = 1  # processes that ran it: devices x nodes
+    precision: str | None = None  # resolved on its device (schema 3); None: the protocol has none
     flops_status: str | None = None
     error: str | None = None  # "<ExceptionType>: message" of a failed cell
     traceback: str | None = None  # "" for input errors (BenchError), whose message says it all
@@ -123,6 +128,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "settings": _MAP, "metrics": _MAP, "accuracies": _MAP, "model_name": _STR, "model_family": _STR,
     "model_plugin": _STR, "dataset_name": _STR, "dataset_plugin": _STR, "protocol_plugin": _STR,
     "resolution": (int, type(None)), "device": _STR, "devices": (int,), "flops_status": _OPT_STR, "error": _OPT_STR,
+    "precision": _OPT_STR,
     "traceback": _OPT_STR, "started_at": _OPT_STR, "finished_at": _OPT_STR, "wall_seconds": (int, float, type(None)),
     "suite": _OPT_STR, "run_id": _OPT_STR, "quick": (bool,), "env": (Mapping, type(None)), "schema": (int,),
 }
@@ -152,5 +158,10 @@ def upgrade(obj: Mapping[str, Any]) -> dict[str, Any]:
         shots = sorted((int(m.group(1)), name) for name in metrics if (m := _SHOT.match(name)))
         out["accuracies"] = ({name: f"{k}-shot" for k, name in shots} if shots
                              else {"top1": ""} if "top1" in metrics else {})
-        out["schema"] = SCHEMA
+    if schema < 3:
+        settings = out.get("settings") if isinstance(out.get("settings"), Mapping) else {}
+        given = settings.get("precision")
+        out["precision"] = (resolved_precision(given, str(out.get("device", "")).split(":")[0])
+                            if isinstance(given, str) else None)
+    out["schema"] = SCHEMA
     return out

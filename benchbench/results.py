@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from benchbench.plugins import Catalog
 
 COLUMNS = ("suite", "run_id", "key", "model", "model_name", "model_family", "dataset", "dataset_name",
-           "protocol", "seed", "resolution", "status", "error", "flops_status", "device", "accuracies")
+           "protocol", "seed", "resolution", "status", "error", "flops_status", "device", "precision", "accuracies")
 
 
 def frame(records: list[Record]) -> pd.DataFrame:

@@ -1,7 +1,8 @@
-"""Typed, frozen specs that plugins register (models, datasets, protocols), and the model contract.
+"""Typed, frozen specs that plugins register (models, datasets, protocols, executors), the model
+contract, and what a protocol gets to run one cell.
 
-What the core knows of a model family, a dataset or a protocol, it learns here: the core names no
-built-in plugin.
+What the core knows of a model family, a dataset, a protocol or an executor, it learns here: the core
+names no built-in plugin, and reads a protocol's settings only through the names its `Roles` give.
 """
 
 from __future__ import annotations
@@ -10,10 +11,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
 
-if TYPE_CHECKING:  # keep `import benchbench` free of torch
+if TYPE_CHECKING:  # keep `import benchbench` free of torch; the run layer imports specs, not the reverse
     import numpy as np
     import torch
     from torch.utils.data import Dataset
+
+    from benchbench.execution import Execution
+    from benchbench.precision import Precision
+    from benchbench.run.cell import Cell
+    from benchbench.run.context import RunContext
+    from benchbench.run.dispatch import Dispatch
+    from benchbench.run.worker import Job
+    from benchbench.world import World
 
 
 @runtime_checkable
@@ -214,8 +223,33 @@ class Setting:
 
 
 @dataclass(frozen=True)
+class Roles:
+    """Which of a protocol's own settings carry what the core resolves once per cell (benchbench.run.cell:
+    the input resolution, the world of processes, the precision; and whether the protocol declares
+    benchbench.execution.SETTINGS). Each is the name of a setting the protocol declares, or None when
+    it has none: the core reads settings through these names only."""
+
+    resolution: str | None = None  # input px (0: the dataset's native size)
+    precision: str | None = None  # a precision request (benchbench.precision)
+    precision_mode: str = "train"  # "train", or "infer" for protocols that run forward passes only (no fp8)
+    devices: str | None = None  # data-parallel processes per node
+    nodes: str | None = None
+    sharding: str | None = None  # "ddp" | "fsdp"
+    global_batch: str | None = None  # the batch the ranks split: it must divide by devices x nodes
+    execution: bool = False  # declares benchbench.execution.SETTINGS (compile, channels-last, ...)
+
+    def names(self) -> dict[str, str]:
+        """{role: setting name} of the roles given."""
+        return {role: name for role in ("resolution", "precision", "devices", "nodes", "sharding", "global_batch")
+                if (name := getattr(self, role)) is not None}
+
+
+@dataclass(frozen=True)
 class ProtocolContext:
-    """Everything a protocol needs to run one cell."""
+    """Everything a protocol needs to run one cell: what it runs (the model, its spec, the dataset's),
+    the cell's settings and seed, where (device, data), and the choices resolved once for the cell:
+    its precision (None for a protocol without one), world of processes and execution (None for a
+    protocol that declares no execution settings: it runs eagerly)."""
 
     model: "torch.nn.Module"
     model_spec: ModelSpec
@@ -224,13 +258,16 @@ class ProtocolContext:
     settings: Mapping[str, Any]
     device: "torch.device"
     seed: int
+    precision: "Precision | None" = None
+    world: "World | None" = None
+    execution: "Execution | None" = None
     show_progress: bool = True
     # The run directory (results/<suite>/<run-id>): protocols may keep artifacts under it, e.g.
     # checkpoints/ for a later fine-tuning cell. None outside a suite run.
     run_dir: Path | None = None
-    # The local plugin files of the run (--plugin), so that a protocol's worker processes (e.g. the
-    # ranks of a data-parallel cell) can load the same catalog and find the cell's specs by id.
-    plugin_files: tuple[str, ...] = ()
+    # The cell's job (its run context and cell): what a protocol hands to processes it starts (the ranks
+    # of a data-parallel cell) so that they load the same plugins and find the cell's specs by id.
+    job: "Job | None" = None
 
 
 def main_top1(settings: Mapping[str, Any]) -> dict[str, str]:
@@ -264,12 +301,52 @@ class ProtocolSpec:
     # check_model(model_spec) -> None, or why this protocol cannot run that model (e.g. it has no patch
     # tokens); suites are checked before any cell runs.
     check_model: Callable[[ModelSpec], str | None] | None = None
+    # Which of its settings carry the resolution, precision, world and execution the core resolves.
+    roles: Roles = field(default_factory=Roles)
 
 
-def input_shape(settings: Mapping[str, Any], model_spec: ModelSpec, dataset_spec: DatasetSpec) -> dict[str, int]:
-    """What a cell's model is built for: the dataset's classes; the `resolution` setting if the
-    protocol has one (> 0), else the dataset's image size; the model's fixed channels if it has
-    them, else the dataset's (grey data for a 3-channel model is replicated by the loader)."""
-    resolution = settings.get("resolution") or dataset_spec.image_size
-    return dict(num_classes=dataset_spec.num_classes, image_size=int(resolution),
+def input_shape(resolution: int | None, model_spec: ModelSpec, dataset_spec: DatasetSpec) -> dict[str, int]:
+    """What a cell's model is built for: the dataset's classes; `resolution` (the protocol's resolution
+    role) when > 0, else the dataset's image size; the model's fixed channels if it has them, else the
+    dataset's (grey data for a 3-channel model is replicated by the loader)."""
+    return dict(num_classes=dataset_spec.num_classes, image_size=int(resolution or dataset_spec.image_size),
                 in_chans=model_spec.in_chans or dataset_spec.in_chans)
+
+
+class Executor(Protocol):
+    """Where a suite's cells run, from `ExecutorSpec.create(options)`: created, checked, run, closed
+    (benchbench.run.dispatch.open_executor is that lifecycle)."""
+
+    def check(self, context: "RunContext", cells: "list[Cell]") -> None:
+        """Raise BenchError (one line, the engine's own message) if these cells cannot be run; writes
+        nothing."""
+
+    def run(self, cells: "list[Cell]", dispatch: "Dispatch") -> None:
+        """Get every cell a record: `dispatch.started`/`finished` as they go, `dispatch.fault` for jobs
+        the scheduler ended. KeyboardInterrupt propagates (jobs already submitted keep running where
+        the engine allows; the journal lets the next run re-attach)."""
+
+    def close(self) -> None:
+        """Let go of the engine (connections, watchers). Never cancels submitted jobs."""
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """One executor. `create(options)` returns an `Executor`; `options` are validated against the
+    `Setting`s declared here (unknown names get a "did you mean"; `option_aliases` maps an older
+    spelling to its option)."""
+
+    id: str
+    name: str
+    create: Callable[[Mapping[str, Any]], Executor]
+    options: Mapping[str, Setting] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+    # Python packages the executor imports, and the extra of benchbench that installs them.
+    requires: tuple[str, ...] = ()
+    extra: str = ""
+    # The executor of a run that names none (exactly one registered executor should say so).
+    default: bool = False
+    # True: cells run in the driver's own process, on its device (the driver must have the device).
+    in_process: bool = False
+    option_aliases: Mapping[str, str] = field(default_factory=dict)

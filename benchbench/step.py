@@ -2,8 +2,9 @@
 
 `fit()` (the training protocols) and `measure_throughput(mode="train")` (`benchbench profile`, `cost`,
 the `measure` protocol) call the same `train_step`, so a measured img/s is the speed of the step
-training runs: forward under the precision's autocast, cross-entropy in float32, backward (loss
-scaled for fp16), gradient-norm clipping, optimiser step, schedule step.
+training runs: forward under the precision's autocast, the loss in float32 (cross-entropy unless a
+protocol gives its own), backward (loss scaled for fp16), gradient-norm clipping, optimiser step,
+schedule step.
 """
 
 from __future__ import annotations
@@ -15,49 +16,53 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchbench import execution as execution_policy
-from benchbench import precision as precision_policy
+from benchbench.precision import Precision
 
 # Training defaults that the throughput benchmark takes as well (the scratch protocol's defaults).
 CLIP_GRAD_NORM = 1.0
 
+# loss(output, labels, global_batch): `global_batch` is None in one process; data-parallel, the images
+# of the global batch this rank's part belongs to.
+Loss = Callable[[object, torch.Tensor, "int | None"], torch.Tensor]
 
-def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device, precision: str, *,
-               clip_grad_norm: float = CLIP_GRAD_NORM, label_smoothing: float = 0.0,
-               scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
-               world_size: int = 1,
-               loss_fn: Callable[[object, torch.Tensor], torch.Tensor] | None = None,
-               execution: execution_policy.Execution | None = None) -> Callable[..., torch.Tensor]:
-    """step(x, y) -> the batch's loss (a tensor: reading it waits for the device). A precision this
-    device does not run (benchbench.precision.check) is a BenchError here, before any step.
 
-    Data-parallel (`world_size` > 1, `model` wrapped by DDP or FSDP, which average gradients over the
-    ranks): step(x, y, global_batch) takes this rank's part of a global batch of `global_batch`
-    images. Its loss is the sum over its images x world_size / global_batch, so the averaged gradient
-    is the gradient of the global batch's mean loss even when the parts differ in size, and clipping
-    (after the gradients are averaged) sees the global gradient, as one process would.
+def cross_entropy(label_smoothing: float = 0.0, world_size: int = 1) -> Loss:
+    """Cross-entropy of logits against labels, in float32. Data-parallel (`world_size` > 1, the model
+    wrapped by DDP or FSDP, which average gradients over the ranks): this rank's part of a global
+    batch sums its images' losses x world_size / global_batch, so the averaged gradient is the
+    gradient of the global batch's mean loss even when the parts differ in size, and clipping (after
+    the gradients are averaged) sees the global gradient, as one process would."""
 
-    The loss is cross-entropy of the model's logits against `y`; `loss_fn(output, y)` replaces it for a
-    model whose output is not logits (masked patch prediction returns its logits with their targets;
-    one process only).
+    def loss(out: torch.Tensor, y: torch.Tensor, global_batch: int | None = None) -> torch.Tensor:
+        if world_size == 1:
+            return F.cross_entropy(out.float(), y, label_smoothing=label_smoothing)
+        return F.cross_entropy(out.float(), y, label_smoothing=label_smoothing,
+                               reduction="sum") * (world_size / global_batch)
 
-    `model` is what the step calls: compiled or not (benchbench.execution.apply); `execution` says which,
-    for what a step must do around it (mark a CUDA-graph step's start)."""
-    precision = precision_policy.check(device, precision)
-    precision_policy.for_precision(model, device, precision)  # fp8: its Linear layers in float8, in place
-    scaler = precision_policy.grad_scaler(device, precision)
+    return loss
+
+
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, precision: Precision, *,
+               execution: execution_policy.Execution | None = None,
+               scheduler: torch.optim.lr_scheduler.LRScheduler | None = None, loss_fn: Loss | None = None,
+               clip_grad_norm: float = CLIP_GRAD_NORM) -> Callable[..., torch.Tensor]:
+    """step(x, y[, global_batch]) -> the batch's loss (a tensor: reading it waits for the device).
+
+    `loss_fn` (default: `cross_entropy()`) replaces the loss for a model whose output is not logits
+    (masked patch prediction returns its logits with their targets), or for a data-parallel rank
+    (`cross_entropy(world_size=...)`, called with the global batch). `model` is what the step calls:
+    compiled or not (benchbench.execution.apply); `execution` says which, for what a step must do
+    around it (mark a CUDA-graph step's start)."""
+    precision.for_model(model)  # fp8: its Linear layers in float8, in place
+    scaler = precision.grad_scaler()
     execution = execution or execution_policy.EAGER
+    loss_fn = loss_fn or cross_entropy()
 
     def step(x: torch.Tensor, y: torch.Tensor, global_batch: int | None = None) -> torch.Tensor:
         execution_policy.step_begin(execution)
-        with precision_policy.autocast(device, precision):
+        with precision.autocast():
             out = model(x)
-        if loss_fn is not None:
-            loss = loss_fn(out, y)
-        elif world_size == 1:
-            loss = F.cross_entropy(out.float(), y, label_smoothing=label_smoothing)
-        else:
-            loss = F.cross_entropy(out.float(), y, label_smoothing=label_smoothing,
-                                   reduction="sum") * (world_size / global_batch)
+        loss = loss_fn(out, y, global_batch)
         optimizer.zero_grad(set_to_none=True)
         if scaler is not None:
             scaler.scale(loss).backward()
@@ -78,13 +83,12 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch
     return step
 
 
-def forward(model: nn.Module, device: torch.device, precision: str) -> Callable[[torch.Tensor], torch.Tensor]:
+def forward(model: nn.Module, precision: Precision) -> Callable[[torch.Tensor], torch.Tensor]:
     """logits(x): one inference forward pass under the precision's autocast, without autograd."""
-    precision = precision_policy.check(device, precision)
-    precision_policy.for_precision(model, device, precision)
+    precision.for_model(model)
 
     def logits(x: torch.Tensor) -> torch.Tensor:
-        with torch.inference_mode(), precision_policy.autocast(device, precision):
+        with torch.inference_mode(), precision.autocast():
             return model(x)
 
     return logits

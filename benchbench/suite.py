@@ -37,21 +37,19 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
-from benchbench.errors import BenchError, UnknownIdError, did_you_mean, unknown_message
+from benchbench.choices import TABLE_LAYOUTS
+from benchbench.errors import BenchError, did_you_mean, unknown_message
 from benchbench.plugins import Catalog
-from benchbench.settings import defaults, resolve, shown_value
-from benchbench.specs import input_shape
-
-if TYPE_CHECKING:
-    from benchbench.record import Record
+from benchbench.run.cell import Cell, check_roles, make_cell
+from benchbench.settings import check_value, resolve, shown_value
+from benchbench.specs import ExecutorSpec, Setting, input_shape
 
 SUITE_KEYS = ("name", "description", "table", "models", "datasets", "protocols", "seeds", "cell_time_limit_s")
 LIST_KEYS = ("models", "datasets", "protocols", "seeds")
@@ -68,35 +66,6 @@ NAME_MAX = 100  # characters of a suite name, which becomes a folder name (at mo
 
 class SuiteError(BenchError):
     pass
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One unit of work. Its key is a hash of everything that determines its result."""
-
-    model: str
-    dataset: str
-    protocol: str
-    seed: int
-    settings: tuple[tuple[str, Any], ...]
-    # Wall-clock limit of the cell in seconds (None: none). Not part of the key: a limit changes how
-    # long a cell may take, not its result.
-    time_limit_s: float | None = field(default=None, compare=False)
-    # Settings that say how, not what (their Setting is keyed=False: compile, memory format): not in the key.
-    unkeyed: frozenset[str] = field(default=frozenset(), compare=False)
-
-    @property
-    def key(self) -> str:
-        blob = json.dumps(
-            {"model": self.model, "dataset": self.dataset, "protocol": self.protocol, "seed": self.seed,
-             "settings": {k: v for k, v in self.settings if k not in self.unkeyed}},
-            sort_keys=True,
-        )
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-    @property
-    def label(self) -> str:
-        return f"{self.model} x {self.dataset} x {self.protocol} (seed {self.seed})"
 
 
 @dataclass(frozen=True)
@@ -280,16 +249,17 @@ def _resolve_settings(catalog: Catalog, proto_id: str, given: Mapping[str, Any],
         raise SuiteError(str(exc)) from None
 
 
-def _check_resolution(model_id: str, dataset_id: str, settings: Mapping[str, Any], where: str,
-                      catalog: Catalog) -> None:
-    model, dataset = catalog.models.get(model_id), catalog.datasets.get(dataset_id)
-    size, step = input_shape(settings, model, dataset)["image_size"], model.resolution_multiple
+def _check_resolution(cell: Cell, where: str, catalog: Catalog) -> None:
+    model, dataset = catalog.models.get(cell.model), catalog.datasets.get(cell.dataset)
+    size, step = input_shape(cell.choices.resolution, model, dataset)["image_size"], model.resolution_multiple
     if size % step:
         lower, upper = size - size % step, size - size % step + step
-        source = "its `resolution` setting" if settings.get("resolution") else f"{dataset_id}'s native size"
-        raise SuiteError(f"{where}: {model_id} cannot take {size} px images ({source}): the resolution must "
-                         f"be a multiple of {step} (its patch size); set resolution = {upper}"
-                         + (f" or {lower}" if lower else "") + " in the protocol's settings, or pick another model")
+        name = catalog.protocols.get(cell.protocol).roles.resolution
+        source = f"its `{name}` setting" if cell.choices.resolution else f"{cell.dataset}'s native size"
+        fix = (f"set {name} = {upper}" + (f" or {lower}" if lower else "") + " in the protocol's settings, or "
+               if name else "")
+        raise SuiteError(f"{where}: {cell.model} cannot take {size} px images ({source}): the resolution must "
+                         f"be a multiple of {step} (its patch size); {fix}pick another model")
 
 
 def _check_model(model_id: str, proto_id: str, where: str, catalog: Catalog) -> bool:
@@ -312,6 +282,10 @@ def _expand(lists: dict[str, tuple[Any, str]], settings: dict[str, dict], sweeps
         raise SuiteError(f"{where}: {count:,} cells in one matrix (models x datasets x seeds x each protocol's "
                          f"sweep); at most {MAX_CELLS:,}: shorten a [sweep] list, or split the suite")
     for proto_id in resolved["protocols"]:  # errors in the base settings point at [settings.<protocol>]
+        problem = check_roles(catalog.protocols.get(proto_id))
+        if problem:
+            raise SuiteError(f"{where}: protocol {proto_id!r} (plugin {catalog.protocols.plugin_of[proto_id]!r}) "
+                             f"cannot run: {problem}")
         _resolve_settings(catalog, proto_id, settings.get(proto_id, {}), f"{where}: [settings.{proto_id}]")
     cells, cache, checked = [], {}, {}
     for m in resolved["models"]:
@@ -327,32 +301,12 @@ def _expand(lists: dict[str, tuple[Any, str]], settings: dict[str, dict], sweeps
                         if (p, blob) not in cache:
                             cache[p, blob] = _resolve_settings(catalog, p, given, f"{where}: [sweep.{p}] {combo}"
                                                                if combo else f"{where}: [settings.{p}]")
-                        cell_settings = cache[p, blob]
-                        _check_resolution(m, d, cell_settings, f"{where}: cell {m} x {d} x {p}", catalog)
+                        cell = make_cell(catalog.protocols.get(p), m, d, s, cache[p, blob])
+                        _check_resolution(cell, f"{where}: cell {m} x {d} x {p}", catalog)
                         if (m, p) not in checked:
                             checked[m, p] = _check_model(m, p, f"{where}: cell {m} x {d} x {p}", catalog)
-                        cells.append(Cell(model=m, dataset=d, protocol=p, seed=s,
-                                          settings=tuple(sorted(cell_settings.items())),
-                                          unkeyed=unkeyed(catalog, p)))
+                        cells.append(cell)
     return cells
-
-
-def unkeyed(catalog: Catalog, proto_id: str) -> frozenset[str]:
-    """The protocol's settings that are not part of a cell's key (Setting.keyed False)."""
-    return frozenset(k for k, s in catalog.protocols.get(proto_id).settings.items() if not s.keyed)
-
-
-def key_today(record: "Record", catalog: Catalog) -> str:
-    """The key of the cell `record` was made for, as today's protocols key it. A setting its protocol
-    gained after the record was written counts at its default: a setting is added with the default
-    that keeps what the protocol did before (docs/plugins.md), so the cell is the same one and its
-    record resumes it. Any other change of settings (a default changed, a setting dropped) is another
-    cell. A record of a protocol that is not loaded keeps its own key."""
-    if record.protocol not in catalog.protocols:
-        return record.key
-    settings = {**defaults(catalog.protocols.get(record.protocol).settings), **record.settings}
-    return Cell(model=record.model, dataset=record.dataset, protocol=record.protocol, seed=record.seed,
-                settings=tuple(sorted(settings.items())), unkeyed=unkeyed(catalog, record.protocol)).key
 
 
 def _merge(base: dict[str, dict], over: dict[str, dict]) -> dict[str, dict]:
@@ -420,11 +374,9 @@ def _load(path: Path, doc: dict[str, Any], catalog: Catalog, quick: bool, seeds:
             cells.setdefault(cell.key, cell)
 
     name = check_name(head.get("name", path.stem), where, from_file="name" not in head)
-    from benchbench.choices import TABLE_LAYOUTS as LAYOUTS
-
     layout = head.get("table", "models")
-    if layout not in LAYOUTS:
-        raise SuiteError(f"{where}: [suite].table = {layout!r}: allowed: {', '.join(LAYOUTS)}")
+    if layout not in TABLE_LAYOUTS:
+        raise SuiteError(f"{where}: [suite].table = {layout!r}: allowed: {', '.join(TABLE_LAYOUTS)}")
     limit = check_time_limit(head.get("cell_time_limit_s"), f"{where}: [suite].cell_time_limit_s")
     return Suite(name=name, description=str(head.get("description", "")), path=path, quick=quick,
                  cells=tuple(replace(c, time_limit_s=limit) for c in cells.values()), table=layout,
@@ -446,6 +398,43 @@ def _executor(doc: Mapping[str, Any], where: str, catalog: Catalog) -> dict[str,
     against the registered executors; {} when the suite has none."""
     if "executor" not in doc:
         return {}
-    from benchbench.executors import suite_table
-
     return suite_table(_table(doc["executor"], f"{where}: [executor]"), where, catalog)
+
+
+MAX_PARALLEL = Setting(0, int, "cells in flight at once; 0: as many as the executor allows",
+                       lambda v: None if v >= 0 else "must be >= 0")
+EXECUTOR_KEYS = ("name", "max_parallel")
+
+
+def check_options(spec: ExecutorSpec, given: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """`given` validated against the spec's options, an older spelling (`option_aliases`) read as its
+    option (BenchError naming `where`); defaults not filled."""
+    out = {}
+    for key, value in given.items():
+        name = spec.option_aliases.get(key, key)
+        if name not in spec.options:
+            raise BenchError(f"{where}: {unknown_message(f'{spec.id} executor option', key, spec.options)}")
+        out[name] = check_value(key, value, spec.options[name], where)
+    return out
+
+
+def suite_table(table: Mapping[str, Any], where: str, catalog: Catalog) -> dict[str, Any]:
+    """A suite's [executor] table, validated: {"name": id or None, "max_parallel": int or None,
+    "options": {executor id: {option: value}}} from `name`, `max_parallel` and [executor.<id>] tables."""
+    out: dict[str, Any] = {"name": None, "options": {}}
+    for key, value in table.items():
+        if isinstance(value, Mapping):
+            if key not in catalog.executors:
+                raise BenchError(f"{where}: [executor.{key}]: {unknown_message('executor id', key, catalog.executors.specs)}")
+            spec = catalog.executors.get(key)
+            out["options"][spec.id] = check_options(spec, value, f"{where}: [executor.{key}]")
+        elif key == "name":
+            if not isinstance(value, str) or value not in catalog.executors:
+                raise BenchError(f"{where}: [executor].name: {unknown_message('executor id', str(value), catalog.executors.specs)}")
+            out["name"] = catalog.executors.get(value).id
+        elif key == "max_parallel":
+            out["max_parallel"] = check_value(key, value, MAX_PARALLEL, f"{where}: [executor]")
+        else:
+            raise BenchError(f"{where}: [executor]: {unknown_message('key', key, [*EXECUTOR_KEYS, *catalog.executors.specs])}"
+                             " (options go in a table [executor.<id>])")
+    return out

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 from tabulate import tabulate
 
-from benchbench.choices import TABLE_FORMATS, TABLE_LAYOUTS, resolved_precision
+from benchbench.choices import TABLE_FORMATS, TABLE_LAYOUTS
 from benchbench.errors import BenchError
 from benchbench.settings import varying_settings
 
@@ -323,13 +323,11 @@ def build_table(df: pd.DataFrame, layout: str = "models", force_flops: bool = Fa
 
 
 def cell_precisions(df: pd.DataFrame) -> pd.Series:
-    """Each cell's precision as it ran: its `precision` setting, `auto` resolved by the device the cell
-    ran on (bf16 on CUDA, else fp32); None for a cell whose protocol records no precision."""
-    if "setting.precision" not in df:
+    """Each cell's precision as it ran (its record's `precision`: resolved on its device); None for a
+    cell whose protocol records no precision."""
+    if "precision" not in df:
         return pd.Series([None] * len(df), index=df.index, dtype=object)
-    devices = df["device"] if "device" in df else pd.Series("", index=df.index)
-    return pd.Series([resolved_precision(p, str(d).split(":")[0]) if isinstance(p, str) else None
-                      for p, d in zip(df["setting.precision"], devices)], index=df.index, dtype=object)
+    return pd.Series([p if isinstance(p, str) else None for p in df["precision"]], index=df.index, dtype=object)
 
 
 def precisions_apart(df: pd.DataFrame) -> pd.DataFrame:

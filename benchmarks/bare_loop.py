@@ -14,8 +14,9 @@ import time
 import torch
 import torch.nn.functional as F
 
-from benchbench.meters.throughput import measure_throughput
+from benchbench.meters.throughput import Inputs, Timing, measure_throughput
 from benchbench.plugins import load_catalog
+from benchbench.precision import resolve
 
 
 def bare(model, x, y, mode, seconds):
@@ -61,9 +62,10 @@ def main():
         for mode in ("train", "infer"):
             harness, plain = [], []
             for _ in range(args.rounds):
-                harness.append(measure_throughput(model, image_size=spec.default_resolution, num_classes=1000,
-                                                  mode=mode, device="cuda", precision="bf16",
-                                                  batch_size=args.batch_size, min_seconds=args.seconds).img_per_s)
+                harness.append(measure_throughput(model, Inputs(spec.default_resolution, 3, 1000, "cuda"), mode=mode,
+                                                  precision=resolve("bf16", torch.device("cuda")),
+                                                  batch_size=args.batch_size,
+                                                  timing=Timing(min_seconds=args.seconds)).img_per_s)
                 plain.append(bare(model, x, y, mode, args.seconds))
             print(json.dumps({"model": model_id, "mode": mode, "batch_size": args.batch_size,
                               "device": torch.cuda.get_device_name(), "harness_img_per_s": statistics.median(harness),

@@ -15,10 +15,11 @@ import time
 
 import torch
 
-from benchbench_plugins.protocols.features import extract, fewshot_eval, shot_draws
 from benchbench.plugins import load_catalog
-from benchbench.settings import resolve
+from benchbench.precision import resolve
+from benchbench.run.worker import context_for
 from benchbench.specs import DataOptions
+from benchbench_plugins.protocols.features import extract, fewshot_eval, shot_draws
 from benchbench_plugins.protocols.training import fit
 
 SHOTS = [1, 5, 10, 25]
@@ -39,11 +40,13 @@ def main() -> None:
     model = model_spec.build(num_classes=10, image_size=28, in_chans=options.in_chans)
     out = {"model": model_spec.id, "threads": torch.get_num_threads(), "train_steps": args.train_steps}
     if args.train_steps:
-        s = resolve(cat.protocols.get("scratch"), {"steps": args.train_steps, "lr": 3e-3}, "bench")
-        out["train_seconds"] = round(fit(model, train, s, torch.device("cpu"), 0)["train_device_seconds"], 2)
+        ctx = context_for(cat, "scratch", model_spec.id, "fashion-mnist", {"steps": args.train_steps, "lr": 3e-3},
+                          model=model, show_progress=False)
+        out["train_seconds"] = round(fit(model, train, ctx)["train_device_seconds"], 2)
     cpu = torch.device("cpu")
-    tr = extract(model, train, cpu, args.batch_size)
-    te = extract(model, test, cpu, args.batch_size)
+    fp32 = resolve("fp32", cpu)
+    tr = extract(model, train, cpu, args.batch_size, precision=fp32)
+    te = extract(model, test, cpu, args.batch_size, precision=fp32)
     out.update(features_images=len(tr.y) + len(te.y), feature_dim=tr.x.shape[1],
                features_seconds=round(tr.device_seconds + te.device_seconds, 2),
                features_img_per_s=round((len(tr.y) + len(te.y)) / (tr.device_seconds + te.device_seconds), 1))

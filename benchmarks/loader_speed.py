@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from benchbench.plugins import load_catalog
-from benchbench.settings import resolve
+from benchbench.run.worker import context_for
 from benchbench.specs import DataOptions, input_shape
 from benchbench_plugins.protocols.loader import Loader, workers
 from benchbench_plugins.protocols.training import fit
@@ -89,7 +89,7 @@ def main() -> None:
         make_folder(Path(args.make_folder[0]), int(args.make_folder[1]))
     cat = load_catalog(entry_points=False)
     model_spec, data_spec = cat.models.get(args.model), cat.datasets.get(args.dataset)
-    shape = input_shape({"resolution": args.resolution}, model_spec, data_spec)
+    shape = input_shape(args.resolution, model_spec, data_spec)
     options = DataOptions(image_size=shape["image_size"], in_chans=shape["in_chans"])
     ds = data_spec.load("train", options)
     nw = workers(args.num_workers, ds)
@@ -99,9 +99,10 @@ def main() -> None:
 
     loader = loader_img_per_s(ds, args.batch_size, nw, args.loader_images)
     step = step_img_per_s(model, x, y, args.steps)
-    settings = resolve(cat.protocols.get("scratch"), {"steps": args.steps, "batch_size": args.batch_size,
-                                                      "num_workers": nw, "precision": "fp32"}, "bench")
-    trained = fit(model, ds, settings, torch.device("cpu"), 0)
+    ctx = context_for(cat, "scratch", model_spec.id, data_spec.id,
+                      {"steps": args.steps, "batch_size": args.batch_size, "num_workers": nw, "precision": "fp32",
+                       "resolution": args.resolution}, model=model, show_progress=False)
+    trained = fit(model, ds, ctx)
     print(json.dumps({
         "dataset": data_spec.id, "model": model_spec.id, "resolution": shape["image_size"],
         "in_chans": shape["in_chans"], "batch_size": args.batch_size, "num_workers": nw,

@@ -46,7 +46,10 @@ from torch import nn
 from benchbench import precision as precision_policy
 from benchbench.envinfo import device_name
 from benchbench.errors import BenchError
-from benchbench.meters.throughput import measure_throughput
+from benchbench.execution import Request, choose
+from benchbench.meters.params import count_params
+from benchbench.meters.throughput import Inputs, Timing, measure_throughput
+from benchbench.precision import Precision
 from benchbench.plugins import load_catalog
 
 TIMM_BENCHMARK = "huggingface/pytorch-image-models@aa4b5850c1543fa488abf260f18390eda46cf85d benchmark.py"
@@ -157,9 +160,9 @@ class TimmRunner:
     cudnn.benchmark is set while timm's side runs, and TF32 follows benchbench's precision (fp32: off,
     tf32: on) so both sides run the same arithmetic."""
 
-    def __init__(self, timm, pair: Pair, mode: str, device: torch.device, precision: str, batch_size: int,
+    def __init__(self, timm, pair: Pair, mode: str, device: torch.device, precision: Precision, batch_size: int,
                  compile: bool, opt: str, warmup_steps: int, steps: int):
-        timm_precision = TIMM_PRECISION[precision]
+        timm_precision = TIMM_PRECISION[precision.name]
         amp_dtype = {"amp": torch.float16, "amp_bfloat16": torch.bfloat16}.get(timm_precision)
         self.amp_autocast = (partial(torch.amp.autocast, device_type=device.type, dtype=amp_dtype)
                              if amp_dtype is not None else nullcontext)
@@ -208,7 +211,7 @@ class TimmRunner:
         cudnn_benchmark = torch.backends.cudnn.benchmark
         torch.backends.cudnn.benchmark = self.device.type == "cuda" or cudnn_benchmark
         try:
-            with ctx, precision_policy.matmul_mode(self.device, self.precision):
+            with ctx, self.precision.matmul_mode():
                 x = torch.randn((self.batch_size,) + self.input_size, device=self.device)
                 for _ in range(self.warmup_steps):
                     step(x)
@@ -231,10 +234,10 @@ def compare(timm, pair: Pair, spec, mode: str, compile: bool, args, device: torc
     ours = spec.build(num_classes=pair.num_classes, image_size=pair.image_size, in_chans=3)
 
     def benchbench_side() -> float:
-        return measure_throughput(ours, image_size=pair.image_size, num_classes=pair.num_classes, mode=mode,
-                                  device=device, precision=args.precision, batch_size=args.batch_size,
-                                  compile=compile, warmup_steps=args.warmup, min_steps=args.steps,
-                                  min_seconds=0.0).img_per_s
+        return measure_throughput(ours, Inputs(pair.image_size, 3, pair.num_classes, str(device)), mode=mode,
+                                  precision=args.precision, batch_size=args.batch_size,
+                                  execution=choose(device, Request(compile=compile), params=count_params(ours)),
+                                  timing=Timing(args.warmup, args.steps, 0.0)).img_per_s
 
     timm_ips, ours_ips = [], []
     for r in range(args.rounds):
@@ -323,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.threads is not None and args.threads < 1:
             raise BenchError(f"--threads {args.threads}: must be at least 1")
         device = torch.device(args.device)
-        args.precision = precision_policy.check(device, args.precision)
+        args.precision = precision_policy.resolve(args.precision, device)
         catalog = load_catalog(entry_points=False)
         pairs = parse_pairs(args.models, catalog)
     except BenchError as exc:
@@ -333,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     modes = ("train", "infer") if args.mode == "both" else (args.mode,)
     compiles = {"off": (False,), "on": (True,), "both": (False, True)}[args.compile]
-    header = {"device": str(device), "device_name": device_name(device), "precision": args.precision,
+    header = {"device": str(device), "device_name": device_name(device), "precision": args.precision.name,
               "batch_size": args.batch_size, "rounds": args.rounds, "warmup_steps": args.warmup,
               "steps": args.steps, "timm_opt": args.timm_opt, "torch": torch.__version__,
               "timm": timm.__version__, "timm_benchmark": TIMM_BENCHMARK, "threads": torch.get_num_threads(),

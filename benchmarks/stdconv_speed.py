@@ -35,8 +35,10 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-from benchbench.meters.throughput import measure_throughput
+from benchbench.execution import Request, choose
+from benchbench.meters.throughput import Inputs, Timing, measure_throughput
 from benchbench.plugins import load_catalog
+from benchbench.precision import resolve
 from benchbench_plugins.models import resnetv2
 
 EPS = 1e-10
@@ -152,10 +154,10 @@ def main() -> None:
                         if compiled:
                             torch._dynamo.reset()
                         ips[form, channels_last].append(measure_throughput(
-                            model, image_size=image_size, in_chans=in_chans, num_classes=10, mode=mode,
-                            device="cpu", batch_size=args.batch_size, compile=compiled,
-                            channels_last=channels_last, warmup_steps=args.warmup,
-                            min_steps=args.steps, min_seconds=0.0).img_per_s)
+                            model, Inputs(image_size, in_chans, 10, "cpu"), mode=mode,
+                            precision=resolve("fp32", torch.device("cpu")), batch_size=args.batch_size,
+                            execution=choose("cpu", Request(compile=compiled, channels_last=channels_last)),
+                            timing=Timing(args.warmup, args.steps, 0.0)).img_per_s)
                 base = ips[baseline]
                 for form in forms:
                     ratios = [a / b for a, b in zip(ips[form], base)]

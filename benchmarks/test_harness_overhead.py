@@ -19,7 +19,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benchbench.meters.throughput import measure_throughput
+from benchbench.meters.throughput import Inputs, Timing, measure_throughput
+from benchbench.precision import resolve
 from benchbench_plugins.models import vision_transformer as vit
 
 IMAGE_SIZE, NUM_CLASSES, WARMUP = 28, 10, 1  # the model is warm after the first round
@@ -72,8 +73,9 @@ def bare_img_per_s(model, mode: str, batch: int) -> float:
 
 
 def harness_img_per_s(model, mode: str, batch: int) -> float:
-    r = measure_throughput(model, image_size=IMAGE_SIZE, num_classes=NUM_CLASSES, mode=mode, device="cpu",
-                           batch_size=batch, warmup_steps=WARMUP, min_steps=1, min_seconds=SECONDS)
+    r = measure_throughput(model, Inputs(IMAGE_SIZE, 3, NUM_CLASSES, "cpu"), mode=mode,
+                           precision=resolve("fp32", torch.device("cpu")), batch_size=batch,
+                           timing=Timing(WARMUP, 1, SECONDS))
     assert r.batch_size == batch
     return r.img_per_s
 

@@ -360,12 +360,12 @@ def formulas() -> SimpleNamespace:
 @pytest.fixture
 def make_record():
     """Records as the runner writes them (benchbench.record.Record), with defaults for what a test does
-    not look at: make_record(model, dataset, protocol, seed, top1, status=..., **metrics)."""
+    not look at: make_record(model, dataset, protocol, seed, top1, status=..., precision=..., **metrics)."""
     from benchbench.record import Record
 
     def make(model, dataset="fashion-mnist", protocol="scratch", seed=0, top1=None, *, status="ok", family="vit",
              settings=None, key=None, accuracies=None, flops_status="ok", device="cpu", dataset_name=None,
-             **metrics) -> Record:
+             precision=None, **metrics) -> Record:
         m = {"params": 1_000_000, "macs": 5e8, "gmacs": 0.5, **metrics}
         if top1 is not None:
             m["top1"] = top1
@@ -374,7 +374,24 @@ def make_record():
             model=model, dataset=dataset, protocol=protocol, seed=seed, settings=settings or {}, metrics=m,
             accuracies={"top1": ""} if accuracies is None else accuracies, model_name=model.upper(),
             model_family=family, dataset_name=dataset_name or dataset.title(), device=device,
-            flops_status=flops_status, error=None if status == "ok" else "RuntimeError: boom")
+            flops_status=flops_status, error=None if status == "ok" else "RuntimeError: boom", precision=precision)
+
+    return make
+
+
+# --- a protocol's context outside a suite run -----------------------------------------------------------
+
+
+@pytest.fixture
+def protocol_context(catalog, tmp_path):
+    """ProtocolContexts as the runner makes them (benchbench.run.worker.context_for), for a cell of
+    `protocol` with `settings`: make(protocol, settings, model=..., model_id=..., dataset=..., device="cpu",
+    seed=0, **fields) -> ProtocolContext, without progress bars; `fields` replace the context's."""
+    from benchbench.run.worker import context_for
+
+    def make(protocol="scratch", settings=None, *, model_id="vit-mu7", dataset="fashion-mnist", **fields):
+        fields.setdefault("show_progress", False)
+        return context_for(catalog, protocol, model_id, dataset, settings, run_dir=tmp_path / "run", **fields)
 
     return make
 
@@ -933,3 +950,126 @@ def browsers():
         yield b
     finally:
         b.close()
+
+
+# --- data-parallel cells: a float64 model, a cell, the processes and weights they leave ---------------
+# For tests/test_distributed.py, test_multinode.py and test_cluster.py (through the `ranks` fixture).
+
+# A float64 ViT-Mu/7 (weights and inputs float64), and copies whose rank 1 misbehaves at its 3rd
+# training forward pass: raises, is killed (SIGKILL), exits without a word (os._exit), or hangs.
+RANKS_PLUGIN = """
+import os, signal, time
+from benchbench import hookimpl
+from benchbench.specs import ModelSpec
+from benchbench_plugins.models.vision_transformer import WIDTHS, VisionTransformer
+
+
+class F64(VisionTransformer):
+    fault = ""
+    calls = 0
+
+    def forward(self, x):
+        if self.training and self.fault and os.environ.get("RANK") == "1":
+            type(self).calls += 1
+            if self.calls == 3:
+                if self.fault == "raises":
+                    raise ValueError("boom on rank 1")
+                if self.fault == "dies":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                if self.fault == "exits":
+                    os._exit(3)
+                if self.fault == "hangs":
+                    time.sleep(600)
+        return super().forward(x.double())
+
+
+def make(fault):
+    cls = type("F64" + fault, (F64,), {"fault": fault})
+    return lambda num_classes, image_size, in_chans: cls(WIDTHS["Mu"], 7, num_classes=num_classes,
+                                                         image_size=image_size, in_chans=in_chans).double()
+
+
+@hookimpl
+def register_models(register):
+    for fault in ("", "raises", "dies", "exits", "hangs"):
+        register(ModelSpec(id="vit-f64" + (f"-{fault}" if fault else ""), name="ViT-Mu/7 float64 " + fault,
+                           family="vit", build=make(fault), default_resolution=28, resolution_multiple=7))
+"""
+
+# 299 training images in global batches of 32: the last batch of each epoch (11 images) splits 6 / 5,
+# so the ranks' shares differ in size. Clipping at 0.05 is active at every step, so the ranks must
+# clip the global gradient, not their own.
+RANKS_SUITE = """
+[suite]
+name = "{name}"
+models = ["{model}"]
+datasets = ["fashion-mnist"]
+protocols = ["scratch"]
+[settings.scratch]
+epochs = 1
+train_subset = 299
+test_subset = 99
+batch_size = 32
+eval_batch_size = 20
+lr = 3e-3
+clip_grad_norm = 0.05
+devices = {devices}
+save_checkpoint = true
+{extra}
+"""
+
+
+RANKS_MARK = "BENCHBENCH_TEST_RANKS"
+
+
+@pytest.fixture
+def mark_processes(monkeypatch):
+    """Every process this test starts inherits a mark in its environment, so `_leftovers` finds them
+    even when re-parented (orphans)."""
+    monkeypatch.setenv(RANKS_MARK, f"{os.getpid()}-{os.urandom(4).hex()}")
+
+
+def _rank_leftovers() -> list[tuple[int, str]]:
+    """(pid, command line) of every live process, this one and Python's multiprocessing resource
+    tracker aside, that carries this test's mark."""
+    mark = f"{RANKS_MARK}={os.environ[RANKS_MARK]}".encode()
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+            if mark not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "resource_tracker" not in cmd:
+            out.append((int(entry.name), cmd))
+    return out
+
+
+def _checkpoint_weights(run_dir: Path) -> dict:
+    import torch
+
+    (path,) = (run_dir / "checkpoints").glob("*.pt")
+    return torch.load(path, weights_only=True)["state_dict"]
+
+
+def _max_diff(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys()
+    return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
+
+
+SAME_METRICS = ("top1", "top5", "eval_images", "train_steps", "train_images_seen", "train_examples")
+
+
+@pytest.fixture
+def ranks():
+    """The data-parallel tests' shared pieces: PLUGIN (float64 ViT-Mu/7 models, some whose rank 1
+    misbehaves), SUITE (a scratch cell to .format(name, model, devices, extra)), MARK (the variable the
+    `mark_processes` fixture sets), SAME_METRICS, leftovers() (live processes carrying the mark),
+    weights(run_dir) (the cell's saved weights) and max_diff(a, b)."""
+    return SimpleNamespace(PLUGIN=RANKS_PLUGIN, SUITE=RANKS_SUITE, MARK=RANKS_MARK, SAME_METRICS=SAME_METRICS,
+                           leftovers=_rank_leftovers, weights=_checkpoint_weights, max_diff=_max_diff)

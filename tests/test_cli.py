@@ -242,6 +242,7 @@ def test_cost_and_profile_choose_channels_last_from_the_model_spec():
     import torch
 
     from benchbench.cli.common import execution_for
+    from benchbench.execution import Request
     from benchbench.plugins import load_catalog
 
     spec = load_catalog().models.get("vit-mu4")
@@ -249,7 +250,7 @@ def test_cost_and_profile_choose_channels_last_from_the_model_spec():
     cuda = torch.device("cuda")
     assert execution_for(dataclasses.replace(spec, prefers_channels_last=True), cuda, model).channels_last
     assert not execution_for(spec, cuda, model).channels_last
-    eager = execution_for(dataclasses.replace(spec, prefers_channels_last=True), cuda, model, eager=True)  # --eager
+    eager = execution_for(dataclasses.replace(spec, prefers_channels_last=True), cuda, model, Request(eager=True))
     assert (eager.compile, eager.fused_optimizer, eager.channels_last, eager.policy) == (False, False, False, "eager")
     assert not execution_for(dataclasses.replace(spec, prefers_channels_last=True), torch.device("cpu"), model).channels_last
 

@@ -169,10 +169,10 @@ def register_protocols(register):
 
 @pytest.mark.parametrize("how, error", [
     ("in_import", "slurm job 77 hit its time limit: Slurm's warning before the limit stopped the cell (raise the "
-                  "executor option time_min); the cell's error as it stopped: AttributeError: module 'sympy' has "
+                  "executor option time_limit_min); the cell's error as it stopped: AttributeError: module 'sympy' has "
                   "no attribute 'logic'"),
     ("in_sleep", "slurm job 77 hit its time limit: Slurm's warning before the limit stopped the cell (raise the "
-                 "executor option time_min)"),
+                 "executor option time_limit_min)"),
     ("fails", "ValueError: a cell's own failure"),
 ])
 def test_a_cell_stopped_by_slurms_time_limit_warning_says_so_wherever_the_signal_landed(tmp_path, monkeypatch,
@@ -182,9 +182,9 @@ def test_a_cell_stopped_by_slurms_time_limit_warning_says_so_wherever_the_signal
     the time limit first, whatever the cell's error became (submitit's own handler stands in here,
     raising as it does for a job that timed out and cannot be requeued)."""
     submitit_utils = pytest.importorskip("submitit.core.utils")
-    from benchbench.executors import CellJob
     from benchbench.plugins import load_catalog
-    from benchbench.specs import DataOptions
+    from benchbench.run.context import Plugins, RunContext
+    from benchbench.run.worker import Job
     from benchbench.store import read_records
     from benchbench.suite import load_suite
     from benchbench_plugins.executors import slurm
@@ -197,8 +197,8 @@ def test_a_cell_stopped_by_slurms_time_limit_warning_says_so_wherever_the_signal
     cell = load_suite(str(suite), load_catalog([plugin])).cells[0]
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    job = CellJob(cell=cell, run_dir=str(run_dir), suite="s", quick=False, device="cpu", data=DataOptions(),
-                  executor="slurm", plugin_files=(str(plugin),))
+    job = Job(RunContext(run_dir=run_dir, suite="s", device="cpu", executor="slurm", plugins=Plugins((str(plugin),))),
+              cell)
 
     def submitits(signum, frame):
         raise submitit_utils.UncompletedJobError("Job not requeued because: timed-out and not checkpointable.")
@@ -272,20 +272,8 @@ def two_nodes():
         subprocess.run(["bash", str(script), "stop"], env=env, timeout=120)
 
 
-def _distributed_helpers():
-    """The float64 ViT plugin, the cell and the weight helpers of tests/test_distributed.py."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_bb_test_distributed", Path(__file__).with_name("test_distributed.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_slurm_runs_a_cell_on_two_nodes_as_one_node_runs_it(run_suite, two_nodes, tmp_path):
-    import torch  # noqa: F401 - the checkpoints
-
-    d = _distributed_helpers()
+def test_slurm_runs_a_cell_on_two_nodes_as_one_node_runs_it(run_suite, two_nodes, tmp_path, ranks):
+    d = ranks
     run_suite.plugin(d.PLUGIN, "f64.py")
     run_suite.write(d.SUITE.format(name="one", model="vit-f64", devices=1, extra=""), "one.toml")
     assert run_suite.run("--results", str(tmp_path / "local")) == 0
@@ -298,7 +286,7 @@ def test_slurm_runs_a_cell_on_two_nodes_as_one_node_runs_it(run_suite, two_nodes
     assert driver.returncode == 0, err
     (record,) = run_suite.records()  # one record: the job's first task's
     assert record.ok and record.executor == "slurm" and record.job_id, record.error
-    assert d._max_diff(d._weights(local_dir), d._weights(run_suite.run_dir)) < 1e-12
+    assert d.max_diff(d.weights(local_dir), d.weights(run_suite.run_dir)) < 1e-12
     for key in d.SAME_METRICS:
         assert record.metrics[key] == local.metrics[key], key
     assert record.devices == 2

@@ -125,3 +125,59 @@ def test_every_module_states_its_job():
     missing = [str(p.relative_to(CORE.parent)) for p in (*core_modules(), *PLUGINS.rglob("*.py"))
                if not (ast.get_docstring(ast.parse(p.read_text())) or "").strip()]
     assert missing == []
+
+
+# --- the core reads no protocol's setting by name -------------------------------------------------------
+# A cell's resolution, precision, world and execution are read once, through the names its protocol's
+# Roles give (benchbench.run.cell); the core owns the execution settings' names (benchbench.execution).
+
+SETTINGS_LIKE = re.compile(r"(^|\W)(s|settings|\w+\.settings|dict\([\w.]*settings\))$")
+
+
+def setting_lookups(path: Path, names: set[str]) -> list[tuple[int, str]]:
+    """(line, code) of each literal lookup of one of `names` into a settings mapping: `s["x"]`,
+    `settings.get("x")`, `"x" in settings`, `record.settings["x"]`, and the frame column "setting.x"."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        target = key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            target, key = node.value, node.slice.value
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop")
+              and node.args and isinstance(node.args[0], ast.Constant)):
+            target, key = node.func.value, node.args[0].value
+        elif (isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant)
+              and isinstance(node.ops[0], (ast.In, ast.NotIn))):
+            target, key = node.comparators[0], node.left.value
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("setting."):
+            if node.value[len("setting."):] in names:
+                found.append((node.lineno, node.value))
+            continue
+        if isinstance(key, str) and key in names and SETTINGS_LIKE.search(ast.unparse(target)):
+            found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+# The one reading allowed, and why: records up to schema 2 kept their precision only as the built-in
+# protocols' `precision` setting; reading an old record's format is the record's business, once.
+HISTORY = {("benchbench/record.py", "settings.get('precision')")}
+
+
+def test_the_core_reads_no_protocol_setting_by_name(catalog):
+    from benchbench.execution import SETTING_NAMES
+
+    names = {name for p in catalog.protocols for name in p.settings} - set(SETTING_NAMES)
+    assert {"devices", "nodes", "sharding", "batch_size", "precision", "resolution"} <= names
+    found = [(str(p.relative_to(CORE.parent)), line, code) for p in core_modules()
+             for line, code in setting_lookups(p, names)]
+    assert {(path, code) for path, _, code in found} >= HISTORY
+    assert [f"{path}:{line}: {code}" for path, line, code in found if (path, code) not in HISTORY] == []
+
+
+def test_the_setting_check_catches_what_it_should(tmp_path):
+    path = tmp_path / "x.py"
+    path.write_text('a = s["devices"]\nb = dict(cell.settings).get("nodes", 1)\nc = "batch_size" in s\n'
+                    'd = r.settings.get("precision", "fp32")\ne = df["setting.lr"]\n'
+                    'f = row["precision"]\ng = settings[name]\nh = env.get("devices")\n')
+    names = {"devices", "nodes", "batch_size", "precision", "lr"}
+    assert [line for line, _ in setting_lookups(path, names)] == [1, 2, 3, 4, 5]

@@ -8,6 +8,10 @@ import math
 
 import pytest
 import torch
+
+from benchbench.precision import resolve
+
+FP32 = resolve("fp32", torch.device("cpu"))
 import torch.nn.functional as F
 
 
@@ -99,7 +103,7 @@ def test_evaluate_counts_do_not_depend_on_the_batch_size():
     top5 = int((ranked[:, :5] == y[:, None]).any(dim=1).sum())
     assert 0 < top1 < top5 < 101
     for batch_size in (1, 7, 50, 101, 512):
-        acc = evaluate(model, ds, torch.device("cpu"), batch_size)
+        acc = evaluate(model, ds, torch.device("cpu"), batch_size, precision=FP32)
         assert (round(acc.top1 * 101), round(acc.top5 * 101), acc.images) == (top1, top5, 101)
         assert acc.batch_size == batch_size  # on the CPU exactly the batch size asked for
 
@@ -145,36 +149,35 @@ def test_features_on_the_cpu_are_todays_and_in_dataset_order_at_any_batch_size()
     x, y = ds.tensors
     with torch.no_grad():
         before = torch.cat([model.features(ds.apply(x[i:i + 16])).float().flatten(1) for i in range(0, 101, 16)])
-    f = extract(model, ds, cpu, 16)
+    f = extract(model, ds, cpu, 16, precision=FP32)
     assert torch.equal(f.x, before) and torch.equal(f.y, y) and f.batch_size == 16
     with torch.no_grad():
         one_by_one = torch.cat([model.features(ds.apply(x[i:i + 1])) for i in range(101)])
     for batch_size in (7, 101):
-        other = extract(model, ds, cpu, batch_size)
+        other = extract(model, ds, cpu, batch_size, precision=FP32)
         assert torch.equal(other.y, y) and other.batch_size == batch_size
         # the same image's features at any batch size (up to the matmul's blocking), row by row
         assert torch.allclose(other.x, f.x, rtol=0, atol=1e-5) and torch.allclose(other.x, one_by_one, atol=1e-5)
     assert len({tuple(r.tolist()) for r in f.x}) == 101  # every row its own image: order is pinned
 
 
-def test_a_quickstart_like_cell_trains_and_scores_as_a_plain_loop(catalog, tiny_data):
+def test_a_quickstart_like_cell_trains_and_scores_as_a_plain_loop(catalog, tiny_data, protocol_context):
     """The scratch protocol (data held on the device, counts read once) against a plain loop written
     out here: the same seeded permutation, flip augmentation, AdamW with decay on matrices only,
     warm-up + cosine by formula, clipping, one forward over the test set. Same top-1, same loss."""
-    from benchbench.settings import resolve
-    from benchbench.specs import DataOptions, ProtocolContext
+    from benchbench.specs import DataOptions
 
     scratch = catalog.protocols.get("scratch")
     model_spec, data_spec = catalog.models.get("vit-mu7"), catalog.datasets.get("fashion-mnist")
-    # Three batches an epoch (16, 16, 8): eight steps cross two epochs and their short last batches.
-    s = resolve(scratch, {"steps": 8, "batch_size": 16, "train_subset": 40, "lr": 3e-3, "weight_decay": 0.05,
-                          "warmup_fraction": 0.25, "clip_grad_norm": 1.0, "augment": True}, "s")
     torch.manual_seed(0)
     model = model_spec.build(num_classes=10, image_size=28, in_chans=1)
     plain = copy.deepcopy(model)
     data = DataOptions(root=tiny_data, image_size=28, in_chans=1)
-    ctx = ProtocolContext(model=model, model_spec=model_spec, dataset_spec=data_spec, data=data, settings=s,
-                          device=torch.device("cpu"), seed=0, show_progress=False)
+    # Three batches an epoch (16, 16, 8): eight steps cross two epochs and their short last batches.
+    ctx = protocol_context("scratch", {"steps": 8, "batch_size": 16, "train_subset": 40, "lr": 3e-3,
+                                       "weight_decay": 0.05, "warmup_fraction": 0.25, "clip_grad_norm": 1.0,
+                                       "augment": True}, model=model, data=data)
+    s = ctx.settings
     m = scratch.run(ctx)
 
     from dataclasses import replace
@@ -233,8 +236,8 @@ def test_on_cuda_data_is_resident_and_counts_match_the_cpu():
     assert x.device.type == y.device.type == "cuda"
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.GELU(), torch.nn.Linear(32, 10))
-    on_cpu = evaluate(model, ds, torch.device("cpu"), 256)
-    on_gpu = evaluate(model.to(cuda), ds, cuda, 256)  # fp32 (TF32 off): at a larger batch (eval_batch_sizes)
+    on_cpu = evaluate(model, ds, torch.device("cpu"), 256, precision=FP32)
+    on_gpu = evaluate(model.to(cuda), ds, cuda, 256, precision=resolve("fp32", cuda))  # TF32 off: at a larger batch
     assert on_gpu.batch_size == 2048
     assert abs(on_gpu.top1 - on_cpu.top1) <= 2 / 5000 and abs(on_gpu.top5 - on_cpu.top5) <= 2 / 5000
 
@@ -245,7 +248,7 @@ def test_on_cuda_features_come_from_resident_data_at_a_larger_batch_and_match_th
     from benchbench_plugins.protocols.features import extract
 
     model, ds = _Tiny().eval(), _images(5000, seed=5)
-    on_cpu = extract(model, ds, torch.device("cpu"), 256)
-    on_gpu = extract(model, ds, torch.device("cuda"), 256)  # fp32 (TF32 off)
+    on_cpu = extract(model, ds, torch.device("cpu"), 256, precision=FP32)
+    on_gpu = extract(model, ds, torch.device("cuda"), 256, precision=resolve("fp32", torch.device("cuda")))  # TF32 off
     assert on_gpu.batch_size == 2048 and on_gpu.x.device.type == on_gpu.y.device.type == "cpu"
     assert torch.equal(on_gpu.y, on_cpu.y) and torch.allclose(on_gpu.x, on_cpu.x, atol=1e-4)

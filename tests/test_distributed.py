@@ -8,140 +8,37 @@ the metrics. Faults are real too: a plugin model whose rank 1 raises, is SIGKILL
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 import torch
 
-# A float64 ViT-Mu/7 (weights and inputs float64), and copies whose rank 1 misbehaves at its 3rd
-# training forward pass: raises, is killed (SIGKILL), exits without a word (os._exit), or hangs.
-PLUGIN = """
-import os, signal, time
-from benchbench import hookimpl
-from benchbench.specs import ModelSpec
-from benchbench_plugins.models.vision_transformer import WIDTHS, VisionTransformer
+pytestmark = pytest.mark.usefixtures("mark_processes")
 
 
-class F64(VisionTransformer):
-    fault = ""
-    calls = 0
-
-    def forward(self, x):
-        if self.training and self.fault and os.environ.get("RANK") == "1":
-            type(self).calls += 1
-            if self.calls == 3:
-                if self.fault == "raises":
-                    raise ValueError("boom on rank 1")
-                if self.fault == "dies":
-                    os.kill(os.getpid(), signal.SIGKILL)
-                if self.fault == "exits":
-                    os._exit(3)
-                if self.fault == "hangs":
-                    time.sleep(600)
-        return super().forward(x.double())
-
-
-def make(fault):
-    cls = type("F64" + fault, (F64,), {"fault": fault})
-    return lambda num_classes, image_size, in_chans: cls(WIDTHS["Mu"], 7, num_classes=num_classes,
-                                                         image_size=image_size, in_chans=in_chans).double()
-
-
-@hookimpl
-def register_models(register):
-    for fault in ("", "raises", "dies", "exits", "hangs"):
-        register(ModelSpec(id="vit-f64" + (f"-{fault}" if fault else ""), name="ViT-Mu/7 float64 " + fault,
-                           family="vit", build=make(fault), default_resolution=28, resolution_multiple=7))
-"""
-
-# 299 training images in global batches of 32: the last batch of each epoch (11 images) splits 6 / 5,
-# so the ranks' shares differ in size. Clipping at 0.05 is active at every step, so the ranks must
-# clip the global gradient, not their own.
-SUITE = """
-[suite]
-name = "{name}"
-models = ["{model}"]
-datasets = ["fashion-mnist"]
-protocols = ["scratch"]
-[settings.scratch]
-epochs = 1
-train_subset = 299
-test_subset = 99
-batch_size = 32
-eval_batch_size = 20
-lr = 3e-3
-clip_grad_norm = 0.05
-devices = {devices}
-save_checkpoint = true
-{extra}
-"""
-
-
-MARK = "BENCHBENCH_TEST_RANKS"
-
-
-@pytest.fixture(autouse=True)
-def mark_processes(monkeypatch):
-    """Every process this test starts inherits a mark in its environment, so `_leftovers` finds them
-    even when re-parented (orphans)."""
-    monkeypatch.setenv(MARK, f"{os.getpid()}-{os.urandom(4).hex()}")
-
-
-def _leftovers() -> list[tuple[int, str]]:
-    """(pid, command line) of every live process, this one and Python's multiprocessing resource
-    tracker aside, that carries this test's mark."""
-    mark = f"{MARK}={os.environ[MARK]}".encode()
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                continue
-            if mark not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if "resource_tracker" not in cmd:
-            out.append((int(entry.name), cmd))
-    return out
-
-
-def _run(run_suite, name: str, model: str, devices: int, extra: str = ""):
-    run_suite.write(SUITE.format(name=name, model=model, devices=devices, extra=extra), f"{name}.toml")
+def _run(run_suite, ranks, name: str, model: str, devices: int, extra: str = ""):
+    run_suite.write(ranks.SUITE.format(name=name, model=model, devices=devices, extra=extra), f"{name}.toml")
     run_suite.run()
     run_dir = next(d for d in run_suite.run_dirs() if d.parent.name == name)
     (record,) = run_suite.records(run_dir)
     return record, run_dir
 
 
-def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
-    (path,) = (run_dir / "checkpoints").glob("*.pt")
-    return torch.load(path, weights_only=True)["state_dict"]
-
-
-def _max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
-    assert a.keys() == b.keys()
-    return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
-
-
 # The NCCL tests compare distribution, not execution: every run eager (CUDA would compile by default).
 EAGER = "compile = false\nfused_optimizer = false"
-SAME_METRICS = ("top1", "top5", "eval_images", "train_steps", "train_images_seen", "train_examples")
 
 
-def test_two_devices_train_the_weights_one_device_trains_float64(run_suite):
-    run_suite.plugin(PLUGIN, "f64.py")
-    one, one_dir = _run(run_suite, "one", "vit-f64", 1)
-    two, two_dir = _run(run_suite, "two", "vit-f64", 2)
+def test_two_devices_train_the_weights_one_device_trains_float64(run_suite, ranks):
+    run_suite.plugin(ranks.PLUGIN, "f64.py")
+    one, one_dir = _run(run_suite, ranks, "one", "vit-f64", 1)
+    two, two_dir = _run(run_suite, ranks, "two", "vit-f64", 2)
     assert one.ok and two.ok, (one.error, two.error)
-    assert _max_diff(_weights(one_dir), _weights(two_dir)) < 1e-12
-    assert _max_diff(_weights(one_dir), {k: torch.zeros_like(v) for k, v in _weights(one_dir).items()}) > 0.01
-    for key in SAME_METRICS:
+    assert ranks.max_diff(ranks.weights(one_dir), ranks.weights(two_dir)) < 1e-12
+    zeros = {k: torch.zeros_like(v) for k, v in ranks.weights(one_dir).items()}
+    assert ranks.max_diff(ranks.weights(one_dir), zeros) > 0.01
+    for key in ranks.SAME_METRICS:
         assert one.metrics[key] == two.metrics[key], key
     assert one.metrics["train_steps"] == 10  # ceil(299 / 32): the global batch, not 32 per rank
-    assert two.execution == one.execution  # the ranks train as one device does (training.cell_execution)
+    assert two.execution == one.execution  # the ranks train as one device does (the cell's execution, decided once)
     # the step computes the loss in float32 (benchbench.step): a mean there, a sum x 2 / 32 per rank here
     assert two.metrics["train_loss"] == pytest.approx(one.metrics["train_loss"], rel=1e-6)
     # accounting: all devices count
@@ -151,40 +48,40 @@ def test_two_devices_train_the_weights_one_device_trains_float64(run_suite):
     assert m["train_img_per_s"] == pytest.approx(m["train_images_seen"] / m["train_device_seconds"])
     assert m["train_img_per_s_per_device"] == pytest.approx(m["train_img_per_s"] / 2)
     assert m["train_peak_mem_mb_per_device"] > 0
-    assert _leftovers() == []
+    assert ranks.leftovers() == []
 
 
 @pytest.mark.slow
-def test_two_devices_float32_and_files_through_dataloader(run_suite):
+def test_two_devices_float32_and_files_through_dataloader(run_suite, ranks):
     """float32 (the real ViT-Mu/7, SGD): equal within 1e-5; and a file-like dataset (synthetic, read
     item by item through a DataLoader) sharded by batch sampler: float64-exact."""
-    one, one_dir = _run(run_suite, "one", "vit-mu7", 1, 'optimizer = "sgd"')
-    two, two_dir = _run(run_suite, "two", "vit-mu7", 2, 'optimizer = "sgd"')
+    one, one_dir = _run(run_suite, ranks, "one", "vit-mu7", 1, 'optimizer = "sgd"')
+    two, two_dir = _run(run_suite, ranks, "two", "vit-mu7", 2, 'optimizer = "sgd"')
     assert one.ok and two.ok, (one.error, two.error)
-    assert _max_diff(_weights(one_dir), _weights(two_dir)) < 1e-5
-    for key in SAME_METRICS:
+    assert ranks.max_diff(ranks.weights(one_dir), ranks.weights(two_dir)) < 1e-5
+    for key in ranks.SAME_METRICS:
         assert one.metrics[key] == two.metrics[key], key
-    run_suite.plugin(PLUGIN, "f64.py")
+    run_suite.plugin(ranks.PLUGIN, "f64.py")
     files = 'resolution = 14\nnum_workers = 0\n'
     for name, devices in (("synth1", 1), ("synth2", 2)):
-        run_suite.write(SUITE.format(name=name, model="vit-f64", devices=devices, extra=files)
+        run_suite.write(ranks.SUITE.format(name=name, model="vit-f64", devices=devices, extra=files)
                         .replace('"fashion-mnist"', '"synthetic"').replace("299", "203"), f"{name}.toml")
         run_suite.run()
     a, b = (next(d for d in run_suite.run_dirs() if d.parent.name == n) for n in ("synth1", "synth2"))
     (ra,), (rb,) = run_suite.records(a), run_suite.records(b)
     assert ra.ok and rb.ok, (ra.error, rb.error)
-    assert _max_diff(_weights(a), _weights(b)) < 1e-12
+    assert ranks.max_diff(ranks.weights(a), ranks.weights(b)) < 1e-12
     assert ra.metrics["top1"] == rb.metrics["top1"]
 
 
 @pytest.mark.slow
-def test_augmented_two_devices_train_the_weights_one_device_trains_float64(run_suite, datafiles, tmp_path):
+def test_augmented_two_devices_train_the_weights_one_device_trains_float64(run_suite, datafiles, tmp_path, ranks):
     """augment = true: in-memory images (random flips) and image files (random resized crops and flips,
     read item by item through a DataLoader): the same float64 weights on 2 devices as on 1."""
     import numpy as np
     from PIL import Image
 
-    run_suite.plugin(PLUGIN, "f64.py")
+    run_suite.plugin(ranks.PLUGIN, "f64.py")
     rng = np.random.default_rng(0)
 
     def noise(n):
@@ -195,27 +92,27 @@ def test_augmented_two_devices_train_the_weights_one_device_trains_float64(run_s
     weights = {}
     for name, dataset, devices in (("mem1", "fashion-mnist", 1), ("mem2", "fashion-mnist", 2),
                                    ("files1", f"imagefolder:{folder}", 1), ("files2", f"imagefolder:{folder}", 2)):
-        run_suite.write(SUITE.format(name=name, model="vit-f64", devices=devices, extra="augment = true\nnum_workers = 0")
+        run_suite.write(ranks.SUITE.format(name=name, model="vit-f64", devices=devices, extra="augment = true\nnum_workers = 0")
                         .replace('"fashion-mnist"', f'"{dataset}"'), f"{name}.toml")
         run_suite.run()
         run_dir = next(d for d in run_suite.run_dirs() if d.parent.name == name)
         (record,) = run_suite.records(run_dir)
         assert record.ok and record.settings["augment"] is True, record.error
-        weights[name] = _weights(run_dir)
-    assert _max_diff(weights["mem1"], weights["mem2"]) < 1e-12
-    assert _max_diff(weights["files1"], weights["files2"]) < 1e-12
+        weights[name] = ranks.weights(run_dir)
+    assert ranks.max_diff(weights["mem1"], weights["mem2"]) < 1e-12
+    assert ranks.max_diff(weights["files1"], weights["files2"]) < 1e-12
 
 
 @pytest.mark.slow
-def test_fsdp_with_activation_checkpointing_matches_ddp(run_suite):
-    run_suite.plugin(PLUGIN, "f64.py")
-    ddp, ddp_dir = _run(run_suite, "ddp", "vit-f64", 2)
-    fsdp, fsdp_dir = _run(run_suite, "fsdp", "vit-f64", 2, 'sharding = "fsdp"\nactivation_checkpointing = true')
+def test_fsdp_with_activation_checkpointing_matches_ddp(run_suite, ranks):
+    run_suite.plugin(ranks.PLUGIN, "f64.py")
+    ddp, ddp_dir = _run(run_suite, ranks, "ddp", "vit-f64", 2)
+    fsdp, fsdp_dir = _run(run_suite, ranks, "fsdp", "vit-f64", 2, 'sharding = "fsdp"\nactivation_checkpointing = true')
     assert ddp.ok and fsdp.ok, (ddp.error, fsdp.error)
-    assert _max_diff(_weights(ddp_dir), _weights(fsdp_dir)) < 1e-12
-    for key in SAME_METRICS:
+    assert ranks.max_diff(ranks.weights(ddp_dir), ranks.weights(fsdp_dir)) < 1e-12
+    for key in ranks.SAME_METRICS:
         assert ddp.metrics[key] == fsdp.metrics[key], key
-    assert _leftovers() == []
+    assert ranks.leftovers() == []
 
 
 # A float64 ViT of 25M parameters (201 MB) whose rank processes write, at their first training step,
@@ -266,7 +163,7 @@ def register_models(register):
 
 
 @pytest.mark.slow
-def test_an_fsdp_rank_never_holds_the_whole_model(run_suite, tmp_path, monkeypatch):
+def test_an_fsdp_rank_never_holds_the_whole_model(run_suite, tmp_path, monkeypatch, ranks):
     """Each rank builds the model on the meta device and its resident memory grows by about its half
     of the weights (its shards, plus the file pages of those rows it read), never by the whole model:
     building it whole and loading the weights into it (the old way) grew it by twice the model."""
@@ -274,7 +171,7 @@ def test_an_fsdp_rank_never_holds_the_whole_model(run_suite, tmp_path, monkeypat
 
     monkeypatch.setenv("BIG_OUT", str(tmp_path))
     run_suite.plugin(BIG, "big.py")
-    run_suite.write(SUITE.format(name="big", model="vit-big-f64", devices=2,
+    run_suite.write(ranks.SUITE.format(name="big", model="vit-big-f64", devices=2,
                                  extra='sharding = "fsdp"\noptimizer = "sgd"\nmomentum = 0.0\nsteps = 1')
                     .replace("test_subset = 99", "test_subset = 8"))
     run_suite.run()
@@ -339,9 +236,9 @@ def test_build_sharded_restores_the_weights_and_every_buffer(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_rank_that_raises_dies_or_exits_fails_its_cell_and_the_suite_goes_on(run_suite):
-    run_suite.plugin(PLUGIN, "f64.py")
-    run_suite.write(SUITE.format(name="faults", model="vit-f64-raises", devices=2, extra="")
+def test_a_rank_that_raises_dies_or_exits_fails_its_cell_and_the_suite_goes_on(run_suite, ranks):
+    run_suite.plugin(ranks.PLUGIN, "f64.py")
+    run_suite.write(ranks.SUITE.format(name="faults", model="vit-f64-raises", devices=2, extra="")
                     .replace('models = ["vit-f64-raises"]',
                              'models = ["vit-f64-raises", "vit-f64-dies", "vit-f64-exits", "vit-f64"]'), "f.toml")
     assert run_suite.run() == 1
@@ -354,29 +251,29 @@ def test_a_rank_that_raises_dies_or_exits_fails_its_cell_and_the_suite_goes_on(r
     assert exited.status == "failed" and "rank 1 of 2 failed: exited with status 3" in exited.error, exited.error
     assert all(r.devices == 2 and r.metrics["params"] > 0 for r in (raised, died, exited))
     assert by["vit-f64"].ok
-    assert _leftovers() == []
+    assert ranks.leftovers() == []
 
 
 @pytest.mark.slow
-def test_a_hung_rank_fails_its_cell_at_the_collective_timeout(run_suite):
-    run_suite.plugin(PLUGIN, "f64.py")
-    record, _ = _run(run_suite, "hang", "vit-f64-hangs", 2, "timeout_s = 3")
+def test_a_hung_rank_fails_its_cell_at_the_collective_timeout(run_suite, ranks):
+    run_suite.plugin(ranks.PLUGIN, "f64.py")
+    record, _ = _run(run_suite, ranks, "hang", "vit-f64-hangs", 2, "timeout_s = 3")
     assert record.status == "failed"
     # rank 0 waits in the gradients' all-reduce for the hung rank 1, gives up after 3 s and fails
     assert record.error.startswith("RankFailure: rank 0 of 2 failed: "), record.error
     assert "timed out" in record.error.lower() or "timeout" in record.error.lower(), record.error
     assert record.wall_seconds < 120
-    assert _leftovers() == []
+    assert ranks.leftovers() == []
 
 
 # An executor whose cells run elsewhere: it hands each cell back as a scheduler's failure.
 ELSEWHERE = """
 from benchbench import hookimpl
-from benchbench.executors import ExecutorSpec
+from benchbench.specs import ExecutorSpec
 
 
 class Elsewhere:
-    def check(self, dispatch):
+    def check(self, context, cells):
         pass
 
     def run(self, cells, dispatch):
@@ -394,9 +291,9 @@ def register_executors(register):
 """
 
 
-def test_a_suite_asking_for_more_devices_than_this_node_has_is_refused_before_any_cell_runs(run_suite, capsys):
+def test_a_suite_asking_for_more_devices_than_this_node_has_is_refused_before_any_cell_runs(run_suite, capsys, ranks):
     cores = len(os.sched_getaffinity(0))
-    suite = run_suite.write(SUITE.format(name="many", model="vit-mu7", devices=cores + 1, extra="")
+    suite = run_suite.write(ranks.SUITE.format(name="many", model="vit-mu7", devices=cores + 1, extra="")
                             .replace('models = ["vit-mu7"]', 'models = ["vit-mu7", "bit-r20x1-small"]')
                             .replace("batch_size = 32", f"batch_size = {8 * (cores + 1)}"))  # divides
     # an executor whose cells run on other nodes gets them: the node that runs a cell checks its devices
@@ -415,11 +312,11 @@ def test_a_suite_asking_for_more_devices_than_this_node_has_is_refused_before_an
     assert records.read_bytes() == before and len(run_suite.run_dirs()) == 1
 
 
-def test_an_indivisible_global_batch_is_refused_before_any_cell_runs(run_suite, capsys):
+def test_an_indivisible_global_batch_is_refused_before_any_cell_runs(run_suite, capsys, ranks):
     """The 2nd cell's batch does not divide by its devices x nodes: the suite is refused before the 1st
     runs (exit 2, one line, no traceback, nothing written), in this process and for an executor's
     cells alike (the rule does not depend on where a cell runs), and --dry-run says the same."""
-    suite = run_suite.write(SUITE.format(name="odd", model="vit-mu7", devices=2, extra="")
+    suite = run_suite.write(ranks.SUITE.format(name="odd", model="vit-mu7", devices=2, extra="")
                             .replace('models = ["vit-mu7"]', 'models = ["vit-mu7", "bit-r20x1-small"]')
                             + '[[override]]\nmodels = ["bit-r20x1-small"]\nsettings.scratch = { batch_size = 33 }\n')
     run_suite.plugin(ELSEWHERE, "elsewhere.py")
@@ -436,15 +333,16 @@ def test_an_indivisible_global_batch_is_refused_before_any_cell_runs(run_suite, 
 def test_the_cells_own_guard_says_the_same():
     """check_parallel, the guard inside the cell, applies the same rule with the same words."""
     from benchbench.errors import BenchError
+    from benchbench.world import World
     from benchbench_plugins.protocols.distributed import check_parallel
 
-    assert check_parallel(torch.device("cpu"), 1, 2, 96) == 2
+    assert check_parallel(torch.device("cpu"), World(1, 2), 96) == 2
     with pytest.raises(BenchError) as exc:
-        check_parallel(torch.device("cpu"), 1, 4, 6)
+        check_parallel(torch.device("cpu"), World(1, 4), 6)
     assert str(exc.value) == ("batch_size = 6 is the global batch: it must divide by the 4 devices (devices x nodes "
                               "= 1 x 4); e.g. batch_size = 4 or 8")
     with pytest.raises(BenchError, match=r"batch_size = 3 .* 4 devices .*; e.g. batch_size = 4$"):
-        check_parallel(torch.device("cpu"), 1, 4, 3)
+        check_parallel(torch.device("cpu"), World(1, 4), 3)
 
 
 # --- no processes: the pieces ----------------------------------------------------------------------
@@ -584,7 +482,7 @@ def test_rendezvous_from_slurm_and_torchrun_environments():
 
 
 @pytest.mark.slow
-def test_profile_devices_reports_scaling_efficiency(run_suite):
+def test_profile_devices_reports_scaling_efficiency(run_suite, ranks):
     import json
 
     out = run_suite.cli("profile", "vit-mu7", "--device", "cpu", "--mode", "train", "--devices", "2",
@@ -597,27 +495,27 @@ def test_profile_devices_reports_scaling_efficiency(run_suite):
     assert r["img_per_s"] > 0 and r["img_per_s_one_device"] > 0
     bad = run_suite.cli("profile", "vit-mu7", "--device", "cpu", "--devices", "2")
     assert bad.returncode == 2 and "--devices: scaling is measured for training; add --mode train" in bad.stderr
-    assert _leftovers() == []
+    assert ranks.leftovers() == []
 
 
 @pytest.mark.slow
-def test_sigterm_during_a_parallel_cell_stops_every_rank_and_exits_130(run_suite):
+def test_sigterm_during_a_parallel_cell_stops_every_rank_and_exits_130(run_suite, ranks):
     import signal
     import time
 
-    run_suite.write(SUITE.format(name="long", model="vit-mu7", devices=2, extra="").replace("epochs = 1", "epochs = 1000"))
+    run_suite.write(ranks.SUITE.format(name="long", model="vit-mu7", devices=2, extra="").replace("epochs = 1", "epochs = 1000"))
     proc = run_suite.start()
     deadline = time.monotonic() + 300
-    while not any("multiprocessing.spawn" in cmd for _, cmd in _leftovers()):
+    while not any("multiprocessing.spawn" in cmd for _, cmd in ranks.leftovers()):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.5)
     time.sleep(3)  # the ranks are training
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == 130, proc.communicate()
     deadline = time.monotonic() + 30
-    while _leftovers() and time.monotonic() < deadline:
+    while ranks.leftovers() and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert _leftovers() == []
+    assert ranks.leftovers() == []
 
 
 # --- NCCL on GPUs (skipped without them) -------------------------------------------------------------
@@ -629,27 +527,27 @@ def _gpus() -> int:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(_gpus() < 1, reason="no CUDA device")
-def test_nccl_fsdp_on_one_gpu_matches_the_plain_run_float64(run_suite):
+def test_nccl_fsdp_on_one_gpu_matches_the_plain_run_float64(run_suite, ranks):
     """The NCCL path on any GPU: FSDP over a world of 1 through the launcher against the in-process run."""
     run_suite.device = "cuda"
-    run_suite.plugin(PLUGIN, "f64.py")
-    one, one_dir = _run(run_suite, "one", "vit-f64", 1, 'precision = "fp32"\n' + EAGER)
-    fsdp, fsdp_dir = _run(run_suite, "fsdp", "vit-f64", 1, 'precision = "fp32"\nsharding = "fsdp"\n' + EAGER)
+    run_suite.plugin(ranks.PLUGIN, "f64.py")
+    one, one_dir = _run(run_suite, ranks, "one", "vit-f64", 1, 'precision = "fp32"\n' + EAGER)
+    fsdp, fsdp_dir = _run(run_suite, ranks, "fsdp", "vit-f64", 1, 'precision = "fp32"\nsharding = "fsdp"\n' + EAGER)
     assert one.ok and fsdp.ok, (one.error, fsdp.error)
-    assert _max_diff(_weights(one_dir), _weights(fsdp_dir)) < 1e-10
-    assert _leftovers() == []
+    assert ranks.max_diff(ranks.weights(one_dir), ranks.weights(fsdp_dir)) < 1e-10
+    assert ranks.leftovers() == []
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(_gpus() < 2, reason="needs 2 CUDA devices")
 @pytest.mark.parametrize("sharding", ["ddp", "fsdp"])
-def test_nccl_two_gpus_train_the_weights_one_gpu_trains(run_suite, sharding):
+def test_nccl_two_gpus_train_the_weights_one_gpu_trains(run_suite, sharding, ranks):
     run_suite.device = "cuda"
-    run_suite.plugin(PLUGIN, "f64.py")
-    one, one_dir = _run(run_suite, "one", "vit-f64", 1, 'precision = "fp32"\n' + EAGER)
-    two, two_dir = _run(run_suite, "two", "vit-f64", 2, f'precision = "fp32"\nsharding = "{sharding}"\n' + EAGER)
+    run_suite.plugin(ranks.PLUGIN, "f64.py")
+    one, one_dir = _run(run_suite, ranks, "one", "vit-f64", 1, 'precision = "fp32"\n' + EAGER)
+    two, two_dir = _run(run_suite, ranks, "two", "vit-f64", 2, f'precision = "fp32"\nsharding = "{sharding}"\n' + EAGER)
     assert one.ok and two.ok, (one.error, two.error)
-    assert _max_diff(_weights(one_dir), _weights(two_dir)) < 1e-10  # float64 on GPUs: reductions reorder
-    for key in SAME_METRICS:
+    assert ranks.max_diff(ranks.weights(one_dir), ranks.weights(two_dir)) < 1e-10  # float64 on GPUs: reductions reorder
+    for key in ranks.SAME_METRICS:
         assert one.metrics[key] == two.metrics[key], key
-    assert _leftovers() == []
+    assert ranks.leftovers() == []

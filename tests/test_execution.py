@@ -14,10 +14,12 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from benchbench.execution import EAGER, SMALL_MODEL_PARAMS, choose, eager, from_settings
+from benchbench.execution import EAGER, SMALL_MODEL_PARAMS, Request, choose
 from benchbench.record import Record
+from benchbench.run.cell import eager, key_today
 from benchbench.store import read_records
-from benchbench.suite import REPO_SUITES, key_today, load_suite
+from benchbench.suite import REPO_SUITES, load_suite
+from benchbench.world import World
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 RESULTS = Path(__file__).resolve().parent.parent / "results"
@@ -39,19 +41,20 @@ def test_cuda_runs_compiled_fused_and_channels_last_only_where_the_family_prefer
     assert choose("cuda", params=SMALL_MODEL_PARAMS, prefers_channels_last=True).channels_last
     tiny = choose("cuda", params=SMALL_MODEL_PARAMS - 1)  # launch-bound: CUDA graphs
     assert tiny.compile_mode == "reduce-overhead"
-    assert choose("cuda", params=1000, distributed=True).compile_mode == "default"  # no graphs around DDP
-    assert from_settings("cuda", {"devices": 2}, params=1000).compile_mode == "default"
-    assert choose("cuda", params=10**8, sharded=True).compile is False  # FSDP: not measured compiled
+    assert choose("cuda", params=1000, world=World(devices=2)).compile_mode == "default"  # no graphs around DDP
+    assert choose("cuda", params=1000, world=World(nodes=2)).compile_mode == "default"
+    assert choose("cuda", params=10**8, world=World(sharding="fsdp")).compile is False  # FSDP: not measured compiled
 
 
 def test_eager_turns_everything_off_and_explicit_values_win():
-    assert choose("cuda", params=10**8, prefers_channels_last=True, eager=True) == replace(EAGER, policy="eager")
-    e = choose("cuda", params=10**8, compile=False, channels_last=True, fused_optimizer=False)
+    assert choose("cuda", Request(eager=True), params=10**8, prefers_channels_last=True) == replace(EAGER, policy="eager")
+    e = choose("cuda", Request(compile=False, channels_last=True, fused_optimizer=False), params=10**8)
     assert (e.compile, e.compile_mode, e.channels_last, e.fused_optimizer) == (False, None, True, False)
-    assert choose("cpu", compile=True).compile_mode == "default"
-    assert choose("cpu", compile=True, compile_mode="max-autotune").compile_mode == "max-autotune"
+    assert choose("cpu", Request(compile=True)).compile_mode == "default"
+    assert choose("cpu", Request(compile=True, compile_mode="max-autotune")).compile_mode == "max-autotune"
     settings = {"compile": "auto", "compile_mode": "auto", "channels_last": True, "fused_optimizer": "auto"}
-    assert from_settings("cpu", settings) == replace(EAGER, channels_last=True, policy="cpu")
+    assert Request.of_settings(settings) == Request(channels_last=True)
+    assert choose("cpu", Request.of_settings(settings)) == replace(EAGER, channels_last=True, policy="cpu")
 
 
 def test_a_bad_execution_setting_names_the_allowed_values(catalog):
@@ -120,9 +123,7 @@ def test_execution_settings_change_how_not_the_key(catalog, tmp_path):
 # -- training, recorded ---------------------------------------------------------------------------------
 
 def _settings(**over):
-    from benchbench_plugins.protocols.training_settings import train_settings
-
-    return {k: v.default for k, v in train_settings().items()} | {"precision": "fp32", "warmup_fraction": 0.0} | over
+    return {"precision": "fp32", "warmup_fraction": 0.0} | over
 
 
 def _tiny_cnn() -> torch.nn.Module:
@@ -136,10 +137,11 @@ def _data():
     return TensorDataset(torch.randn(40, 1, 8, 8, generator=g), torch.arange(40) % 3)
 
 
-def test_fit_records_how_it_ran_and_no_compile_time_when_eager():
+def test_fit_records_how_it_ran_and_no_compile_time_when_eager(protocol_context):
     from benchbench_plugins.protocols.training import fit
 
-    m = fit(_tiny_cnn(), _data(), _settings(steps=3, batch_size=8), torch.device("cpu"), seed=0)
+    model = _tiny_cnn()
+    m = fit(model, _data(), protocol_context("scratch", _settings(steps=3, batch_size=8), model=model))
     assert (m["exec_compile"], m["exec_compile_mode"], m["exec_fused_optimizer"], m["exec_channels_last"],
             m["exec_policy"], m["compile_s"]) == (False, None, False, False, "cpu", 0.0)
     assert m["train_img_per_s"] == pytest.approx(m["train_images_seen"] / m["train_device_seconds"])
@@ -153,7 +155,7 @@ def test_published_records_load_without_execution():
 
 
 @pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
-def test_the_fused_optimizer_trains_the_same_model(optimizer):
+def test_the_fused_optimizer_trains_the_same_model(optimizer, protocol_context):
     """Fused and for-each kernels of one optimiser, five steps of a tiny CNN on the CPU: the same weights
     within float32 rounding (rtol 1e-5, atol 1e-6)."""
     from benchbench_plugins.protocols.training import fit
@@ -162,8 +164,8 @@ def test_the_fused_optimizer_trains_the_same_model(optimizer):
     for fused in (False, True):
         model = _tiny_cnn()
         execution = replace(EAGER, fused_optimizer=fused)
-        m = fit(model, _data(), _settings(steps=5, batch_size=8, optimizer=optimizer), torch.device("cpu"), seed=0,
-                execution=execution)
+        m = fit(model, _data(), protocol_context("scratch", _settings(steps=5, batch_size=8, optimizer=optimizer),
+                                                 model=model, execution=execution))
         assert m["exec_fused_optimizer"] is fused
         weights.append([p.detach().clone() for p in model.parameters()])
     for a, b in zip(*weights):
@@ -171,7 +173,7 @@ def test_the_fused_optimizer_trains_the_same_model(optimizer):
 
 
 @pytest.mark.slow
-def test_a_compiled_run_trains_the_same_vit_as_the_eager_one(catalog):
+def test_a_compiled_run_trains_the_same_vit_as_the_eager_one(catalog, protocol_context):
     """ViT-Mu/7 (SDPA attention, GELU, LayerNorm), six steps of batch 8 on the CPU, the last batch short
     (a second compiled shape), compiled against eager, float32:
     - SGD with momentum (its update is linear in the gradient): the same weights within rtol 1e-4,
@@ -191,8 +193,9 @@ def test_a_compiled_run_trains_the_same_vit_as_the_eager_one(catalog):
         runs = []
         for compiled in (False, True):
             model = copy.deepcopy(start)
-            m = fit(model, data, _settings(steps=6, batch_size=8, optimizer=optimizer, lr=1e-3),
-                    torch.device("cpu"), seed=0, execution=choose("cpu", compile=compiled))
+            ctx = protocol_context("scratch", _settings(steps=6, batch_size=8, optimizer=optimizer, lr=1e-3),
+                                   model=model, execution=choose("cpu", Request(compile=compiled)))
+            m = fit(model, data, ctx)
             runs.append((model, m))
         (eager_model, eager_m), (compiled_model, compiled_m) = runs
         for a, b in zip(eager_model.parameters(), compiled_model.parameters()):
@@ -205,50 +208,47 @@ def test_a_compiled_run_trains_the_same_vit_as_the_eager_one(catalog):
 
 
 @pytest.mark.parametrize("prefers", [True, False])
-def test_a_data_parallel_cell_trains_as_its_one_device_cell(catalog, prefers):
-    """The ranks of a 2-device cell get the execution one device would choose for the same family: on
-    CUDA (a device object here: the policy reads only its type) channels-last exactly where the family's
-    ModelSpec prefers it, no CUDA graphs around DDP, and the same on the CPU (eager, contiguous)."""
-    from benchbench.settings import resolve
-    from benchbench.specs import DataOptions, ProtocolContext
-    from benchbench_plugins.protocols.distributed import make_job
-    from benchbench_plugins.protocols.training import cell_execution
+def test_a_data_parallel_cell_trains_as_its_one_device_cell(catalog, prefers, tmp_path):
+    """The execution of a 2-device cell is the one device's for the same family, decided once for the
+    cell: on CUDA (a device object here: the policy reads only its type) channels-last exactly where the
+    family's ModelSpec prefers it, no CUDA graphs around DDP, and the same on the CPU (eager,
+    contiguous)."""
 
-    spec = replace(catalog.models.get("bit-r20x1-small"), prefers_channels_last=prefers)
-    protocol = catalog.protocols.get("scratch")
-    model = _tiny_cnn()
+    def choice(device, **settings):
+        text = "".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items())
+        path = tmp_path / "s.toml"
+        path.write_text('[suite]\nmodels = ["bit-r20x1-small"]\ndatasets = ["fashion-mnist"]\nprotocols = ["scratch"]\n'
+                        f"[settings.scratch]\nbatch_size = 128\n{text}")
+        c = load_suite(str(path), catalog).cells[0].choices
+        return choose(device, c.execution, prefers_channels_last=prefers, params=1000, world=c.world)
+
     for device in (torch.device("cuda"), torch.device("cpu")):
-        def ctx(**over):
-            return ProtocolContext(model=model, model_spec=spec, dataset_spec=catalog.datasets.get("fashion-mnist"),
-                                   data=DataOptions(), settings=resolve(protocol, over, "scratch"), device=device,
-                                   seed=0, show_progress=False)
-
-        one = cell_execution(ctx(), model)
-        ranks = make_job(ctx(devices=2), model, "folder", "train").execution
+        one, ranks = choice(device), choice(device, devices=2)
         assert ranks.channels_last == one.channels_last == (prefers and device.type == "cuda")
         if device.type == "cuda":
             assert one.compile_mode == "reduce-overhead" and ranks.compile_mode == "default"  # tiny model; DDP
         assert replace(ranks, compile_mode=one.compile_mode) == one
         # an explicit setting wins on any device, for the ranks as for one device
-        assert make_job(ctx(devices=2, channels_last=not prefers), model, "f", "t").execution.channels_last is (
-            not prefers)
+        assert choice(device, devices=2, channels_last=not prefers).channels_last is (not prefers)
+
+
+def test_every_rank_gets_the_cells_choices_as_they_are(protocol_context):
+    from benchbench_plugins.protocols.distributed import handoff
+
+    ctx = protocol_context("scratch", {"devices": 2, "batch_size": 64}, model=_tiny_cnn())
+    given = handoff(ctx, "folder", "train")
+    assert (given.precision, given.execution, given.device_type) == (ctx.precision, ctx.execution, "cpu")
+    assert ctx.world == World(devices=2) and given.threads >= 1
 
 
 # -- the measure protocol and profile ----------------------------------------------------------------------
 
-def test_the_measure_protocol_records_its_execution(catalog):
+def test_the_measure_protocol_records_its_execution(catalog, protocol_context):
     """The protocol's throughput step (2 s of steps: a tiny CNN for Fashion-MNIST's 28 px, not a ViT)."""
-    from benchbench.settings import resolve
-    from benchbench.specs import DataOptions, ProtocolContext
-
     protocol = catalog.protocols.get("measure")
-    settings = resolve(protocol, {"throughput": "on", "batch_size": 4}, "measure")
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.Flatten(), torch.nn.Linear(4 * 26 * 26, 10))
-    ctx = ProtocolContext(model=model, model_spec=catalog.models.get("vit-mu7"),
-                          dataset_spec=catalog.datasets.get("fashion-mnist"), data=DataOptions(), settings=settings,
-                          device=torch.device("cpu"), seed=0, show_progress=False)
-    m = protocol.run(ctx)
+    m = protocol.run(protocol_context("measure", {"throughput": "on", "batch_size": 4}, model=model))
     assert Record(key="k", status="ok", model="m", dataset="d", protocol="measure", seed=0, metrics=m).execution == {
         "compile": False, "compile_mode": None, "fused_optimizer": False, "channels_last": False,
         "attention": "sdpa", "policy": "cpu", "compile_s": 0.0}
@@ -308,7 +308,7 @@ def test_profile_best_compiles_a_candidate_and_reports_its_compile_time(capsys):
 
 @pytest.mark.gpu
 @CUDA
-def test_cuda_graphs_for_a_tiny_model_train_it_as_eager_does(catalog):
+def test_cuda_graphs_for_a_tiny_model_train_it_as_eager_does(catalog, protocol_context):
     """On CUDA the policy compiles a 0.2M-parameter ViT with CUDA graphs (reduce-overhead) and a fused
     AdamW; eight fp32 steps give the eager run's weights within float32 tolerance."""
     from benchbench_plugins.protocols.training import fit
@@ -317,14 +317,16 @@ def test_cuda_graphs_for_a_tiny_model_train_it_as_eager_does(catalog):
     spec = catalog.models.get("vit-mu7")
     torch.manual_seed(0)
     start = spec.build(num_classes=10, image_size=28, in_chans=1)
-    best = from_settings(device, {}, params=sum(p.numel() for p in start.parameters()))
+    best = choose(device, params=sum(p.numel() for p in start.parameters()))
     assert (best.compile, best.compile_mode, best.fused_optimizer) == (True, "reduce-overhead", True)
     g = torch.Generator().manual_seed(1)
     data = TensorDataset(torch.randn(64, 1, 28, 28, generator=g), torch.arange(64) % 10)
     models = []
     for execution in (EAGER, best):
         model = copy.deepcopy(start)
-        m = fit(model, data, _settings(steps=8, batch_size=8), device, seed=0, execution=execution)
+        ctx = protocol_context("scratch", _settings(steps=8, batch_size=8), model=model, device="cuda",
+                               execution=execution)
+        m = fit(model, data, ctx)
         assert m["exec_compile_mode"] == execution.compile_mode
         models.append(model)
     for a, b in zip(*(m.parameters() for m in models)):

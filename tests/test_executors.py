@@ -21,7 +21,7 @@ MEASURE = """
 
 NEEDS_A_PACKAGE = """
 from benchbench import hookimpl
-from benchbench.executors import ExecutorSpec
+from benchbench.specs import ExecutorSpec
 
 @hookimpl
 def register_executors(register):
@@ -31,7 +31,7 @@ def register_executors(register):
 
 
 def test_the_builtin_executors_are_registered_and_local_is_the_default(catalog):
-    from benchbench.executors import default_executor
+    from benchbench.run.dispatch import default_executor
 
     assert {"local", "slurm", "ray"} <= {s.id for s in catalog.executors}
     assert default_executor(catalog).id == "local"
@@ -42,6 +42,8 @@ def test_the_builtin_executors_are_registered_and_local_is_the_default(catalog):
     (["--executor", "slurn"], "unknown executor id 'slurn'; did you mean 'slurm'?"),
     (["--executor", "slurm", "--executor-option", "partiton=gpu"],
      "unknown slurm executor option 'partiton'; did you mean 'partition'?"),
+    (["--executor", "slurm", "--executor-option", "time_limit_min=soon"],
+     "time_limit_min: expected int, got str 'soon'"),
     (["--executor", "slurm", "--executor-option", "time_min=soon"], "time_min: expected int, got str 'soon'"),
     (["--executor", "ray", "--executor-option", "num_cpus=-1"], "num_cpus = -1.0: must be >= 0"),
     (["--executor", "slurm", "--executor-option", "partition"], "--executor-option 'partition': write KEY=VALUE"),
@@ -74,7 +76,7 @@ def test_a_suites_executor_table_is_validated(run_suite, capsys):
 
 @pytest.mark.cluster  # choosing slurm and ray checks their packages, which scripts/ci-setup-cluster.sh installs
 def test_a_suites_executor_table_picks_the_executor_and_its_options(catalog, tmp_path):
-    from benchbench.executors import choose
+    from benchbench.run.dispatch import choose
     from benchbench.suite import load_suite
 
     path = tmp_path / "s.toml"
@@ -83,7 +85,9 @@ def test_a_suites_executor_table_picks_the_executor_and_its_options(catalog, tmp
     suite = load_suite(str(path), catalog)
     choice = choose(catalog, suite, None, ["time_min=10"], None)
     assert choice.spec.id == "slurm" and choice.max_parallel == 3
-    assert choice.options["partition"] == "gpu" and choice.options["time_min"] == 10  # the command line wins
+    # time_min, the option's older name, is read as time_limit_min; the command line wins
+    assert choice.options["partition"] == "gpu" and choice.options["time_limit_min"] == 10 and "time_min" not in (
+        choice.options)
     ray = choose(catalog, suite, "ray", [], 5)
     assert ray.options["num_gpus"] == 1.0 and ray.max_parallel == 5
     assert choose(catalog, load_suite(str(path), catalog), "local", [], None).spec.id == "local"
@@ -198,7 +202,7 @@ def test_list_executors_shows_each_with_its_options(run_suite):
     proc = run_suite.cli("list", "executors", "--json")
     rows = {row["id"]: row for row in json.loads(proc.stdout)}
     assert rows["local"]["default"] and not rows["slurm"]["default"]
-    assert rows["slurm"]["extra"] == "slurm" and rows["slurm"]["options"]["time_min"]["default"] == 60
+    assert rows["slurm"]["extra"] == "slurm" and rows["slurm"]["options"]["time_limit_min"]["default"] == 60
     assert rows["ray"]["options"]["address"]["default"] == "auto"
 
 
@@ -206,8 +210,8 @@ def test_list_executors_shows_each_with_its_options(run_suite):
 def test_only_a_jobs_first_task_records_its_cell(catalog, tmp_path, monkeypatch, procid, recorded):
     """A cell on several nodes is one Slurm task per node: every task runs it, and only the first
     (SLURM_PROCID 0, node 0, where rank 0 lives) appends a record; the others' would be partial."""
-    from benchbench.executors import CellJob, execute
-    from benchbench.specs import DataOptions
+    from benchbench.run.context import RunContext
+    from benchbench.run.worker import Job, execute
     from benchbench.store import read_records
     from benchbench.suite import load_suite
 
@@ -217,7 +221,6 @@ def test_only_a_jobs_first_task_records_its_cell(catalog, tmp_path, monkeypatch,
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     monkeypatch.setenv("SLURM_PROCID", procid)
-    job = CellJob(cell=cell, run_dir=str(run_dir), suite="m", quick=False, device="cpu", data=DataOptions(),
-                  executor="slurm")
+    job = Job(RunContext(run_dir=run_dir, suite="m", device="cpu", executor="slurm"), cell)
     assert execute(job, catalog=catalog).ok
     assert len(read_records(run_dir, missing_ok=True).records) == recorded

@@ -15,17 +15,23 @@ from benchbench.errors import BenchError
 
 def test_fp8_off_cuda_is_a_clear_error_before_any_step():
     from benchbench import precision
-    from benchbench.step import train_step
 
     assert "fp8" in precision.CHOICES
     with pytest.raises(BenchError, match=r"'fp8' needs a CUDA GPU of compute capability >= 8\.9 .*this device is "
                                          r"cpu: use bf16"):
-        precision.check(torch.device("cpu"), "fp8")
-    model = nn.Linear(16, 16)
-    before = copy.deepcopy(model.state_dict())
-    with pytest.raises(BenchError, match="use bf16"):
-        train_step(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.device("cpu"), "fp8")
-    assert type(model) is nn.Linear and all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+        precision.resolve("fp8", torch.device("cpu"))
+
+
+def test_fp8_is_for_training_only_in_one_place():
+    from benchbench import precision
+
+    for infer in (lambda: precision.resolve("fp8", torch.device("cuda"), mode="infer"),
+                  lambda: precision.resolve("fp8", torch.device("cpu"), mode="infer")):
+        with pytest.raises(BenchError, match="fp8 inference is a different method"):
+            infer()  # before any device is asked
+    assert precision.request_problem("fp8", "train") is None
+    assert "fp8 inference" in precision.request_problem("fp8", "infer")
+    assert precision.setting_check("infer")("fp8") == precision.request_problem("fp8", "infer")
 
 
 def test_fp8_problem_names_the_gpu_its_capability_and_the_install():
@@ -69,18 +75,18 @@ def test_for_precision_swaps_the_eligible_linears_in_place_keeping_their_paramet
     pytest.importorskip("torchao")
     from torchao.float8.float8_linear import Float8Linear
 
-    from benchbench.precision import for_precision
+    from benchbench.precision import Precision
 
-    cpu = torch.device("cpu")
+    bf16, fp8 = Precision("bf16", "cpu"), Precision("fp8", "cpu")  # the conversion itself: no device rules here
     model = _Blocks(32, 64, 2, classes=10)
     weights = [p for p in model.parameters()]
-    assert for_precision(model, cpu, "bf16") is model and not any(isinstance(m, Float8Linear) for m in model.modules())
-    assert for_precision(model, cpu, "fp8") is model
+    assert bf16.for_model(model) is model and not any(isinstance(m, Float8Linear) for m in model.modules())
+    assert fp8.for_model(model) is model
     swapped = {name for name, m in model.named_modules() if isinstance(m, Float8Linear)}
     assert swapped == {"blocks.0.1", "blocks.0.3", "blocks.1.1", "blocks.1.3"}  # not the 10-class head
     assert type(model.head) is nn.Linear
     assert [p for p in model.parameters()] == weights  # the same Parameters: an optimiser built before holds them
-    for_precision(model, cpu, "fp8")  # twice: nothing more to convert
+    fp8.for_model(model)  # twice: nothing more to convert
     assert {name for name, m in model.named_modules() if isinstance(m, Float8Linear)} == swapped
 
 
@@ -88,11 +94,11 @@ def test_float8_linears_train_close_to_float32():
     """torchao's float8 matmuls (emulated here, on the CPU) against the same layers in float32: one
     loss and its gradient, close as e4m3's 3 mantissa bits allow."""
     pytest.importorskip("torchao")
-    from benchbench.precision import for_precision
+    from benchbench.precision import Precision
 
     torch.manual_seed(0)
     ref = _Blocks(64, 128, 2, classes=10)
-    fp8 = for_precision(copy.deepcopy(ref), torch.device("cpu"), "fp8")
+    fp8 = Precision("fp8", "cpu").for_model(copy.deepcopy(ref))
     x, y = torch.randn(8, 16, 64), torch.randint(0, 10, (8,))
     losses, grads = [], []
     for model in (ref, fp8):
@@ -109,17 +115,17 @@ def test_tables_keep_fp8_cells_apart_from_bf16(make_record):
     from benchbench.tables import build_table
 
     df = results.frame([
-        make_record("vit-b16", top1=0.80, settings={"precision": "bf16"}, train_device_days=1.0),
-        make_record("vit-b16", top1=0.79, settings={"precision": "fp8"}, train_device_days=0.6),
-        make_record("vit-b16", seed=1, top1=0.82, settings={"precision": "bf16"}, train_device_days=1.0),
+        make_record("vit-b16", top1=0.80, settings={"precision": "bf16"}, precision="bf16", train_device_days=1.0),
+        make_record("vit-b16", top1=0.79, settings={"precision": "fp8"}, precision="fp8", train_device_days=0.6),
+        make_record("vit-b16", seed=1, top1=0.82, settings={"precision": "bf16"}, precision="bf16", train_device_days=1.0),
     ])
     table = build_table(df, "models")
     assert [row[0] for row in table.rows] == ["VIT-B16 (bf16)", "VIT-B16 (fp8)"]
     assert list(table.data["train_device_days"]) == [2.0, 0.6]
     assert table.rows[0][3] == "81.00 ± 1.41" and table.rows[1][3] == "79.00"
-    only_bf16 = results.frame([make_record("vit-b16", top1=0.80, settings={"precision": "bf16"})])
+    only_bf16 = results.frame([make_record("vit-b16", top1=0.80, settings={"precision": "bf16"}, precision="bf16")])
     assert [row[0] for row in build_table(only_bf16, "models").rows] == ["VIT-B16"]
-    only_fp8 = results.frame([make_record("vit-b16", top1=0.80, settings={"precision": "fp8"})])
+    only_fp8 = results.frame([make_record("vit-b16", top1=0.80, settings={"precision": "fp8"}, precision="fp8")])
     assert [row[0] for row in build_table(only_fp8, "models").rows] == ["VIT-B16 (fp8)"]  # fp8: always said
 
 
@@ -134,6 +140,7 @@ def test_fp8_trains_vit_b16_sized_layers_close_to_bf16():
     pytest.importorskip("torchao")
     from torchao.float8.float8_linear import Float8Linear
 
+    from benchbench.precision import resolve
     from benchbench.step import train_step
 
     cuda = torch.device("cuda")
@@ -144,7 +151,7 @@ def test_fp8_trains_vit_b16_sized_layers_close_to_bf16():
     for precision in ("bf16", "fp8"):
         model = copy.deepcopy(start)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        step = train_step(model, opt, cuda, precision)
+        step = train_step(model, opt, resolve(precision, cuda))
         curves[precision] = [step(x, y).item() for _ in range(40)]
         assert any(isinstance(m, Float8Linear) for m in model.modules()) == (precision == "fp8")
     bf16, fp8 = curves["bf16"], curves["fp8"]

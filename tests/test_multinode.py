@@ -8,8 +8,6 @@ and leaves no process behind. The Slurm job on two nodes is in tests/test_cluste
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import signal
 import socket
 import subprocess
@@ -18,18 +16,9 @@ from pathlib import Path
 
 import pytest
 
-# The float64 ViT, the cell and the process and weight helpers of the single-node tests.
-_spec = importlib.util.spec_from_file_location("_bb_test_distributed", Path(__file__).with_name("test_distributed.py"))
-_dist = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_dist)
-PLUGIN, SUITE, MARK, SAME_METRICS = _dist.PLUGIN, _dist.SUITE, _dist.MARK, _dist.SAME_METRICS
-_leftovers, _weights, _max_diff = _dist._leftovers, _dist._weights, _dist._max_diff
-
-
-@pytest.fixture(autouse=True)
-def mark_processes(monkeypatch):
-    """As in test_distributed: every process started here carries a mark, so `_leftovers` finds it."""
-    monkeypatch.setenv(MARK, f"{os.getpid()}-{os.urandom(4).hex()}")
+# The float64 ViT, the cell and the process and weight helpers of the single-node tests: the `ranks`
+# fixture (tests/conftest.py); every process started here carries the mark `ranks.leftovers` finds.
+pytestmark = pytest.mark.usefixtures("mark_processes")
 
 
 def free_port() -> int:
@@ -89,17 +78,17 @@ def test_a_launch_on_many_nodes_has_a_name_every_node_gives_it():
 
 
 @pytest.mark.slow
-def test_two_nodes_train_the_weights_one_node_trains_and_node_0_alone_records(run_suite):
-    run_suite.plugin(PLUGIN, "f64.py")
+def test_two_nodes_train_the_weights_one_node_trains_and_node_0_alone_records(run_suite, ranks):
+    run_suite.plugin(ranks.PLUGIN, "f64.py")
     cells = {}
     for name, devices, nodes in (("one", 1, 1), ("two", 2, 1)):
-        run_suite.write(SUITE.format(name=name, model="vit-f64", devices=devices, extra=f"nodes = {nodes}"),
+        run_suite.write(ranks.SUITE.format(name=name, model="vit-f64", devices=devices, extra=f"nodes = {nodes}"),
                         f"{name}.toml")
         assert run_suite.run("--results", str(run_suite.dir / name)) == 0
         run_dir = _one_run_dir(run_suite.dir / name)
         (record,) = run_suite.records(run_dir)
         cells[name] = record, run_dir
-    suite = run_suite.write(SUITE.format(name="nodes", model="vit-f64", devices=1, extra="nodes = 2"), "nodes.toml")
+    suite = run_suite.write(ranks.SUITE.format(name="nodes", model="vit-f64", devices=1, extra="nodes = 2"), "nodes.toml")
     port = free_port()
     nodes = [_start_node(run_suite, port, rank, suite) for rank in (0, 1)]
     outs = [node.communicate(timeout=900) for node in nodes]
@@ -113,28 +102,29 @@ def test_two_nodes_train_the_weights_one_node_trains_and_node_0_alone_records(ru
     assert not list(_one_run_dir(run_suite.dir / "node1").glob("checkpoints/*"))  # node 1 has no weights
     assert record.ok, record.error
     for name, (other, other_dir) in cells.items():
-        assert _max_diff(_weights(other_dir), _weights(run_dir)) < 1e-12, name
-        for key in SAME_METRICS:
+        assert ranks.max_diff(ranks.weights(other_dir), ranks.weights(run_dir)) < 1e-12, name
+        for key in ranks.SAME_METRICS:
             assert other.metrics[key] == record.metrics[key], (name, key)
     assert record.devices == 2 and record.metrics["devices"] == 2
     assert record.settings["nodes"] == 2 and record.key != cells["two"][0].key  # what ran is in the key
-    assert _leftovers() == []
+    assert ranks.leftovers() == []
 
 
 @pytest.mark.slow
-def test_a_node_that_dies_fails_node_0s_cell_and_leaves_no_process(run_suite):
+def test_a_node_that_dies_fails_node_0s_cell_and_leaves_no_process(run_suite, ranks):
     """Node 1's launcher is SIGKILLed while its rank trains (as when its machine goes down): its rank
     follows it (PR_SET_PDEATHSIG), and node 0's rank fails in the gradients' all-reduce, either at once
     (gloo sees the peer's socket close: seen on an idle machine) or at the collective timeout (seen
     under load), and node 0 records the cell as failed with that error."""
-    run_suite.plugin(PLUGIN, "f64.py")
-    suite = run_suite.write(SUITE.format(name="dies", model="vit-f64", devices=1, extra="nodes = 2\ntimeout_s = 20")
-                            .replace("epochs = 1", "epochs = 1000"), "dies.toml")
+    run_suite.plugin(ranks.PLUGIN, "f64.py")
+    suite = run_suite.write(ranks.SUITE.format(name="dies", model="vit-f64", devices=1,
+                                               extra="nodes = 2\ntimeout_s = 20").replace("epochs = 1", "epochs = 1000"),
+                            "dies.toml")
     port = free_port()
     node0, node1 = (_start_node(run_suite, port, rank, suite) for rank in (0, 1))
-    ranks = lambda: [pid for pid, cmd in _leftovers() if "multiprocessing.spawn" in cmd]  # noqa: E731
+    spawned = lambda: [pid for pid, cmd in ranks.leftovers() if "multiprocessing.spawn" in cmd]  # noqa: E731
     deadline = time.monotonic() + 300
-    while len(ranks()) < 2:
+    while len(spawned()) < 2:
         assert node0.poll() is None and node1.poll() is None and time.monotonic() < deadline
         time.sleep(0.5)
     time.sleep(3)  # both ranks are training
@@ -149,6 +139,6 @@ def test_a_node_that_dies_fails_node_0s_cell_and_leaves_no_process(run_suite):
     assert any(why in record.error.lower() for why in ("timed out", "timeout", "connection closed by peer")), record.error
     assert waited < 20 + 60, waited  # at most the timeout, then the launcher's stop (a loaded machine: slow)
     deadline = time.monotonic() + 30
-    while _leftovers() and time.monotonic() < deadline:
+    while ranks.leftovers() and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert _leftovers() == []
+    assert ranks.leftovers() == []

@@ -9,12 +9,12 @@ import pytest
 
 from benchbench.plan import CellPlan, Pace, PaceSpeed, plan, summary, throughput_history, totals
 from benchbench.store import SITE_MARKER, append_record
-from benchbench.suite import Cell
+from benchbench.run.cell import Cell
 
 DEVICE = "Some CPU (2 threads)"
 
 
-def test_history_prefers_the_fastest_measurement_and_names_its_run(tmp_path, make_record):
+def test_history_prefers_the_fastest_measurement_and_names_its_run(tmp_path, make_record, catalog):
     # the same model measured three times on this device (one on a loaded machine: 80 img/s), once elsewhere
     for run, ips, device in (("busy", 80.0, DEVICE), ("quiet", 1000.0, DEVICE), ("other", 500.0, DEVICE),
                              ("gpu", 9000.0, "H100")):
@@ -22,12 +22,15 @@ def test_history_prefers_the_fastest_measurement_and_names_its_run(tmp_path, mak
         path.mkdir(parents=True)
         record = make_record("vit", "d", "scratch", 0, 0.8, train_img_per_s=ips)
         append_record(path, dataclasses.replace(record, resolution=28, env={"device_name": device}))
-    history = throughput_history([tmp_path], DEVICE, ["scratch"])
+    probe = tmp_path / "suite" / "probe"  # a protocol that does not train: its img/s is no training pace
+    probe.mkdir(parents=True)
+    record = make_record("vit", "d", "fewshot", 0, 0.8, train_img_per_s=99999.0)
+    append_record(probe, dataclasses.replace(record, resolution=28, env={"device_name": DEVICE}))
+    history = throughput_history([tmp_path], DEVICE, catalog)
     got = history[Pace("vit", 28, "fp32", False)]
     assert (got.img_per_s, got.n, got.median_img_per_s) == (1000.0, 3, 500.0)
     assert got.run_dir.endswith("suite/quiet")
     assert str(got).endswith("suite/quiet (the fastest of 3; median 500)")
-    assert throughput_history([tmp_path], DEVICE, ["finetune"]) == {}  # protocols that do not train are not used
 
 
 def test_summary_says_where_the_estimate_comes_from_and_counts_in_words():
@@ -42,7 +45,7 @@ def test_summary_says_where_the_estimate_comes_from_and_counts_in_words():
     assert "estimated from" not in summary(totals([dataclasses.replace(plan, state="done")]))
 
 
-def test_history_skips_the_copies_of_records_in_a_built_site(tmp_path, make_record):
+def test_history_skips_the_copies_of_records_in_a_built_site(tmp_path, make_record, catalog):
     """`benchbench report -o results/site` copies each run's records.jsonl into its downloads; the history
     reads the run once, not once more for each copy."""
     run = tmp_path / "suite" / "run1"
@@ -53,7 +56,7 @@ def test_history_skips_the_copies_of_records_in_a_built_site(tmp_path, make_reco
     (site / "downloads" / "suite-run1").mkdir(parents=True)
     (site / SITE_MARKER).write_text("")
     shutil.copy(run / "records.jsonl", site / "downloads" / "suite-run1" / "records.jsonl")
-    got = throughput_history([tmp_path], DEVICE, ["scratch"])[Pace("vit", 28, "fp32", False)]
+    got = throughput_history([tmp_path], DEVICE, catalog)[Pace("vit", 28, "fp32", False)]
     assert got.n == 1 and got.run_dir.endswith("suite/run1")
 
 
@@ -71,9 +74,10 @@ def test_a_cell_is_estimated_only_from_measurements_of_its_own_pace(tmp_path, ma
         path = tmp_path / "suite" / run
         path.mkdir(parents=True)
         record = make_record("vit-mu7", "fashion-mnist", "scratch", 0, 0.8, train_img_per_s=ips, exec_compile=compiled,
-                             settings={"precision": precision, "devices": devices}, device="cuda:0")
+                             settings={"precision": precision, "devices": devices}, device="cuda:0",
+                             precision="bf16" if precision == "auto" else precision)  # as resolved on CUDA
         append_record(path, dataclasses.replace(record, resolution=28, devices=devices, env={"device_name": gpu}))
-    history = throughput_history([tmp_path], gpu, ["scratch"])
+    history = throughput_history([tmp_path], gpu, catalog)
     assert {str(p): t.img_per_s for p, t in history.items()} == {
         "vit-mu7 at 28 px, bf16, compiled": 4000.0, "vit-mu7 at 28 px, bf16, eager": 2500.0,
         "vit-mu7 at 28 px, fp32, eager": 900.0, "vit-mu7 at 28 px, bf16, compiled, on 2 devices": 7600.0}

@@ -36,7 +36,7 @@ def _published_shapes(catalog, runs):
     for run_dir in runs:
         for r in read_records(run_dir).records:
             if r.ok:
-                shape = input_shape(r.settings, catalog.models.get(r.model), catalog.datasets.get(r.dataset))
+                shape = input_shape(r.resolution, catalog.models.get(r.model), catalog.datasets.get(r.dataset))
                 key = (r.model, tuple(sorted(shape.items())))
                 assert out.setdefault(key, (r.metrics["params"], r.metrics["macs"])) == (
                     r.metrics["params"], r.metrics["macs"]), key

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from benchbench import results
+from benchbench.record import Record
 from benchbench.compute import derived as derived_compute
 from benchbench.store import append_record, read_records
 from benchbench.tables import build_table, model_table, render
@@ -106,8 +107,10 @@ def test_compute_table_rows_and_projection(rec):
     assert [row[2] for row in table.rows] == ["7", "14", "7"]
     assert [row[5] for row in table.rows] == ["223", "447", "223"]
     assert table.rows[0][-1] == "-" and table.rows[2][-1] == "2.5"
-    # the precision the img/s were measured at, as it ran (`auto` on CUDA: bf16), beside the device
-    timed = [dataclasses.replace(c, settings={"precision": "auto"}) for c in cells]
+    # the precision the img/s were measured at, as it ran (`auto` on CUDA: bf16), beside the device; records
+    # of schema 2 kept it only as their setting (read through Record.from_json's upgrade)
+    timed = [Record.from_json({**dataclasses.replace(c, settings={"precision": "auto"}).to_json(), "schema": 2})
+             for c in cells]
     assert build_table(results.frame(timed), "compute").headers[-1] == "Projected device-days (cuda, bf16)"
 
 
@@ -121,8 +124,10 @@ def test_a_models_precisions_get_a_row_each_and_one_precision_keeps_its_name(rec
     (the mean of each precision's own cells, by hand); `auto` counts as the precision it ran at (bf16 on CUDA,
     fp32 on the CPU); a model run at one precision keeps its plain name."""
     def cell(model, seed, top1, precision, device="cpu", days=1.0):
-        return dataclasses.replace(rec(model, seed, top1, seconds=days * 86400), device=device,
-                                   settings={"precision": precision})
+        """A record of schema 2 (its precision only as its setting), read as the store reads it."""
+        r = dataclasses.replace(rec(model, seed, top1, seconds=days * 86400), device=device,
+                                settings={"precision": precision})
+        return Record.from_json({**r.to_json(), "schema": 2})
 
     df = results.frame([
         cell("vit", 0, 0.80, "bf16", "cuda:0", 1.0), cell("vit", 1, 0.84, "auto", "cuda", 1.0),  # auto on CUDA: bf16
@@ -135,7 +140,7 @@ def test_a_models_precisions_get_a_row_each_and_one_precision_keeps_its_name(rec
     assert table.rows[0][3] == "82.00 ± 2.83" and table.rows[1][3] == "72.00 ± 2.83"  # (80, 84) and (70, 74)
     assert list(table.data["train_device_days"]) == [2.0, 8.0, 2.0]
     # a cell that records no precision (an older run) is said as such when its model has cells that do
-    old = dataclasses.replace(rec("vit", 4, 0.9), settings={})
+    old = Record.from_json({**dataclasses.replace(rec("vit", 4, 0.9), settings={}).to_json(), "schema": 2})
     names = [row[0] for row in build_table(results.frame([old, cell("vit", 0, 0.8, "fp32")]), "models").rows]
     assert names == ["VIT (precision not recorded)", "VIT (fp32)"]
     assert [row[0] for row in build_table(results.frame([old]), "models").rows] == ["VIT"]

@@ -15,7 +15,9 @@ from benchbench.errors import BenchError
 from benchbench.meters import peaks
 from benchbench.compute import achieved_flops_per_s
 from benchbench.meters.peaks import lookup, measured_matmul_flops, mfu, peak_flops_per_s
-from benchbench.meters.throughput import Throughput, is_oom, largest_batch, measure_throughput
+from benchbench.execution import Request, choose
+from benchbench.meters.throughput import Inputs, Throughput, Timing, is_oom, largest_batch, measure_throughput
+from benchbench.precision import Precision, resolve
 from benchbench_plugins.models import vision_transformer as vit
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -38,6 +40,20 @@ def main(monkeypatch):
     extra = tuple(c for c in (profile_cmd, device_cmd) if c not in benchbench.cli.COMMANDS)
     monkeypatch.setattr(benchbench.cli, "COMMANDS", benchbench.cli.COMMANDS + extra)
     return benchbench.cli.main
+
+
+def measure(model, image_size, *, num_classes=10, device="cpu", precision="fp32", mode="infer", compile=None,
+            channels_last=None, warmup_steps=10, min_steps=20, min_seconds=2.0, latency=False, latency_repeats=100,
+            **kw) -> Throughput:
+    """measure_throughput of synthetic 3-channel inputs, the precision resolved for the mode as a command
+    resolves it, `compile` and `channels_last` (None: the policy's) as an execution request."""
+    device = torch.device(device)
+    given = Request(compile=compile, channels_last=channels_last)
+    execution = None if given == Request() else choose(device, given)
+    timing = Timing(warmup_steps, min_steps, min_seconds, latency=latency, latency_repeats=latency_repeats)
+    return measure_throughput(model, Inputs(image_size, 3, num_classes, str(device)), mode=mode,
+                              precision=resolve(precision, device, mode="infer" if mode == "infer" else "train"),
+                              execution=execution, timing=timing, **kw)
 
 
 def tiny() -> nn.Module:
@@ -63,7 +79,7 @@ class FitsUpTo(nn.Module):
 
 def test_infer_result_fields_and_units():
     model = tiny().train()
-    r = measure_throughput(model, image_size=28, num_classes=10, device="cpu", batch_size=4, **FAST)
+    r = measure(model, 28, num_classes=10, device="cpu", batch_size=4, **FAST)
     assert isinstance(r, Throughput) and dataclasses.is_dataclass(r)
     assert (r.mode, r.device, r.precision, r.batch_size, r.batch_size_requested) == ("infer", "cpu", "fp32", 4, 4)
     assert r.device_name == device_name(torch.device("cpu"))
@@ -80,7 +96,7 @@ def test_infer_result_fields_and_units():
 def test_train_takes_real_optimiser_steps_and_latency_is_ordered():
     model = tiny()
     before = [p.detach().clone() for p in model.parameters()]
-    r = measure_throughput(model, image_size=28, num_classes=10, device="cpu", mode="train", batch_size=4,
+    r = measure(model, 28, num_classes=10, device="cpu", mode="train", batch_size=4,
                            channels_last=True, latency=True, latency_repeats=5, **FAST)
     assert r.mode == "train" and r.channels_last
     changed = sum(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
@@ -91,7 +107,7 @@ def test_train_takes_real_optimiser_steps_and_latency_is_ordered():
 @pytest.mark.parametrize("error", [torch.cuda.OutOfMemoryError, RuntimeError])
 def test_batch_search_ends_at_the_largest_that_fits(error):
     model = FitsUpTo(40, error)
-    r = measure_throughput(model, image_size=8, num_classes=10, device="cpu", max_batch_size=1024, **FAST)
+    r = measure(model, 8, num_classes=10, device="cpu", max_batch_size=1024, **FAST)
     assert r.batch_size == 32 and r.batch_size_requested is None and r.oom_retries == 1
     assert model.batches[:4] == [8, 16, 32, 64]  # doubled from 8 until out of memory
     assert set(model.batches[4:]) == {32}  # then measured at the last batch that fitted
@@ -99,35 +115,35 @@ def test_batch_search_ends_at_the_largest_that_fits(error):
 
 def test_batch_search_halves_below_the_start():
     model = FitsUpTo(5)
-    r = measure_throughput(model, image_size=8, num_classes=10, device="cpu", **FAST)
+    r = measure(model, 8, num_classes=10, device="cpu", **FAST)
     assert (r.batch_size, r.oom_retries) == (4, 1)
     assert model.batches[:2] == [8, 4]
 
 
 def test_batch_search_stops_at_the_cap():
-    r = measure_throughput(FitsUpTo(10**6), image_size=8, num_classes=10, device="cpu", max_batch_size=20, **FAST)
+    r = measure(FitsUpTo(10**6), 8, num_classes=10, device="cpu", max_batch_size=20, **FAST)
     assert (r.batch_size, r.oom_retries) == (16, 0)
 
 
 def test_fixed_batch_out_of_memory_halves_and_records_it():
     model = FitsUpTo(20)
-    r = measure_throughput(model, image_size=8, num_classes=10, device="cpu", batch_size=64, **FAST)
+    r = measure(model, 8, num_classes=10, device="cpu", batch_size=64, **FAST)
     assert (r.batch_size, r.batch_size_requested, r.oom_retries) == (16, 64, 2)
     assert model.batches[:3] == [64, 32, 16]
 
 
 def test_nothing_fits_and_other_errors_propagate():
     with pytest.raises(BenchError, match="out of memory at batch size 1"):
-        measure_throughput(FitsUpTo(0), image_size=8, num_classes=10, device="cpu", **FAST)
+        measure(FitsUpTo(0), 8, num_classes=10, device="cpu", **FAST)
     with pytest.raises(BenchError, match="out of memory at batch size 1"):
-        measure_throughput(FitsUpTo(0), image_size=8, num_classes=10, device="cpu", batch_size=2, **FAST)
+        measure(FitsUpTo(0), 8, num_classes=10, device="cpu", batch_size=2, **FAST)
 
     class Broken(FitsUpTo):
         def forward(self, x):
             raise ValueError("not an OOM")
 
     with pytest.raises(ValueError, match="not an OOM"):
-        measure_throughput(Broken(8), image_size=8, num_classes=10, device="cpu", **FAST)
+        measure(Broken(8), 8, num_classes=10, device="cpu", **FAST)
 
 
 def test_largest_batch_search_order():
@@ -152,17 +168,21 @@ def test_oom_recognition():
 def test_precision_and_mode_checks():
     model = tiny()
     with pytest.raises(BenchError, match="'fp16' on the CPU"):
-        measure_throughput(model, image_size=28, num_classes=10, device="cpu", precision="fp16", **FAST)
+        measure(model, 28, num_classes=10, device="cpu", precision="fp16", **FAST)
     with pytest.raises(BenchError, match="'tf32' needs a CUDA device"):
-        measure_throughput(model, image_size=28, num_classes=10, device="cpu", precision="tf32", **FAST)
+        measure(model, 28, num_classes=10, device="cpu", precision="tf32", **FAST)
+    with pytest.raises(BenchError, match="allowed: auto, fp32, tf32, bf16, fp16$"):  # inference: no fp8
+        measure(model, 28, num_classes=10, device="cpu", precision="fp4", **FAST)
     with pytest.raises(BenchError, match="allowed: auto, fp32, tf32, bf16, fp16, fp8"):
-        measure_throughput(model, image_size=28, num_classes=10, device="cpu", precision="fp4", **FAST)
+        measure(model, 28, num_classes=10, device="cpu", precision="fp4", mode="train", **FAST)
     with pytest.raises(BenchError, match="'fp8' needs a CUDA GPU of compute capability >= 8.9"):
-        measure_throughput(model, image_size=28, num_classes=10, device="cpu", precision="fp8", mode="train", **FAST)
+        measure(model, 28, num_classes=10, device="cpu", precision="fp8", mode="train", **FAST)
+    with pytest.raises(BenchError, match="float8 training .* fp8 inference is a different method"):
+        measure(model, 28, num_classes=10, device="cuda", precision="fp8", **FAST)  # before CUDA
     with pytest.raises(BenchError, match="float8 training .* fp8 inference is a different method .* or mode='train'"):
-        measure_throughput(model, image_size=28, num_classes=10, device="cuda", precision="fp8", **FAST)  # before CUDA
+        measure_throughput(model, Inputs(28), precision=Precision("fp8", "cpu"), timing=Timing(**FAST))
     with pytest.raises(BenchError, match="allowed: infer, train"):
-        measure_throughput(model, image_size=28, num_classes=10, device="cpu", mode="eval", **FAST)
+        measure(model, 28, num_classes=10, device="cpu", mode="eval", **FAST)
 
 
 # --- peaks, achieved FLOP/s, MFU --------------------------------------------------------------------
@@ -246,11 +266,7 @@ def test_fp8_peaks_are_twice_bf16_on_hopper_and_ada():
 
 
 def test_measured_matmul_flops_is_positive():
-    assert measured_matmul_flops("cpu", "fp32", n=64, repeats=2) > 0
-    with pytest.raises(BenchError, match="fp16"):
-        measured_matmul_flops("cpu", "fp16", n=64)
-    with pytest.raises(BenchError, match="'fp8' needs a CUDA GPU"):
-        measured_matmul_flops("cpu", "fp8", n=64)
+    assert measured_matmul_flops("cpu", resolve("fp32", torch.device("cpu")), n=64, repeats=2) > 0
 
 
 def test_the_fp8_matmul_is_the_float8_product_of_its_operands():
@@ -346,7 +362,7 @@ def test_bad_input_exits_2_with_a_clear_message(main, capsys):
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16", "fp16"])
 def test_cuda_throughput(mode, precision):
     flags = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    r = measure_throughput(vit.create("Ti", 16), image_size=224, num_classes=1000, device="cuda", mode=mode,
+    r = measure(vit.create("Ti", 16), 224, num_classes=1000, device="cuda", mode=mode,
                            precision=precision, batch_size=32, warmup_steps=2, min_steps=5, min_seconds=0.0,
                            compile=False)  # the measurement, not the policy (tests/test_execution.py)
     assert r.device == "cuda" and r.peak_mem_kind == "cuda_max_allocated" and r.img_per_s > 0
@@ -360,7 +376,7 @@ def test_cuda_batch_search_meets_a_real_out_of_memory():
     total = torch.cuda.get_device_properties(0).total_memory
     torch.cuda.set_per_process_memory_fraction(2 * 2**30 / total)  # 2 GiB for this test
     try:
-        r = measure_throughput(vit.create("S", 16), image_size=224, num_classes=1000, device="cuda", mode="train",
+        r = measure(vit.create("S", 16), 224, num_classes=1000, device="cuda", mode="train",
                                warmup_steps=1, min_steps=2, min_seconds=0.0, compile=False)
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0)
@@ -371,12 +387,12 @@ def test_cuda_batch_search_meets_a_real_out_of_memory():
 @pytest.mark.gpu
 @CUDA
 def test_cuda_compile_latency_and_peaks():
-    r = measure_throughput(vit.create("Ti", 16), image_size=224, num_classes=1000, device="cuda", precision="bf16",
+    r = measure(vit.create("Ti", 16), 224, num_classes=1000, device="cuda", precision="bf16",
                            batch_size=64, compile=True, latency=True, latency_repeats=20, warmup_steps=3,
                            min_steps=5, min_seconds=0.0)
     assert r.compiled and 0 < r.latency_ms_p50 <= r.latency_ms_p99
     name = torch.cuda.get_device_name()
-    measured = measured_matmul_flops("cuda", "bf16")
+    measured = measured_matmul_flops("cuda", resolve("bf16", torch.device("cuda")))
     table = peak_flops_per_s(name, "bf16")
     if table is not None:  # a datasheet peak is an upper bound a big matmul gets near to
         assert 0.3 * table < measured < 1.05 * table
@@ -406,7 +422,7 @@ def test_cuda_fp8_matmul_peak_and_training_profile(main, capsys):
     its MFU against that fp8 peak."""
     pytest.importorskip("torchao")
     name = torch.cuda.get_device_name()
-    measured = measured_matmul_flops("cuda", "fp8")
+    measured = measured_matmul_flops("cuda", resolve("fp8", torch.device("cuda")))
     table = peak_flops_per_s(name, "fp8")
     if table is not None:
         assert 0.3 * table < measured < 1.05 * table

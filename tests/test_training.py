@@ -2,6 +2,8 @@ import math
 
 import pytest
 import torch
+
+from benchbench.precision import resolve as resolve_precision
 from torch.utils.data import TensorDataset
 
 from benchbench_plugins.protocols.loader import batches
@@ -33,7 +35,8 @@ def test_evaluate_top1_top5_on_known_predictions():
     shifts = torch.tensor([0, 0, 0, 1, 2, 4, 5, 6, 9, 0], dtype=torch.float32)
     x = torch.zeros(10, 1, 2, 2)
     x[:, 0, 0, 0], x[:, 0, 0, 1] = shifts, labels.float()
-    acc = evaluate(Fixed(), TensorDataset(x, labels), torch.device("cpu"), batch_size=3)
+    cpu = torch.device("cpu")
+    acc = evaluate(Fixed(), TensorDataset(x, labels), cpu, batch_size=3, precision=resolve_precision("fp32", cpu))
     assert acc.top1 == pytest.approx(4 / 10)  # shift 0
     assert acc.top5 == pytest.approx(7 / 10)  # shift < 5
     assert acc.images == 10
@@ -67,15 +70,14 @@ def test_linear_schedule():
 
 
 def test_precision_auto_is_bf16_on_cuda_only():
-    from benchbench.precision import autocast
-    from benchbench.precision import resolve as resolve_precision
+    from benchbench.precision import Precision, resolve
 
-    assert resolve_precision("auto", torch.device("cpu")) == "fp32"
-    assert resolve_precision("auto", torch.device("cuda")) == "bf16"
-    assert resolve_precision("fp32", torch.device("cuda")) == "fp32"
-    with autocast(torch.device("cpu"), "bf16"):
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert resolve("auto", cpu) == Precision("fp32", "cpu") and resolve("auto", cuda).name == "bf16"
+    assert resolve("fp32", cuda) == Precision("fp32", "cuda")
+    with resolve("bf16", cpu).autocast():
         assert torch.nn.Linear(4, 4)(torch.randn(2, 4)).dtype == torch.bfloat16
-    with autocast(torch.device("cpu"), "auto"):
+    with resolve("auto", cpu).autocast():
         assert torch.nn.Linear(4, 4)(torch.randn(2, 4)).dtype == torch.float32
 
 
@@ -123,31 +125,27 @@ def test_scratch_estimate_counts_images(catalog):
     assert scratch.estimate(resolve(scratch, {"steps": 5, "batch_size": 64}, "s"), spec)["train_images"] == 320
 
 
-def test_scratch_trains_on_n_per_class_in_bf16(catalog, tiny_data):
-    from benchbench.settings import resolve
-    from benchbench.specs import DataOptions, ProtocolContext
+def test_scratch_trains_on_n_per_class_in_bf16(catalog, tiny_data, protocol_context):
+    from benchbench.specs import DataOptions
 
     scratch = catalog.protocols.get("scratch")
-    model_spec = catalog.models.get("vit-mu7")
     torch.manual_seed(0)
-    ctx = ProtocolContext(
-        model=model_spec.build(num_classes=10, image_size=28, in_chans=1), model_spec=model_spec,
-        dataset_spec=catalog.datasets.get("fashion-mnist"), data=DataOptions(root=tiny_data, image_size=28, in_chans=1),
-        settings=resolve(scratch, {"steps": 1, "train_per_class": 5, "precision": "bf16", "test_subset": 20}, "s"),
-        device=torch.device("cpu"), seed=0, show_progress=False)
+    ctx = protocol_context("scratch", {"steps": 1, "train_per_class": 5, "precision": "bf16", "test_subset": 20},
+                           data=DataOptions(root=tiny_data, image_size=28, in_chans=1))
+    assert ctx.precision.name == "bf16"
     m = scratch.run(ctx)
     assert m["train_images_seen"] == 50 and m["train_steps"] == 1 and m["eval_images"] == 20
     assert math.isfinite(m["train_loss"])
 
 
 @pytest.mark.parametrize("steps, seen, distinct", [(5, 40, 40), (30, 232, 100)])
-def test_fit_counts_the_set_the_images_seen_and_the_distinct_ones(steps, seen, distinct):
+def test_fit_counts_the_set_the_images_seen_and_the_distinct_ones(steps, seen, distinct, protocol_context):
     from benchbench_plugins.protocols.training import fit
-    from benchbench_plugins.protocols.training_settings import train_settings
 
-    s = {k: v.default for k, v in train_settings().items()} | {"steps": steps, "batch_size": 8, "precision": "fp32"}
     train = TensorDataset(torch.randn(100, 4), torch.arange(100) % 3)
-    m = fit(torch.nn.Linear(4, 3), train, s, torch.device("cpu"), seed=0)
+    model = torch.nn.Linear(4, 3)
+    m = fit(model, train, protocol_context("scratch", {"steps": steps, "batch_size": 8, "precision": "fp32"},
+                                           model=model))
     # 100 images in batches of 8: 12 full batches and one of 4 per epoch; 30 steps = 13 + 13 + 4 batches = 100 + 100 + 32 images
     assert (m["train_examples"], m["train_steps"], m["train_images_seen"], m["train_distinct_images"]) == (
         100, steps, seen, distinct)

@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from benchbench.errors import BenchError
 from benchbench.plugins import Catalog, load_catalog
 
 if TYPE_CHECKING:
@@ -86,17 +87,29 @@ def threads_line(r: dict, label_width: int = 14) -> str:
 POLICIES = {"eager": "asked with --eager", "cpu": "eager off CUDA", "cuda": "best by default on CUDA"}
 
 
-def execution_for(spec, device, model, *, eager: bool = False, compile: bool | None = None,
-                  channels_last: bool | None = None, fused_optimizer: bool | None = None,
-                  compile_mode: str | None = None):
+def execution_for(spec, device, model, request=None):
     """The execution the policy (benchbench.execution.choose) picks for `model`, of the family `spec`
-    (its ModelSpec: channels-last where it says it prefers it), on `device`; a value given overrides it."""
-    from benchbench.execution import choose
+    (its ModelSpec: channels-last where it says it prefers it), on `device`; what `request`
+    (benchbench.execution.Request) gives overrides it."""
+    from benchbench.execution import POLICY, choose
     from benchbench.meters.params import count_params
 
-    return choose(device, prefers_channels_last=spec.prefers_channels_last, eager=eager, params=count_params(model),
-                  compile=compile, compile_mode=compile_mode, channels_last=channels_last,
-                  fused_optimizer=fused_optimizer)
+    return choose(device, request or POLICY, prefers_channels_last=spec.prefers_channels_last,
+                  params=count_params(model))
+
+
+def check_precision(args, device):
+    """The command's precision resolved on `device` (benchbench.precision.resolve) for its mode (`--mode`,
+    else training); fp8 for inference is refused before anything is built, with the way out."""
+    from benchbench import precision
+
+    mode = getattr(args, "mode", "train")
+    try:
+        return precision.resolve(args.precision, device, mode=mode)
+    except BenchError as exc:
+        if mode == "infer" and args.precision == "fp8":
+            raise BenchError(f"{exc}, or --mode train") from None
+        raise
 
 
 def execution_fields(result) -> dict:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 
-from benchbench.choices import PRECISION_CHOICES, PRECISION_HELP
 from benchbench import threads
-from benchbench.cli.common import (catalog, execution_fields, execution_for, execution_lines, threads_fields,
-                                   threads_line)
+from benchbench.choices import PRECISION_CHOICES, PRECISION_DEFAULT, PRECISION_HELP
+from benchbench.cli.common import (catalog, check_precision, execution_fields, execution_for, execution_lines,
+                                   threads_fields, threads_line)
 from benchbench.errors import BenchError
 
 
@@ -32,8 +32,8 @@ def add_parser(sub, parent) -> None:
     p.add_argument("--num-classes", type=int, metavar="K",
                    help="classes of the head (default: the --dataset's, else 1000)")
     p.add_argument("--device", metavar="D", help="measure training throughput here (cpu | cuda | cuda:N) to project device-days")
-    p.add_argument("--precision", default="bf16", choices=PRECISION_CHOICES, metavar="P",
-                   help=f"precision of that measurement: {PRECISION_HELP} (default bf16)")
+    p.add_argument("--precision", default=PRECISION_DEFAULT, choices=PRECISION_CHOICES, metavar="P",
+                   help=f"precision of that measurement: {PRECISION_HELP} (default {PRECISION_DEFAULT})")
     p.add_argument("--eager", action="store_true",
                    help="measure eagerly: no compile, no fused optimiser, no channels-last (default: the execution "
                         "policy's, on CUDA compiled)")
@@ -61,11 +61,10 @@ def cost(args) -> dict:
                          (data.num_classes, f"the classes of {data.name}") if data else (1000, "the default"))
     device = precision = None
     if args.device:  # a precision it cannot run is refused before anything is built
-        from benchbench import precision as precision_policy
         from benchbench.envinfo import pick_device
 
         device = pick_device(args.device)
-        precision = precision_policy.check(device, args.precision)
+        precision = check_precision(args, device)
     resolution = args.resolution or spec.default_resolution
     try:
         model, meta = build_for_counting(spec, num_classes=num_classes, image_size=resolution, in_chans=3)
@@ -80,14 +79,15 @@ def cost(args) -> dict:
     if device is not None:
         from benchbench.compute import achieved_flops_per_s
         from benchbench.meters.peaks import mfu, peak_flops_per_s
-        from benchbench.meters.throughput import measure_throughput
+        from benchbench.execution import Request
+        from benchbench.meters.throughput import Inputs, measure_throughput
 
         chosen = threads.apply()
-        result = measure_throughput(model, image_size=resolution, in_chans=3, num_classes=num_classes,
-                                    mode="train", device=device, precision=precision, batch_size=args.batch_size,
-                                    execution=execution_for(spec, device, model, eager=args.eager))
-        peak = peak_flops_per_s(result.device_name, precision)
-        out.update(device=result.device, device_name=result.device_name, precision=precision, mode="train",
+        result = measure_throughput(model, Inputs(resolution, 3, num_classes, str(device)), mode="train",
+                                    precision=precision, batch_size=args.batch_size,
+                                    execution=execution_for(spec, device, model, Request(eager=args.eager)))
+        peak = peak_flops_per_s(result.device_name, precision.name)
+        out.update(device=result.device, device_name=result.device_name, precision=precision.name, mode="train",
                    batch_size=result.batch_size, train_img_per_s=result.img_per_s,
                    projected_device_days=device_days(seen / result.img_per_s),
                    mfu_table=mfu(achieved_flops_per_s(result.img_per_s, macs.gflops, "train"), peak),

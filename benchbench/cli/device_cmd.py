@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 
 from benchbench import threads
-from benchbench.choices import PRECISION_CHOICES, PRECISION_HELP
+from benchbench.choices import PRECISION_CHOICES, PRECISION_DEFAULT, PRECISION_HELP
+from benchbench.cli.common import check_precision
 
 
 def add_parser(sub, parent) -> None:
     p = sub.add_parser("device", parents=[parent],
                        help="show a device's peak FLOP/s: the datasheet table's, and a measured matmul's")
     p.add_argument("--device", default="auto", metavar="D", help="auto | cpu | cuda | cuda:N (default: auto)")
-    p.add_argument("--precision", default="fp32", choices=PRECISION_CHOICES, metavar="P",
-                   help=f"{PRECISION_HELP} (default fp32)")
+    p.add_argument("--precision", default=PRECISION_DEFAULT, choices=PRECISION_CHOICES, metavar="P",
+                   help=f"{PRECISION_HELP} (default {PRECISION_DEFAULT})")
     p.add_argument("--matmul-n", type=int, metavar="N",
                    help="size of the square matmul (default: 8192 on CUDA, at most about 0.1 s of work on the CPU)")
     p.add_argument("--json", action="store_true", help="one JSON object")
@@ -21,17 +22,16 @@ def add_parser(sub, parent) -> None:
 
 
 def run(args) -> int:
-    from benchbench import precision as precision_policy
     from benchbench.envinfo import device_name, pick_device
     from benchbench.meters.peaks import lookup, measured_matmul_flops
 
     device = pick_device(args.device)
-    precision = precision_policy.check(device, args.precision)
+    resolved = check_precision(args, device)
     threads.apply()
-    name = device_name(device)
+    name, precision = device_name(device), resolved.name
     entry = lookup(name) if device.type == "cuda" else None
     table = entry.flops_per_s.get(precision) if entry else None
-    measured = measured_matmul_flops(device, precision, n=args.matmul_n)
+    measured = measured_matmul_flops(device, resolved, n=args.matmul_n)
     row = {
         "device": str(device), "device_name": name, "precision": precision,
         "peak_tflops_table": table / 1e12 if table else None,

@@ -10,8 +10,9 @@ import argparse
 import json
 
 from benchbench.cli.common import catalog
+from benchbench.hookspecs import KINDS as SPEC_KINDS
 
-KINDS = ("models", "datasets", "protocols", "executors", "suites")
+KINDS = (*SPEC_KINDS, "suites")
 
 
 def add_parser(sub, parent: argparse.ArgumentParser) -> None:

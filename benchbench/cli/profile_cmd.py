@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from benchbench.choices import FP8_INFERENCE, PRECISION_CHOICES, PRECISION_HELP, THROUGHPUT_MODES
 from benchbench import threads
-from benchbench.cli.common import (catalog, execution_fields, execution_for, execution_lines, threads_fields,
-                                   threads_line)
+from benchbench.choices import PRECISION_CHOICES, PRECISION_DEFAULT, PRECISION_HELP, THROUGHPUT_MODES
+from benchbench.cli.common import (catalog, check_precision, execution_for, execution_fields, execution_lines,
+                                   threads_fields, threads_line)
 from benchbench.errors import BenchError
 from benchbench.execution import COMPILE_MODES, SMALL_MODEL_PARAMS
 
@@ -27,8 +27,8 @@ def add_parser(sub, parent) -> None:
                        help="measure a model's throughput, memory and MFU on a device (synthetic inputs)")
     p.add_argument("model", metavar="MODEL", help="a model id or alias (benchbench list models)")
     p.add_argument("--device", default="auto", metavar="D", help="auto | cpu | cuda | cuda:N (default: auto)")
-    p.add_argument("--precision", default="fp32", choices=PRECISION_CHOICES, metavar="P",
-                   help=f"{PRECISION_HELP}; fp8 with --mode train only (default fp32)")
+    p.add_argument("--precision", default=PRECISION_DEFAULT, choices=PRECISION_CHOICES, metavar="P",
+                   help=f"{PRECISION_HELP}; fp8 with --mode train only (default {PRECISION_DEFAULT})")
     p.add_argument("--mode", default="infer", choices=THROUGHPUT_MODES,
                    help="infer: forward passes; train: forward, loss, backward, AdamW step (default infer)")
     p.add_argument("--batch-size", type=int, metavar="B",
@@ -71,25 +71,25 @@ def add_parser(sub, parent) -> None:
 
 def scaling(args) -> dict:
     """`--devices N`: the training step's img/s on N devices against N x one device's."""
-    from benchbench import precision as precision_policy
     from benchbench.envinfo import device_name, pick_device
-    from benchbench.meters.scaling import measure_scaling
+    from benchbench.meters.scaling import ScalingJob, measure_scaling
+    from benchbench.meters.throughput import Inputs
+    from benchbench.run.context import Plugins
 
     cat = catalog(args)
     spec = cat.models.get(args.model)
     device = pick_device(args.device)
     if args.mode != "train":
         raise BenchError("--devices: scaling is measured for training; add --mode train")
-    precision = precision_policy.check(device, args.precision)
+    precision = check_precision(args, device).name
     if precision == "fp8":
         raise BenchError("--devices with precision 'fp8': data-parallel scaling of float8 training is not measured "
                          "here; measure fp8 on one device (leave out --devices)")
     resolution = args.resolution or spec.default_resolution
     batch = args.batch_size or 32
-    r = measure_scaling(spec.id, devices=args.devices, device_type=device.type, plugin_files=cat.local_files(),
-                        num_classes=args.num_classes, image_size=resolution, in_chans=args.in_chans,
-                        precision=precision, batch_size=batch, warmup_steps=args.warmup_steps,
-                        steps=args.min_steps)
+    job = ScalingJob(spec.id, Plugins(cat.local_files()), Inputs(resolution, args.in_chans, args.num_classes, device.type),
+                     precision, batch, warmup_steps=args.warmup_steps, steps=args.min_steps)
+    r = measure_scaling(job, args.devices)
     return {"id": spec.id, "name": spec.name, "resolution": resolution, "num_classes": args.num_classes,
             "device": device.type, "device_name": device_name(device), "precision": precision, "mode": "train",
             "devices": r.devices, "batch_size_per_device": r.batch_size_per_device,
@@ -122,19 +122,11 @@ def _build(spec, args, resolution: int):
 
 def _execution(args, spec, device, model, **held):
     """The policy's execution for this model and device, with the flags given (and `held`) overriding it."""
+    from benchbench.execution import Request
+
     given = dict(compile=args.compile, channels_last=args.channels_last, fused_optimizer=args.fused_optimizer)
     given.update(held)
-    return execution_for(spec, device, model, eager=args.eager, compile_mode=args.compile_mode, **given)
-
-
-def check_precision(args, device) -> str:
-    """The resolved precision of this measurement, or a BenchError: fp8 is torchao's float8 *training*
-    (its scaled matmuls and their backward), refused for inference before the device is asked."""
-    from benchbench import precision as precision_policy
-
-    if args.precision == "fp8" and getattr(args, "mode", "train") != "train":
-        raise BenchError(f"{FP8_INFERENCE}, or --mode train")
-    return precision_policy.check(device, args.precision)
+    return execution_for(spec, device, model, Request(eager=args.eager, compile_mode=args.compile_mode, **given))
 
 
 def profile(args) -> dict:
@@ -142,7 +134,7 @@ def profile(args) -> dict:
     from benchbench.envinfo import pick_device
     from benchbench.meters.flops import count_macs
     from benchbench.meters.peaks import lookup, measured_matmul_flops, mfu
-    from benchbench.meters.throughput import measure_throughput
+    from benchbench.meters.throughput import Inputs, Timing, measure_throughput
 
     spec = catalog(args).models.get(args.model)
     device = pick_device(args.device)
@@ -154,14 +146,13 @@ def profile(args) -> dict:
     meta = spec.build_on_meta(num_classes=args.num_classes, image_size=resolution, in_chans=args.in_chans)
     macs = count_macs(model, resolution, args.in_chans, meta_model=meta)  # CPU, fp32: before the model moves
     result = measure_throughput(
-        model, image_size=resolution, in_chans=args.in_chans, num_classes=args.num_classes, mode=args.mode,
-        device=device, precision=precision, batch_size=args.batch_size, max_batch_size=args.max_batch_size,
-        execution=_execution(args, spec, device, model), warmup_steps=args.warmup_steps,
-        min_steps=args.min_steps, min_seconds=args.min_seconds, latency=args.latency)
+        model, Inputs(resolution, args.in_chans, args.num_classes, str(device)), mode=args.mode, precision=precision,
+        batch_size=args.batch_size, max_batch_size=args.max_batch_size, execution=_execution(args, spec, device, model),
+        timing=Timing(args.warmup_steps, args.min_steps, args.min_seconds, latency=args.latency))
     del model
     achieved = achieved_flops_per_s(result.img_per_s, macs.gflops, args.mode)
     entry = lookup(result.device_name) if device.type == "cuda" else None
-    table = entry.flops_per_s.get(precision) if entry else None
+    table = entry.flops_per_s.get(precision.name) if entry else None
     measured = measured_matmul_flops(device, precision, n=args.matmul_n)
     row = {
         "id": spec.id, "name": spec.name, "resolution": resolution, "num_classes": args.num_classes,
@@ -254,7 +245,8 @@ def best(args) -> dict:
     import torch
 
     from benchbench.envinfo import device_name, pick_device
-    from benchbench.meters.throughput import MAX_BATCH_SIZE, START_BATCH_SIZE, measure_throughput
+    from benchbench.execution import Request
+    from benchbench.meters.throughput import MAX_BATCH_SIZE, START_BATCH_SIZE, Inputs, Timing, measure_throughput
 
     if args.latency:
         raise BenchError("--best searches throughput; --latency is for a single profile (leave out --best)")
@@ -264,14 +256,16 @@ def best(args) -> dict:
     resolution = args.resolution or spec.default_resolution
     switches = _candidates(args)
     chosen = threads.apply()
+    inputs = Inputs(resolution, args.in_chans, args.num_classes, str(device))
     if args.batch_size is not None:
         batches = [args.batch_size]
     else:  # the largest that fits (an eager search), then every power of two from the start up to it
         torch.manual_seed(0)
-        top = measure_throughput(_build(spec, args, resolution), image_size=resolution, in_chans=args.in_chans,
-                                 num_classes=args.num_classes, mode=args.mode, device=device,
-                                 precision=precision, max_batch_size=args.max_batch_size,
-                                 compile=False, warmup_steps=1, min_steps=1, min_seconds=0.0).batch_size
+        model = _build(spec, args, resolution)
+        top = measure_throughput(model, inputs, mode=args.mode, precision=precision,
+                                 max_batch_size=args.max_batch_size,
+                                 execution=execution_for(spec, device, model, Request(compile=False)),
+                                 timing=Timing(warmup_steps=1, min_steps=1, min_seconds=0.0)).batch_size
         batches = [b for b in (START_BATCH_SIZE * 2**k for k in range(32)) if b <= top] or [top]
         cap = args.max_batch_size or MAX_BATCH_SIZE.get(device.type, 64)
         batches = [b for b in batches if b <= cap]
@@ -281,16 +275,15 @@ def best(args) -> dict:
             torch.manual_seed(0)
             model = _build(spec, args, resolution)
             execution = _execution(args, spec, device, model, **held)
-            r = measure_throughput(model, image_size=resolution, in_chans=args.in_chans, num_classes=args.num_classes,
-                                   mode=args.mode, device=device, precision=precision, batch_size=batch,
-                                   execution=execution, warmup_steps=args.warmup_steps, min_steps=args.min_steps,
-                                   min_seconds=args.min_seconds)
+            r = measure_throughput(model, inputs, mode=args.mode, precision=precision, batch_size=batch,
+                                   execution=execution,
+                                   timing=Timing(args.warmup_steps, args.min_steps, args.min_seconds))
             del model
             rows.append({"batch_size": r.batch_size, "oom_retries": r.oom_retries, **execution_fields(r),
                          "img_per_s": r.img_per_s, "step_ms": r.step_ms, "peak_mem_mb": r.peak_mem_mb})
     winner = max(range(len(rows)), key=lambda i: rows[i]["img_per_s"])
     return {"id": spec.id, "name": spec.name, "resolution": resolution, "num_classes": args.num_classes,
-            "device": str(device), "device_name": device_name(device), "precision": precision, "mode": args.mode,
+            "device": str(device), "device_name": device_name(device), "precision": precision.name, "mode": args.mode,
             "peak_mem_kind": "cuda_max_allocated" if device.type == "cuda" else "process_max_rss",
             **threads_fields(chosen), "candidates": rows, "best": winner}
 

@@ -8,22 +8,31 @@ run directory.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchbench import threads
 from benchbench.cli.common import catalog
 from benchbench.errors import BenchError
-from benchbench.execution import eager
-from benchbench.executors import Dispatch, choose
 from benchbench.plan import cell_states, duration, plan, summary, throughput_history, totals
+from benchbench.run.cell import check_parallel, eager, key_today
+from benchbench.run.context import Plugins, RunContext
+from benchbench.settings import varying_settings
 from benchbench.specs import DataOptions
 from benchbench.store import (ENV, RECORDS, RunLock, check_directory, check_run_dir, latest_run_dir, new_run_dir,
                               read_env, read_records, repair_torn_tail, write_json, writing)
-from benchbench.suite import REPO_SUITES, check_time_limit, key_today, load_suite
+from benchbench.suite import REPO_SUITES, check_time_limit, load_suite
 from benchbench.text import plural
-from benchbench.settings import varying_settings
+
+if TYPE_CHECKING:
+    import torch
+
+    from benchbench.plugins import Catalog
+    from benchbench.run.dispatch import Choice
+    from benchbench.specs import Executor
+    from benchbench.suite import Suite
 
 DATA_ENV = "BENCHBENCH_DATA"
 DEFAULT_RESULTS = "runs"
@@ -102,27 +111,18 @@ def _driver_device(name: str, in_process: bool) -> "torch.device":
         return torch.device("cpu")
 
 
-def _check_devices(suite, cells, device: "torch.device", *, here: bool = True) -> None:
-    """Refused before any cell runs, naming the first such cell: a global batch (`batch_size` of a
-    cell with `devices` x `nodes` > 1) that the ranks cannot split, wherever the cells run; and, for
-    cells run `here` (in this process), more devices (`devices`, per node) than this node has."""
-    from benchbench.launch import check_devices, check_global_batch
-
+def _check_cells(suite, cells, device: "torch.device", *, here: bool) -> None:
+    """Refused before any cell runs, naming the first such cell: a global batch that a cell's ranks
+    cannot split, wherever the cells run; and, for cells run `here` (in this process), more devices
+    per node than this node has."""
     refused = []
     for cell in cells:
-        s = dict(cell.settings)
-        devices, nodes = int(s.get("devices", 1)), int(s.get("nodes", 1))
         try:
-            if here and devices > 1:
-                check_devices(device.type, devices)
+            check_parallel(cell, device.type if here else None)
         except BenchError as exc:
-            refused.append((cell, exc, " in the suite, or run it with --executor on nodes that have them"))
-            continue
-        try:
-            if devices * nodes > 1 and "batch_size" in s:
-                check_global_batch(int(s["batch_size"]), devices, nodes)
-        except BenchError as exc:
-            refused.append((cell, exc, " in the suite"))
+            fix = (" in the suite, or run it with --executor on nodes that have them" if str(exc).startswith("devices")
+                   else " in the suite")
+            refused.append((cell, exc, fix))
     if refused:
         (cell, exc, fix), more = refused[0], len(refused) - 1
         others = f" (and {plural(more, 'other cell')})" if more else ""
@@ -131,6 +131,7 @@ def _check_devices(suite, cells, device: "torch.device", *, here: bool = True) -
 
 def run(args) -> int:
     from benchbench.envinfo import device_name
+    from benchbench.run.dispatch import choose, open_executor  # runs cells: torch
 
     cat = catalog(args)
     suite = load_suite(args.suite, cat, quick=args.quick, seeds=args.seed)
@@ -141,7 +142,6 @@ def run(args) -> int:
         suite = replace(suite, cells=tuple(eager(c) for c in suite.cells))
     choice = choose(cat, suite, args.executor, args.executor_option, args.max_parallel)
     device = _driver_device(args.device, choice.spec.in_process)
-    data = DataOptions(root=Path(args.data_root) if args.data_root else None, download=args.download)
     root = Path(args.results)
     check_directory(root, "--results")
     if args.run_dir:
@@ -152,34 +152,47 @@ def run(args) -> int:
         check_run_dir(run_dir)  # a records file that cannot take a record is refused before any cell runs
     earlier = read_records(run_dir, missing_ok=True).records if run_dir else []
     threads.apply()  # the run's device name says the threads its cells start with
-    history = throughput_history([root, PUBLISHED], device_name(device), [p.id for p in cat.protocols if p.trains])
+    history = throughput_history([root, PUBLISHED], device_name(device), cat)
     plans = plan(suite, cat, earlier, history, device)
+    todo = [p.cell for p in plans if p.state != "done"]
     # an executor's cells run on its nodes, which check their own devices (the batch rule holds anywhere)
-    _check_devices(suite, [p.cell for p in plans if p.state != "done"], device, here=choice.spec.in_process)
+    _check_cells(suite, todo, device, here=choice.spec.in_process)
     if args.dry_run:
         _dry_run(plans, run_dir)
         return 0
-
+    context = RunContext(
+        run_dir=run_dir or root / suite.name, suite=suite.name, quick=suite.quick, device=args.device,
+        data=DataOptions(root=Path(args.data_root) if args.data_root else None, download=args.download),
+        plugins=Plugins(tuple(str(Path(f).resolve()) for f in args.plugin), args.strict_plugins),
+        executor=choice.spec.id, show_progress=not args.no_progress, threads=args.threads)
     # The executor's engine is reached before anything is written.
-    executor = choice.spec.create(choice.options)
-    try:
-        return _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, executor)
-    finally:
-        executor.close()
+    with open_executor(choice, context, todo) as executor:
+        if run_dir is None:
+            context = replace(context, run_dir=new_run_dir(root, suite.name))
+        return _run(args, Session(cat, suite, choice, executor, device), context, bool(earlier), plans)
 
 
-def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, executor) -> int:
+@dataclass(frozen=True)
+class Session:
+    """What the run has decided before its run directory is locked: the plugins, the suite, the
+    executor (open) and the driver's device."""
+
+    catalog: Catalog
+    suite: Suite
+    choice: Choice
+    executor: Executor
+    device: "torch.device"
+
+
+def _run(args, session: Session, context: RunContext, resuming: bool, plans) -> int:
     from benchbench.envinfo import environment
     from benchbench.rendezvous import records_the_cell
-    from benchbench.runner import run_suite
+    from benchbench.run.dispatch import run_cells
 
-    executor.check(Dispatch(suite=suite, catalog=cat, run_dir=run_dir or root, device=args.device, data=data,
-                            env=None, choice=choice, total=0))
-    if run_dir is None:
-        run_dir = new_run_dir(root, suite.name)
+    cat, suite, run_dir = session.catalog, session.suite, context.run_dir
     with writing(run_dir, "create the run directory"):
         run_dir.mkdir(parents=True, exist_ok=True)
-    env = environment(device, suite.path, args.command_line)
+    env = environment(session.device, suite.path, args.command_line)
     env.update(suite=suite.name, suite_path=str(suite.path), quick=suite.quick, threads=threads.choose(0).env(),
                table=suite.table, load_average_start=threads.load_average())
     created = False
@@ -204,14 +217,11 @@ def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, 
                       "as they are, and cells without a record run again")
             states = cell_states(read.records, cat)
             plans = [replace(p, state=states.get(p.cell.key, "todo")) for p in plans]
-            done = frozenset(k for k, state in states.items() if state == "done")
-            on = "" if choice.spec.default else f" through executor {choice.spec.id!r}"
-            _echo(f"{suite.name}: {'resuming ' if earlier else ''}{run_dir} on {env['device_name']}{on}\n"
+            on = "" if session.choice.spec.default else f" through executor {session.choice.spec.id!r}"
+            _echo(f"{suite.name}: {'resuming ' if resuming else ''}{run_dir} on {env['device_name']}{on}\n"
                   f"{summary(totals(plans))}")
-            records = run_suite(suite, cat, run_dir, device, data, env=env, done=done,
-                                show_progress=not args.no_progress, echo=_echo, choice=choice, executor=executor,
-                                device_arg=args.device, plugin_files=tuple(str(Path(f).resolve()) for f in args.plugin),
-                                strict_plugins=args.strict_plugins)
+            todo = [c for c in suite.cells if states.get(c.key) != "done"]
+            records = run_cells(session.executor, replace(context, env=env), suite, cat, session.choice, todo, _echo)
             if created:  # how busy the machine was while the cells ran: start and end
                 write_json(run_dir / ENV, {**env, "load_average_end": threads.load_average()})
     except KeyboardInterrupt:
@@ -220,7 +230,7 @@ def _run(args, cat, suite, device, data, root, run_dir, earlier, plans, choice, 
         except BenchError:
             states = {}
         recorded = sum(states.get(c.key) == "done" for c in suite.cells)
-        rest = ("the cell in progress was not" if choice.spec.in_process else
+        rest = ("the cell in progress was not" if session.choice.spec.in_process else
                 "jobs already submitted keep running where the executor allows, and record themselves")
         _echo(f"\ninterrupted: {recorded} of {len(suite.cells)} cells are recorded in {run_dir / RECORDS}; {rest}. "
               "Run the same command again to resume.")

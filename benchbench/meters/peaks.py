@@ -21,8 +21,8 @@ from typing import Mapping
 
 import torch
 
-from benchbench import precision as precision_policy
 from benchbench.errors import BenchError
+from benchbench.precision import Precision
 
 T = 1e12
 
@@ -164,7 +164,7 @@ def matmul(device: torch.device, precision: str, n: int):
     return lambda: torch.mm(a, b, out=out)
 
 
-def measured_matmul_flops(device: torch.device | str, precision: str, n: int | None = None,
+def measured_matmul_flops(device: torch.device | str, precision: Precision, n: int | None = None,
                           warmup: int = 3, repeats: int = 10) -> float:
     """FLOP/s of an n x n x n matmul (2 n^3 FLOPs) on random data: the best of `repeats` timed products.
 
@@ -174,12 +174,12 @@ def measured_matmul_flops(device: torch.device | str, precision: str, n: int | N
     into bf16, the matmul torchao's float8 training calls.
     Default n: 8192 on CUDA; on the CPU the largest whose product takes up to about 0.1 s (256 to 2048)."""
     device = torch.device(device)
-    precision = precision_policy.check(device, precision)
-    n = n or _default_n(device, torch.bfloat16 if precision == "fp8" else _MATMUL_DTYPES[precision])
-    product = matmul(device, precision, n)
+    name = precision.name
+    n = n or _default_n(device, torch.bfloat16 if name == "fp8" else _MATMUL_DTYPES[name])
+    product = matmul(device, name, n)
     stream = torch.cuda.current_stream(device) if device.type == "cuda" else None
     best = float("inf")
-    with precision_policy.matmul_mode(device, precision):
+    with precision.matmul_mode():
         for i in range(warmup + repeats):
             if device.type == "cuda":
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -5,37 +5,43 @@ Weak scaling: every device trains on `batch_size` images per step (the global ba
 the step is benchbench.step.train_step (as `profile --mode train`), and each rank times a fixed
 number of steps (a time budget would let the ranks stop at different steps and leave one waiting in
 an all-reduce). The N-device rate is N x the slowest rank's rate. One "device" on the CPU is a
-process with the thread budget // N threads (benchbench.threads), the one-device reference too, so the efficiency measures what
-data parallelism costs (gradient all-reduce, processes contending for memory bandwidth), not threads.
+process with the thread budget // N threads (benchbench.threads), the one-device reference too, so
+the efficiency measures what data parallelism costs (gradient all-reduce, processes contending for
+memory bandwidth), not threads.
 """
 
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from benchbench.launch import check_devices, init_rank, launch
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from benchbench.launch import init_rank, launch
+from benchbench.meters.throughput import Inputs, Timing, measure_throughput
+from benchbench.precision import resolve
 from benchbench.rendezvous import rendezvous_from_env
+from benchbench.run.context import Plugins
 from benchbench.threads import per_rank
+from benchbench.world import check_devices
 
 COLLECTIVE_TIMEOUT_S = 600.0
 
 
 @dataclass(frozen=True)
 class ScalingJob:
-    """What a rank needs (picklable): the model by id, synthetic inputs' shape, the timing."""
+    """What a rank needs (picklable): the model by id and the plugins that register it, the synthetic
+    inputs (their device: the type only), the precision (resolved), the batch per device, the timing."""
 
     model: str
-    plugin_files: tuple[str, ...]
-    device_type: str
-    threads: int
-    num_classes: int
-    image_size: int
-    in_chans: int
+    plugins: Plugins
+    inputs: Inputs
     precision: str
     batch_size: int  # per device
-    warmup_steps: int
-    steps: int
+    warmup_steps: int = 5
+    steps: int = 20
+    threads: int = 1  # per rank, on the CPU
 
 
 @dataclass(frozen=True)
@@ -51,20 +57,15 @@ class Scaling:
 
 def rank_throughput(job: ScalingJob) -> float:
     """One rank: DDP around the model, `steps` timed training steps; this rank's img/s."""
-    import torch
-    from torch.nn.parallel import DistributedDataParallel
-
-    from benchbench.meters.throughput import measure_throughput
-    from benchbench.plugins import load_catalog
-
-    device, _, _ = init_rank(job.device_type, timeout_s=COLLECTIVE_TIMEOUT_S, threads=job.threads)
-    spec = load_catalog(job.plugin_files).models.get(job.model)
+    device, _, _ = init_rank(job.inputs.device, timeout_s=COLLECTIVE_TIMEOUT_S, threads=job.threads)
+    spec = job.plugins.load().models.get(job.model)
     torch.manual_seed(0)
-    model = spec.build(num_classes=job.num_classes, image_size=job.image_size, in_chans=job.in_chans).to(device)
-    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    result = measure_throughput(ddp, image_size=job.image_size, in_chans=job.in_chans, num_classes=job.num_classes,
-                                mode="train", device=device, precision=job.precision, batch_size=job.batch_size,
-                                warmup_steps=job.warmup_steps, min_steps=job.steps, min_seconds=0.0)
+    inputs = replace(job.inputs, device=str(device))
+    model = spec.build(num_classes=inputs.num_classes, image_size=inputs.image_size, in_chans=inputs.in_chans)
+    ddp = DistributedDataParallel(model.to(device), device_ids=[device.index] if device.type == "cuda" else None)
+    result = measure_throughput(ddp, inputs, mode="train", precision=resolve(job.precision, device),
+                                batch_size=job.batch_size,
+                                timing=Timing(warmup_steps=job.warmup_steps, min_steps=job.steps, min_seconds=0.0))
     return result.img_per_s
 
 
@@ -74,18 +75,15 @@ def _rate(job: ScalingJob, devices: int) -> float:
     return devices * min(rates.values())
 
 
-def measure_scaling(model: str, *, devices: int, device_type: str, plugin_files: tuple[str, ...] = (),
-                    num_classes: int = 1000, image_size: int, in_chans: int = 3, precision: str = "fp32",
-                    batch_size: int = 32, warmup_steps: int = 5, steps: int = 20) -> Scaling:
-    """Training img/s on `devices` devices and on one, each in its own launch (one device first)."""
+def measure_scaling(job: ScalingJob, devices: int) -> Scaling:
+    """Training img/s on `devices` devices and on one, each in its own launch (one device first); each
+    rank gets the thread budget // `devices` (`job.threads` is set here)."""
+    device_type = job.inputs.device
     check_devices(device_type, devices)
-    threads = per_rank(devices)
-    job = ScalingJob(model=model, plugin_files=plugin_files, device_type=device_type, threads=threads,
-                     num_classes=num_classes, image_size=image_size, in_chans=in_chans, precision=precision,
-                     batch_size=batch_size, warmup_steps=warmup_steps, steps=steps)
+    job = replace(job, threads=per_rank(devices))
     one = _rate(job, 1)
     many = _rate(job, devices)
-    return Scaling(devices=devices, batch_size_per_device=batch_size,
-                   threads_per_device=threads if device_type == "cpu" else None, img_per_s=many,
+    return Scaling(devices=devices, batch_size_per_device=job.batch_size,
+                   threads_per_device=job.threads if device_type == "cpu" else None, img_per_s=many,
                    img_per_s_per_device=many / devices, img_per_s_one_device=one,
                    efficiency=many / (devices * one))

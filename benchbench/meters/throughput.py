@@ -11,8 +11,9 @@ warm-up to the last timed step (tensors only, not the allocator's cache or the C
 CPU it is the process's peak resident set size (`ru_maxrss`) over the process's whole lifetime,
 so it includes everything the process did before, and never goes down.
 
-Precisions follow benchbench.precision (one policy for training and measuring); a training step
-is benchbench.step.train_step, the step the training protocols run (AdamW, clipping at norm 1).
+Precisions are benchbench.precision's resolved values (one policy for training and measuring); a
+training step is benchbench.step.train_step, the step the training protocols run (AdamW, clipping at
+norm 1). What is measured is `Inputs` (the synthetic batches' shape and device) and how, `Timing`.
 """
 
 from __future__ import annotations
@@ -29,20 +30,44 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchbench import precision as precision_policy
 from benchbench.choices import FP8_INFERENCE, THROUGHPUT_MODES
 from benchbench.clock import sync, time_steps
 from benchbench.envinfo import device_name as _device_name
 from benchbench.errors import BenchError
 from benchbench.execution import EAGER, Execution, apply, choose, optimizer_options, step_begin
 from benchbench.meters.params import count_params
+from benchbench.precision import Precision
 from benchbench.step import forward, train_step
+from benchbench.world import World
 
 MODES = THROUGHPUT_MODES
 # The automatic batch-size search doubles from START up to MAX (per device type): there is no
 # out-of-memory signal worth waiting for on a CPU, whose throughput stops growing long before.
 START_BATCH_SIZE = 8
 MAX_BATCH_SIZE = {"cuda": 2048, "cpu": 64}
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The synthetic batches a measurement feeds: images of `image_size` px and `in_chans` channels,
+    labels of `num_classes` classes, made once on `device`."""
+
+    image_size: int
+    in_chans: int = 3
+    num_classes: int = 1000
+    device: str = "cpu"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Untimed warm-up steps, then at least `min_steps` timed steps and `min_seconds`; with `latency`,
+    also `latency_repeats` batch-1 forward passes timed one by one."""
+
+    warmup_steps: int = 10
+    min_steps: int = 20
+    min_seconds: float = 2.0
+    latency: bool = False
+    latency_repeats: int = 100
 
 
 @dataclass(frozen=True)
@@ -102,29 +127,27 @@ def _free_memory(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def make_step(model: nn.Module, mode: str, device: torch.device, precision: str,
-              optimizer: torch.optim.Optimizer | None = None,
+def make_step(model: nn.Module, mode: str, precision: Precision, optimizer: torch.optim.Optimizer | None = None,
               execution: Execution | None = None) -> Callable[[torch.Tensor, torch.Tensor], object]:
     """One unit of work on a batch (x, labels): a forward pass, or the training step (benchbench.step).
     `model` is what is called (compiled or not); `execution` says which."""
     execution = execution or EAGER
     if mode == "infer":
-        logits = forward(model, device, precision)
+        logits = forward(model, precision)
 
         def infer(x, y):
             step_begin(execution)
             return logits(x)
 
         return infer
-    return train_step(model, optimizer, device, precision, execution=execution)
+    return train_step(model, optimizer, precision, execution=execution)
 
 
-def _inputs(batch_size: int, image_size: int, in_chans: int, num_classes: int, device: torch.device,
-            channels_last: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    x = torch.randn(batch_size, in_chans, image_size, image_size, device=device)
+def _inputs(batch_size: int, inputs: Inputs, channels_last: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    x = torch.randn(batch_size, inputs.in_chans, inputs.image_size, inputs.image_size, device=inputs.device)
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
-    return x, torch.randint(num_classes, (batch_size,), device=device)
+    return x, torch.randint(inputs.num_classes, (batch_size,), device=inputs.device)
 
 
 def largest_batch(fits: Callable[[int], bool], start: int, maximum: int) -> tuple[int, int]:
@@ -157,53 +180,34 @@ def peak_mem_mb(device: torch.device) -> tuple[float, str]:
     return (rss / 2**20 if sys.platform == "darwin" else rss / 2**10), "process_max_rss"
 
 
-def measure_throughput(
-    model: nn.Module,
-    *,
-    image_size: int,
-    in_chans: int = 3,
-    num_classes: int,
-    mode: str = "infer",
-    device: torch.device | str = "cpu",
-    precision: str = "fp32",
-    batch_size: int | None = None,
-    max_batch_size: int | None = None,
-    channels_last: bool | None = None,
-    compile: bool | None = None,
-    execution: Execution | None = None,
-    warmup_steps: int = 10,
-    min_steps: int = 20,
-    min_seconds: float = 2.0,
-    latency: bool = False,
-    latency_repeats: int = 100,
-) -> Throughput:
-    """Throughput of `model` on synthetic batches: forward passes (infer) or optimiser steps (train).
+def measure_throughput(model: nn.Module, inputs: Inputs, *, mode: str = "infer", precision: Precision,
+                       batch_size: int | None = None, max_batch_size: int | None = None,
+                       execution: Execution | None = None, timing: Timing = Timing()) -> Throughput:
+    """Throughput of `model` on synthetic batches (`inputs`): forward passes (infer) or optimiser steps
+    (train), at `precision` (resolved: benchbench.precision.resolve).
 
-    The model is moved to `device` (and, when `channels_last`, to that memory format); in train
+    The model is moved to the inputs' device (and, channels-last, to that memory format); in train
     mode its weights are updated by AdamW, so pass a model whose weights you don't need.
     `batch_size=None` searches the largest batch that fits (doubling from 8 up to `max_batch_size`,
     default 2048 on CUDA and 64 on the CPU); an out-of-memory error while measuring halves the batch
     and starts again, counted in `oom_retries`.
 
     How the model runs is `execution` (benchbench.execution), by default the policy's choice for this
-    device and model size (eager on the CPU; compiled, fused AdamW on CUDA), with `compile` and
-    `channels_last` (None: the policy's) overriding it; a caller that knows the model's family passes
-    the `execution` chosen for it. The batch-size search runs eagerly; a compiled model compiles in the
-    warm-up, which is never timed: its wall time is `compile_s`.
-    `latency` adds batch-1 inference percentiles (`latency_percentiles`)."""
-    device = torch.device(device)
+    device and model size (eager on the CPU; compiled, fused AdamW on CUDA); a caller that knows the
+    model's family passes the `execution` chosen for it. The batch-size search runs eagerly; a compiled
+    model compiles in the warm-up, which is never timed: its wall time is `compile_s`. `timing` says
+    how long, and whether batch-1 inference latency is measured too (`latency_percentiles`)."""
+    device = torch.device(inputs.device)
     if mode not in MODES:
         raise BenchError(f"mode {mode!r}: allowed: {', '.join(MODES)}")
-    if mode == "infer" and precision == "fp8":
+    if mode == "infer" and precision.name == "fp8":
         raise BenchError(f"{FP8_INFERENCE}, or mode='train'")
-    precision = precision_policy.check(device, precision)
     if batch_size is not None and batch_size < 1:
         raise BenchError(f"batch size {batch_size}: must be at least 1")
     if execution is None:
-        distributed = torch.distributed.is_available() and torch.distributed.is_initialized() and \
-            torch.distributed.get_world_size() > 1  # a rank of `profile --devices N`
-        execution = choose(device, params=count_params(model), compile=compile, channels_last=channels_last,
-                           distributed=distributed)
+        ranks = torch.distributed.get_world_size() if torch.distributed.is_available() and \
+            torch.distributed.is_initialized() else 1  # a rank of `profile --devices N`
+        execution = choose(device, params=count_params(model), world=World(devices=ranks))
     channels_last = execution.channels_last
     was_training = model.training
     model.to(device)
@@ -214,12 +218,12 @@ def measure_throughput(
     # the step itself, gradient clipping included, is the training protocols' (benchbench.step).
     optimizer = (torch.optim.AdamW(model.parameters(), lr=1e-5, **optimizer_options(execution))
                  if mode == "train" else None)
-    eager = make_step(model, mode, device, precision, optimizer)
-    measured = make_step(runner, mode, device, precision, optimizer, execution)
+    eager = make_step(model, mode, precision, optimizer)
+    measured = make_step(runner, mode, precision, optimizer, execution)
     warmup_s = 0.0
 
-    def inputs(batch: int):
-        return _inputs(batch, image_size, in_chans, num_classes, device, channels_last)
+    def batch_of(batch: int):
+        return _inputs(batch, inputs, channels_last)
 
     def after_oom() -> None:
         if optimizer is not None:
@@ -229,7 +233,7 @@ def measure_throughput(
     def fits(batch: int) -> bool:
         """One eager step at this batch: the search's probe."""
         try:
-            eager(*inputs(batch))
+            eager(*batch_of(batch))
             sync(device)
             return True
         except Exception as exc:  # noqa: BLE001 (anything that is not an OOM is re-raised)
@@ -242,16 +246,17 @@ def measure_throughput(
         """Seconds of each timed step at this batch, or None after an out-of-memory error."""
         nonlocal warmup_s
         try:
-            x, y = inputs(batch)
+            x, y = batch_of(batch)
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
             sync(device)
             start = time.perf_counter()
-            for _ in range(warmup_steps):  # first-call costs: allocator, autotuning, compilation
+            for _ in range(timing.warmup_steps):  # first-call costs: allocator, autotuning, compilation
                 measured(x, y)
             sync(device)
             warmup_s = time.perf_counter() - start
-            return time_steps(lambda: measured(x, y), device, min_steps=min_steps, min_seconds=min_seconds)
+            return time_steps(lambda: measured(x, y), device, min_steps=timing.min_steps,
+                              min_seconds=timing.min_seconds)
         except Exception as exc:  # noqa: BLE001
             if not is_oom(exc):
                 raise
@@ -259,7 +264,7 @@ def measure_throughput(
         return None
 
     try:
-        with precision_policy.matmul_mode(device, precision):
+        with precision.matmul_mode():
             batch, oom_retries = batch_size, 0
             if batch is None:
                 cap = max_batch_size or MAX_BATCH_SIZE.get(device.type, 64)
@@ -270,14 +275,14 @@ def measure_throughput(
                 batch, oom_retries = batch // 2, oom_retries + 1
             peak_mb, peak_kind = peak_mem_mb(device)
             lat = None
-            if latency:
-                lat = latency_percentiles(runner, image_size=image_size, in_chans=in_chans, device=device,
-                                          precision=precision, channels_last=channels_last, repeats=latency_repeats)
+            if timing.latency:
+                lat = latency_percentiles(runner, inputs, precision, channels_last=channels_last,
+                                          repeats=timing.latency_repeats)
     finally:
         model.train(was_training)
     timed_s = sum(seconds)
     return Throughput(
-        mode=mode, device=str(device), device_name=_device_name(device), precision=precision,
+        mode=mode, device=str(device), device_name=_device_name(device), precision=precision.name,
         batch_size=batch, batch_size_requested=batch_size, oom_retries=oom_retries,
         img_per_s=batch * len(seconds) / timed_s, step_ms=1e3 * statistics.median(seconds), timed_s=timed_s,
         steps=len(seconds), peak_mem_mb=peak_mb, peak_mem_kind=peak_kind, channels_last=channels_last,
@@ -289,31 +294,21 @@ def measure_throughput(
     )
 
 
-def latency_percentiles(
-    model: nn.Module,
-    *,
-    image_size: int,
-    in_chans: int = 3,
-    device: torch.device | str = "cpu",
-    precision: str = "fp32",
-    channels_last: bool = False,
-    warmup_steps: int = 10,
-    repeats: int = 100,
-) -> Latency:
+def latency_percentiles(model: nn.Module, inputs: Inputs, precision: Precision, *, channels_last: bool = False,
+                        warmup_steps: int = 10, repeats: int = 100) -> Latency:
     """p50/p90/p99 of batch-1 inference latency in ms over `repeats` forward passes.
 
     Latency is what one request waits for, so each pass is timed alone on the host clock with a
     synchronisation on both sides: kernel-launch overhead, which dominates at batch 1, counts."""
-    device = torch.device(device)
-    precision = precision_policy.check(device, precision)
+    device = torch.device(inputs.device)
     if repeats < 1:
         raise BenchError(f"latency repeats {repeats}: must be at least 1")
     was_training = model.training
     model.to(device).eval()
-    x, _ = _inputs(1, image_size, in_chans, 1, device, channels_last)
+    x, _ = _inputs(1, inputs, channels_last)
     times = []
-    with precision_policy.matmul_mode(device, precision):
-        logits = forward(model, device, precision)
+    with precision.matmul_mode():
+        logits = forward(model, precision)
         for i in range(warmup_steps + repeats):
             sync(device)
             start = time.perf_counter()

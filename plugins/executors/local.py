@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from benchbench import hookimpl
-from benchbench.executors import Dispatch, ExecutorSpec, execute
+from benchbench.run.dispatch import Dispatch
+from benchbench.run.worker import execute
+from benchbench.specs import ExecutorSpec
 
 
 class Local:
-    def check(self, dispatch: Dispatch) -> None:
+    def check(self, context, cells) -> None:
         pass  # nothing to reach
 
     def run(self, cells, dispatch: Dispatch) -> None:
         for cell in cells:
             dispatch.started(cell)
-            record = execute(dispatch.job(cell), catalog=dispatch.catalog, mac_counts=dispatch.mac_counts,
-                             show_progress=dispatch.show_progress)
+            record = execute(dispatch.job(cell), catalog=dispatch.catalog, mac_counts=dispatch.mac_counts)
             dispatch.finished(record, cell)
 
     def close(self) -> None:

@@ -16,10 +16,11 @@ import time
 
 from benchbench import hookimpl, threads
 from benchbench.errors import BenchError
-from benchbench.executors import CellJob, Dispatch, ExecutorSpec, execute
 from benchbench.record import Record
+from benchbench.run.dispatch import Dispatch
+from benchbench.run.worker import Job, execute
 from benchbench.settings import non_negative, positive
-from benchbench.specs import Setting
+from benchbench.specs import ExecutorSpec, Setting
 
 
 def _resources(text: str) -> str | None:
@@ -54,7 +55,7 @@ OPTIONS = {
 }
 
 
-def _work(job: CellJob) -> dict:
+def _work(job: Job) -> dict:
     """What a Ray task runs: the cell, its record appended by this worker. Returns the record."""
     import ray
 
@@ -97,7 +98,7 @@ class Ray:
         self.options = options
         self.connected = False
 
-    def check(self, dispatch: Dispatch) -> None:
+    def check(self, context, cells) -> None:
         """Connect to the cluster (or start a private one): no reachable cluster is an error here."""
         import ray
 

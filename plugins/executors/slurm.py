@@ -25,18 +25,20 @@ from pathlib import Path
 
 from benchbench import hookimpl
 from benchbench.errors import BenchError
-from benchbench.executors import CellJob, Dispatch, ExecutorSpec, execute
 from benchbench.record import Record
+from benchbench.run.dispatch import Dispatch
+from benchbench.run.worker import Job, execute
 from benchbench.settings import non_negative, positive
 from benchbench.sharedstore import recorded_jobs
-from benchbench.specs import Setting
+from benchbench.specs import ExecutorSpec, Setting
 
 OPTIONS = {
     "partition": Setting("", str, "the partition (sbatch --partition); empty: the cluster's default"),
     "account": Setting("", str, "the account to charge (sbatch --account)"),
     "qos": Setting("", str, "quality of service (sbatch --qos)"),
     "constraint": Setting("", str, "node features required (sbatch --constraint)"),
-    "time_min": Setting(60, int, "each cell's time limit in minutes (Slurm counts whole minutes)", positive),
+    "time_limit_min": Setting(60, int, "each cell's time limit in minutes (Slurm counts whole minutes; "
+                              "time_min is accepted for it)", positive),
     "cpus_per_cell": Setting(1, int, "CPUs per cell (per task)", positive),
     "gpus_per_cell": Setting(0, int, "GPUs per cell (per node)", non_negative),
     "mem_gb": Setting(0, int, "memory per cell in GB; 0: the partition's default", non_negative),
@@ -76,7 +78,7 @@ def _sbatch_extra(text: str) -> dict:
 
 def _parameters(options) -> dict:
     """submitit's SlurmExecutor parameters for the options."""
-    params = dict(time=options["time_min"], nodes=options["nodes"], ntasks_per_node=options["tasks_per_node"],
+    params = dict(time=options["time_limit_min"], nodes=options["nodes"], ntasks_per_node=options["tasks_per_node"],
                   cpus_per_task=options["cpus_per_cell"], signal_delay_s=30)
     if options["gpus_per_cell"]:
         params["gpus_per_node"] = options["gpus_per_cell"]
@@ -93,20 +95,15 @@ def _parameters(options) -> dict:
     return params
 
 
-def cell_nodes(cell) -> int:
-    """The nodes a cell trains on (its protocol's `nodes` setting; 1 if it has none)."""
-    return int(dict(cell.settings).get("nodes", 1))
-
-
 def _for_cell(params: dict, cell) -> dict:
     """The job's parameters for one cell: a cell on several nodes gets them, one task (launcher) each."""
-    nodes = cell_nodes(cell)
+    nodes = cell.choices.world.nodes
     return params if nodes <= 1 else {**params, "nodes": nodes, "ntasks_per_node": 1}
 
 
 def _test_args(options) -> list[str]:
     """The same request as sbatch flags, for `sbatch --test-only` (validated, nothing submitted)."""
-    flags = [f"--time={options['time_min']}", f"--nodes={options['nodes']}",
+    flags = [f"--time={options['time_limit_min']}", f"--nodes={options['nodes']}",
              f"--ntasks-per-node={options['tasks_per_node']}", f"--cpus-per-task={options['cpus_per_cell']}"]
     if options["gpus_per_cell"]:
         flags.append(f"--gpus-per-node={options['gpus_per_cell']}")
@@ -190,13 +187,13 @@ class TimeLimitWatch:
         if not self.timed_out or record.ok:
             return record
         why = (f"slurm job {self.job_id} {REASONS['TIMEOUT']}: Slurm's warning before the limit stopped the "
-               "cell (raise the executor option time_min)")
+               "cell (raise the executor option time_limit_min)")
         error = record.error or ""
         return replace(record, error=why if error.startswith("UncompletedJobError") else f"{why}; the cell's "
                        f"error as it stopped: {error}")
 
 
-def work(job: CellJob) -> dict:
+def work(job: Job) -> dict:
     """What a Slurm job runs: the cell, its record appended by this worker. Returns the record."""
     attempts = int(os.environ.get("SLURM_RESTART_COUNT", "0")) + 1
     job_id = os.environ.get("SLURM_JOB_ID")
@@ -209,13 +206,13 @@ class Slurm:
         self.options = options
         self.params = _parameters(options)
 
-    def check(self, dispatch: Dispatch) -> None:
+    def check(self, context, cells) -> None:
         """sbatch --test-only with the same request: Slurm's own message when it would refuse the jobs;
         then sacct, without which job states cannot be followed."""
         if shutil.which("sbatch") is None:
             raise BenchError("executor slurm: no Slurm here (`sbatch` is not on PATH); run from a Slurm login "
                              "node, or pick another executor")
-        nodes = max((cell_nodes(c) for c in dispatch.suite.cells), default=1)
+        nodes = max((c.choices.world.nodes for c in cells), default=1)
         many = [f"--nodes={nodes}", "--ntasks-per-node=1"] if nodes > 1 else []  # sbatch: the last flag holds
         proc = _run(["sbatch", "--test-only", *_test_args(self.options), *many, "--wrap", "true"])
         if proc.returncode != 0:
@@ -290,5 +287,6 @@ class Slurm:
 def register_executors(register) -> None:
     register(ExecutorSpec(
         id="slurm", name="Slurm (submitit)", create=Slurm, options=OPTIONS, requires=("submitit",), extra="slurm",
+        option_aliases={"time_min": "time_limit_min"},
         description="one Slurm job per cell through submitit; the driver may die and re-attach",
     ))

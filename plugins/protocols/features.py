@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import Dataset
 
-from benchbench import precision as precision_policy
 from benchbench.clock import DeviceClock
+from benchbench.precision import Precision
 from benchbench_plugins.protocols.inference import at_largest_batch, eval_batch_sizes
 from benchbench_plugins.protocols.loader import Loader
 
@@ -38,15 +38,14 @@ class Features:
 
 @torch.no_grad()
 def extract(model: nn.Module, dataset: Dataset, device: torch.device, batch_size: int, *,
-            precision: str = "fp32", num_workers: int = 0) -> Features:
+            precision: Precision, num_workers: int = 0) -> Features:
     """Pre-logits features (`model.features`) of every example, in dataset order, timed.
 
     As evaluation's counts (training.evaluate): in-memory data that fits is held on the device
     (loader.Loader's `device`), and on CUDA one process takes up to inference.EVAL_BATCH_MAX images a
     batch, halving down to `batch_size` after out-of-memory; on the CPU exactly `batch_size`, as
     before. Each image's features do not depend on its batch (eval mode)."""
-    precision = precision_policy.check(device, precision)
-    model = precision_policy.for_precision(model.to(device), device, precision).eval()
+    model = precision.for_model(model.to(device)).eval()
     sizes = eval_batch_sizes(batch_size, len(dataset), device)
     with DeviceClock(device) as clock:
         (x, y), size = at_largest_batch(
@@ -54,12 +53,12 @@ def extract(model: nn.Module, dataset: Dataset, device: torch.device, batch_size
     return Features(x, y, clock.seconds, batch_size=size)
 
 
-def _features(model: nn.Module, dataset: Dataset, device: torch.device, batch_size: int, precision: str,
+def _features(model: nn.Module, dataset: Dataset, device: torch.device, batch_size: int, precision: Precision,
               num_workers: int) -> tuple[torch.Tensor, torch.Tensor]:
     xs, ys = [], []
     loader = Loader(dataset, batch_size, num_workers=num_workers, pin_memory=device.type == "cuda", device=device)
     for x, y in loader:
-        with precision_policy.autocast(device, precision):
+        with precision.autocast():
             f = model.features(x.to(device, non_blocking=True))
         xs.append(f.float().flatten(1))  # kept on the device: one copy to the host at the end, not a wait a batch
         ys.append(torch.as_tensor(y).long())

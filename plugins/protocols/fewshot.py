@@ -20,7 +20,7 @@ from benchbench_plugins.protocols.features import extract, fewshot_eval, shot_dr
 from benchbench_plugins.protocols.init_setting import init_setting, load_init
 from benchbench_plugins.protocols.loader import workers
 from benchbench_plugins.protocols.subsets import labels_of, random_subset, take
-from benchbench_plugins.protocols.training_settings import data_settings, split_sizes, subset_settings
+from benchbench_plugins.protocols.training_settings import FORWARD_ROLES, data_settings, split_sizes, subset_settings
 
 MAX_SHOTS = 10_000
 
@@ -62,7 +62,7 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
         raise BenchError(f"fewshot on {spec.id}: {exc}") from None
     used = sorted({int(i) for draw in draws for idx in draw.values() for i in idx})
     rows = {i: r for r, i in enumerate(used)}
-    kw = dict(precision=s["precision"])
+    kw = dict(precision=ctx.precision)
     train_f = extract(ctx.model, take(train, used), device, s["batch_size"],
                       num_workers=workers(s["num_workers"], train), **kw)
     test_f = extract(ctx.model, test, device, s["batch_size"], num_workers=workers(s["num_workers"], test), **kw)
@@ -114,4 +114,5 @@ def register_protocols(register) -> None:
         estimate=estimate,
         accuracies=accuracies,
         trains=False,
+        roles=FORWARD_ROLES,
     ))

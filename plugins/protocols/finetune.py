@@ -16,8 +16,9 @@ from benchbench import hookimpl
 from benchbench.errors import BenchError
 from benchbench.specs import ProtocolContext, ProtocolSpec
 from benchbench_plugins.protocols.init_setting import INIT_HELP, init_setting, load_init
-from benchbench_plugins.protocols.training import estimate, train_and_evaluate
-from benchbench_plugins.protocols.training_settings import data_settings, train_settings
+from benchbench_plugins.protocols.cell_training import train_and_evaluate
+from benchbench_plugins.protocols.training import estimate
+from benchbench_plugins.protocols.training_settings import TRAINING_ROLES, data_settings, train_settings
 
 SETTINGS = {
     "init": init_setting(" (required)"),
@@ -55,4 +56,5 @@ def register_protocols(register) -> None:
         aliases=("fine-tune",),
         description="from a checkpoint (file or run:<dataset>), new zero head, SGD momentum 0.9, top-1 on test",
         estimate=estimate,
+        roles=TRAINING_ROLES,
     ))

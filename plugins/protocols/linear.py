@@ -17,7 +17,7 @@ from benchbench_plugins.protocols.features import RidgeRegression, extract, logi
 from benchbench_plugins.protocols.init_setting import init_setting, load_init
 from benchbench_plugins.protocols.loader import workers
 from benchbench_plugins.protocols.subsets import random_subset, training_subset
-from benchbench_plugins.protocols.training_settings import data_settings, in_range, split_sizes, subset_settings
+from benchbench_plugins.protocols.training_settings import FORWARD_ROLES, data_settings, in_range, split_sizes, subset_settings
 
 SETTINGS = {
     "method": Setting("ridge", str, "ridge (closed form) | logistic (L-BFGS)", one_of("ridge", "logistic")),
@@ -37,7 +37,7 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
     train = training_subset(spec.load("train", ctx.data), per_class=s["train_per_class"], total=s["train_subset"],
                             seed=ctx.seed)
     test = random_subset(spec.load("test", ctx.data), s["test_subset"], ctx.seed + 1)
-    kw = dict(precision=s["precision"])
+    kw = dict(precision=ctx.precision)
     train_f = extract(ctx.model, train, device, s["batch_size"], num_workers=workers(s["num_workers"], train), **kw)
     test_f = extract(ctx.model, test, device, s["batch_size"], num_workers=workers(s["num_workers"], test), **kw)
     start = time.perf_counter()
@@ -81,4 +81,5 @@ def register_protocols(register) -> None:
         description="frozen pre-logits of the full training split, closed-form ridge (or L-BFGS logistic)",
         estimate=estimate,
         trains=False,
+        roles=FORWARD_ROLES,
     ))

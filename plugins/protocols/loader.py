@@ -117,7 +117,7 @@ class Loader:
     (`SeededItems`). Without it, augmentation draws from torch's global generator.
 
     With `device`, in-memory tensors that fit (`fits_on_device`) are moved there once, here, and
-    batches (and the permutation, drawn from `generator` on the host as before) are indexed there;
+    batches (and the permutation, drawn from `generator` on the host) are indexed there;
     `resident` says whether they were. File datasets keep the DataLoader and its `pin_memory`.
     """
 

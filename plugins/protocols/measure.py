@@ -13,20 +13,23 @@ from __future__ import annotations
 from benchbench import hookimpl
 from benchbench import precision as precision_policy
 from benchbench.errors import BenchError
+from benchbench.execution import SETTINGS as EXECUTION_SETTINGS
+from benchbench.meters.throughput import Inputs, measure_throughput
 from benchbench.settings import non_negative, one_of, positive
-from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
-from benchbench_plugins.protocols.training_settings import execution_settings
+from benchbench.specs import ProtocolContext, ProtocolSpec, Roles, Setting
 
 SETTINGS = {
     "epochs": Setting(1.0, float, "pre-training epochs over `images`", positive),
     "images": Setting(0, int, "images per epoch; 0 = the dataset's training split", non_negative),
     "throughput": Setting("auto", str, "measure training img/s on the run's device to project device-days: "
                           "on | off | auto (on for CUDA devices)", one_of("auto", "on", "off")),
+    # fp32, not benchbench.precision.DEFAULT: a default is part of every cell's key, and the published
+    # paper-compute runs were measured at fp32 (a suite sets "auto" or "bf16" for a GPU's speed)
     "precision": Setting("fp32", str, "precision of the throughput measurement: " + precision_policy.HELP,
-                         one_of(*precision_policy.CHOICES)),
+                         precision_policy.setting_check("train")),
     "batch_size": Setting(0, int, "batch size of the throughput measurement; 0 = largest that fits",
                           non_negative),
-    **execution_settings(),
+    **EXECUTION_SETTINGS,
 }
 
 
@@ -38,18 +41,14 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
                          "set `images` in [settings.measure]")
     metrics: dict[str, float] = {"pretrain_epochs": s["epochs"], "pretrain_images_seen": images * s["epochs"]}
     if s["throughput"] == "on" or (s["throughput"] == "auto" and ctx.device.type == "cuda"):
-        from benchbench.meters.throughput import measure_throughput
-        from benchbench_plugins.protocols.training import cell_execution
-
-        execution = cell_execution(ctx, ctx.model)  # as a training cell of this model would run
+        # at the cell's execution: as a training cell of this model would run
         result = measure_throughput(
-            ctx.model, image_size=spec.image_size, in_chans=spec.in_chans, num_classes=spec.num_classes,
-            mode="train", device=ctx.device, precision=s["precision"], batch_size=s["batch_size"] or None,
-            execution=execution)
+            ctx.model, Inputs(spec.image_size, spec.in_chans, spec.num_classes, str(ctx.device)), mode="train",
+            precision=ctx.precision, batch_size=s["batch_size"] or None, execution=ctx.execution)
         metrics.update(train_img_per_s=result.img_per_s, train_batch_size=result.batch_size,
                        train_peak_mem_mb=result.peak_mem_mb, compile_s=result.compile_s,
                        projected_device_seconds=metrics["pretrain_images_seen"] / result.img_per_s,
-                       **execution.metrics())
+                       **ctx.execution.metrics())
     return metrics
 
 
@@ -70,4 +69,5 @@ def register_protocols(register) -> None:
         estimate=estimate,
         accuracies=lambda settings: {},
         trains=False,
+        roles=Roles(precision="precision", execution=True),
     ))

@@ -8,7 +8,8 @@ intensity cut into 8 levels: the same 3 bits, and exactly the 8 colours a grey i
 512-colour target. Pixel values are mapped to [0, 1] with the training images' range (their min and
 max as the loader gives them), so the target does not depend on a dataset's normalisation.
 
-Trains with the same optimiser, schedule and step as `scratch` (training.py, benchbench.step), reports
+Trains through `scratch`'s loop (training.fit: the same optimiser, schedule and step), with the MPP
+loss in place of cross-entropy; reports
 `mpp_top1` (accuracy on the corrupted patches of the test split, corruption seeded) beside
 `mpp_majority_top1` (what always guessing the most frequent test target would score), and writes the
 encoder's weights to run_dir/checkpoints/<model>--<dataset>--seed<seed>--mpp.pt, which `finetune`,
@@ -19,7 +20,6 @@ not kept (fine-tuning starts from a fresh head, as the paper's). ViTs and hybrid
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import replace
 from typing import Any, Mapping
 
@@ -28,22 +28,21 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchbench import hookimpl
-from benchbench import precision as precision_policy
 from benchbench.checkpoints import save_checkpoint
 from benchbench.clock import DeviceClock
 from benchbench.errors import BenchError
+from benchbench.execution import SETTINGS as EXECUTION_SETTINGS
+from benchbench.precision import Precision
 from benchbench.specs import ModelSpec, PatchTokenModel, ProtocolContext, ProtocolSpec, Setting
-from benchbench.step import train_step
 from benchbench_plugins.protocols.init_setting import run_checkpoint
-from benchbench_plugins.protocols.loader import Loader, workers
+from benchbench_plugins.protocols.loader import Loader
 from benchbench_plugins.protocols.masking import UNTOUCHED, colour_classes, corrupt, corruption_plan
 from benchbench_plugins.protocols.subsets import random_subset, training_subset
-from benchbench_plugins.protocols.training import estimate, make_optimizer, make_schedule, total_steps
-from benchbench_plugins.protocols.training_settings import (data_settings, execution_settings, in_range, parallel_settings,
-                                                               train_settings)
+from benchbench_plugins.protocols.training import estimate, fit, precision_of
+from benchbench_plugins.protocols.training_settings import DATA_ROLES, data_settings, in_range, parallel_settings, train_settings
 
 SETTINGS = {  # one process, eager: no devices / nodes / sharding, no execution settings (benchbench.execution)
-    **{k: v for k, v in train_settings().items() if k not in {**parallel_settings(), **execution_settings()}},
+    **{k: v for k, v in train_settings().items() if k not in {**parallel_settings(), **EXECUTION_SETTINGS}},
     **data_settings(),
     "mask_rate": Setting(0.5, float, "fraction of each image's patch embeddings corrupted (the paper: 0.5)",
                          in_range(0.01, 1.0)),
@@ -105,58 +104,22 @@ def _refusal(model_id: str) -> str:
 
 
 def _cross_entropy(label_smoothing: float):
-    def loss(out: tuple[torch.Tensor, torch.Tensor], _labels: torch.Tensor) -> torch.Tensor:
+    """The MPP loss: cross-entropy of the corrupted patches' colour logits against their targets."""
+
+    def loss(out: tuple[torch.Tensor, torch.Tensor], _labels: torch.Tensor, _global_batch=None) -> torch.Tensor:
         logits, targets = out
         return F.cross_entropy(logits.float(), targets, label_smoothing=label_smoothing)
 
     return loss
 
 
-def pretrain(predictor: MaskedPatchPredictor, train, s: Mapping[str, Any], device: torch.device, seed: int, *,
-             show_progress: bool, desc: str) -> dict[str, float]:
-    """The MPP training loop: `fit`'s optimiser, schedule and step, with the MPP loss."""
-    from tqdm import tqdm
-
-    total = total_steps(s, len(train))
-    if total <= 0:
-        raise BenchError("nothing to train; set epochs >= 1 or steps >= 1")
-    loader = Loader(train, s["batch_size"], shuffle=True, generator=torch.Generator().manual_seed(seed),
-                    num_workers=workers(s["num_workers"], train), pin_memory=device.type == "cuda")
-    opt = make_optimizer(predictor, s)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, make_schedule(total, int(s["warmup_fraction"] * total),
-                                                                 s["schedule"]))
-    step = train_step(predictor, opt, device, s["precision"], clip_grad_norm=s["clip_grad_norm"], scheduler=sched,
-                      loss_fn=_cross_entropy(s["label_smoothing"]))
-    done, images, last_loss = 0, 0, float("nan")
-    bar = tqdm(total=total, desc=desc, unit="step", leave=False, disable=not show_progress, dynamic_ncols=True,
-               mininterval=0.2 if sys.stderr.isatty() else 15.0)
-    predictor.train()
-    with precision_policy.matmul_mode(device, s["precision"]), DeviceClock(device) as clock:
-        while done < total:
-            for x, y in loader:
-                loss = step(x.to(device, non_blocking=True), y.to(device, non_blocking=True))
-                done, images = done + 1, images + len(y)
-                if done % 20 == 0 or done == total:
-                    last_loss = loss.item()
-                    if not math.isfinite(last_loss):
-                        raise FloatingPointError(f"training loss became {last_loss} at step {done}")
-                    bar.set_postfix(loss=f"{last_loss:.3f}", refresh=False)
-                bar.update(1)
-                if done >= total:
-                    break
-    bar.close()
-    return {"train_loss": last_loss, "train_examples": len(train), "train_steps": done, "train_images_seen": images,
-            "train_epochs": images / len(train), "train_device_seconds": clock.seconds,
-            "train_img_per_s": images / clock.seconds}
-
-
 @torch.no_grad()
 def evaluate(predictor: MaskedPatchPredictor, test, device: torch.device, batch_size: int,
-             precision: str) -> dict[str, float]:
+             precision: Precision) -> dict[str, float]:
     """Accuracy on the corrupted patches of `test`, and what the most frequent target alone would score."""
     predictor.eval()
     hits, counts = 0, torch.zeros(predictor.head.out_features, dtype=torch.long)
-    with precision_policy.matmul_mode(device, precision), precision_policy.autocast(device, precision):
+    with precision.matmul_mode(), precision.autocast():
         for x, _ in Loader(test, batch_size):
             logits, targets = predictor(x.to(device))
             hits += int((logits.argmax(1) == targets).sum())
@@ -178,11 +141,11 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
     generator = torch.Generator(device=device).manual_seed(ctx.seed)
     predictor = MaskedPatchPredictor(model, channels=spec.in_chans, low=low, high=high, bits=s["target_bits"],
                                      rate=s["mask_rate"], generator=generator).to(device)
-    metrics = pretrain(predictor, train, s, device, ctx.seed, show_progress=ctx.show_progress,
-                       desc=f"mpp {ctx.model_spec.id} on {spec.id}")
+    metrics = fit(predictor, train, ctx, desc=f"mpp {ctx.model_spec.id} on {spec.id}",
+                  loss_fn=_cross_entropy(s["label_smoothing"]))
     generator.manual_seed(ctx.seed + 2)  # the test split's corruption: the same for every model
     with DeviceClock(device) as eval_clock:
-        metrics.update(evaluate(predictor, test, device, s["eval_batch_size"], s["precision"]))
+        metrics.update(evaluate(predictor, test, device, s["eval_batch_size"], precision_of(ctx)))
     metrics.update(eval_images=len(test), eval_device_seconds=eval_clock.seconds,
                    mpp_classes=predictor.head.out_features)
     if ctx.run_dir is not None:
@@ -212,4 +175,5 @@ def register_protocols(register) -> None:
         estimate=estimate,
         accuracies=accuracies,
         check_model=check_model,
+        roles=DATA_ROLES,
     ))

@@ -12,8 +12,9 @@ from benchbench.checkpoints import save_checkpoint
 from benchbench.errors import BenchError
 from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
 from benchbench_plugins.protocols.init_setting import run_checkpoint
-from benchbench_plugins.protocols.training import estimate, train_and_evaluate
-from benchbench_plugins.protocols.training_settings import data_settings, train_settings
+from benchbench_plugins.protocols.cell_training import train_and_evaluate
+from benchbench_plugins.protocols.training import estimate
+from benchbench_plugins.protocols.training_settings import TRAINING_ROLES, data_settings, train_settings
 
 SETTINGS = {
     **train_settings(),
@@ -47,4 +48,5 @@ def register_protocols(register) -> None:
         settings=SETTINGS,
         description="train from random init (AdamW, warm-up + cosine, clip 1), top-1 on the test split",
         estimate=estimate,
+        roles=TRAINING_ROLES,
     ))

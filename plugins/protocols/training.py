@@ -1,7 +1,6 @@
 """Training and evaluation as the training protocols run them: optimiser, schedule, `fit` (the loop
-around benchbench.step.train_step), `evaluate`, and `train_and_evaluate`, a cell's whole run (on
-one device here; on many through plugins/protocols/distributed.py, which runs `fit` and `evaluate`
-in every rank)."""
+around benchbench.step.train_step) and `evaluate`, for one process: the cell's, or each rank of a
+data-parallel cell (plugins/protocols/distributed.py). A cell's whole run is cell_training.py."""
 
 from __future__ import annotations
 
@@ -17,16 +16,14 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from benchbench import execution as execution_policy
-from benchbench import precision as precision_policy
 from benchbench.clock import DeviceClock, sync
-from benchbench.execution import Execution
-from benchbench.meters.params import count_params
 from benchbench.errors import BenchError
+from benchbench.execution import Execution
+from benchbench.precision import DEFAULT, Precision, resolve
 from benchbench.specs import DataOptions, DatasetSpec, ProtocolContext
-from benchbench.step import forward, train_step
+from benchbench.step import Loss, cross_entropy, forward, train_step
 from benchbench_plugins.protocols.inference import at_largest_batch, eval_batch_sizes
 from benchbench_plugins.protocols.loader import Loader, workers
-from benchbench_plugins.protocols.sharding import activation_checkpointing
 from benchbench_plugins.protocols.subsets import random_subset, training_subset
 from benchbench_plugins.protocols.training_settings import split_sizes
 
@@ -85,24 +82,33 @@ def total_steps(s: Mapping[str, Any], train_images: int) -> int:
     return s["steps"] or s["epochs"] * math.ceil(train_images / s["batch_size"])
 
 
-def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.device, seed: int, *,
-        show_progress: bool = False, desc: str = "train", rank: int = 0, world: int = 1,
-        execution: Execution | None = None) -> dict[str, Any]:
-    """Train `model` on `train` with the settings of `train_settings`; training metrics, timed.
+def precision_of(ctx: ProtocolContext) -> Precision:
+    """The cell's precision (resolved once by the runner); benchbench.precision's default where the
+    protocol declares none."""
+    return ctx.precision if ctx.precision is not None else resolve(DEFAULT, ctx.device)
 
-    `execution` (a cell's: `cell_execution`; default: the policy for the settings on this device, not
-    knowing the model's family) says whether the model is compiled, the optimiser fused, the memory
-    channels-last; the metrics record it (`exec_*`). Compiled, each step that meets a new batch shape
-    compiles (the first, and an epoch's short last batch): those steps are timed apart, synchronised,
-    as `compile_s` (compilation plus their own work), and left out of `train_device_seconds` and
-    `train_img_per_s`, which are the steady pace (unless every step compiled: then they count all).
 
-    Data-parallel (`world` > 1, `model` wrapped by DDP or FSDP, a process group up): this rank trains
-    on its part of each global batch of `batch_size` (plugins/protocols/loader.py); the steps, the
-    permutation, the augmentation's random numbers (`augment`: drawn per global batch) and the metrics
-    (global images, the loss of the global batch) are one process's."""
+def fit(model: nn.Module, train: Dataset, ctx: ProtocolContext, *, desc: str = "train", rank: int = 0,
+        loss_fn: Loss | None = None) -> dict[str, Any]:
+    """Train `model` on `train` with the cell's settings (`ctx.settings`: the optimisation settings of
+    `train_settings`), precision and execution; training metrics, timed.
+
+    `ctx.execution` (resolved once for the cell; None: eager, and no `exec_*` metrics) says whether the
+    model is compiled, the optimiser fused, the memory channels-last; the metrics record it. Compiled,
+    each step that meets a new batch shape compiles (the first, and an epoch's short last batch):
+    those steps are timed apart, synchronised, as `compile_s` (compilation plus their own work), and
+    left out of `train_device_seconds` and `train_img_per_s`, which are the steady pace (unless every
+    step compiled: then they count all). `loss_fn` replaces cross-entropy (benchbench.step).
+
+    Data-parallel (`ctx.world` of more than one process, `model` wrapped by DDP or FSDP, a process group
+    up, this process rank `rank`): this rank trains on its part of each global batch of `batch_size`
+    (plugins/protocols/loader.py); the steps, the permutation, the augmentation's random numbers
+    (`augment`: drawn per global batch) and the metrics (global images, the loss of the global batch)
+    are one process's."""
     from tqdm import tqdm
 
+    s, device, seed = ctx.settings, ctx.device, ctx.seed
+    world = ctx.world.size if ctx.world is not None else 1
     total = total_steps(s, len(train))
     if total <= 0:
         raise BenchError("nothing to train; set epochs >= 1 or steps >= 1")
@@ -114,22 +120,21 @@ def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.de
                     pin_memory=device.type == "cuda", rank=rank, world=world, augment_seed=augment_seed,
                     device=device)
     model = model.to(device)
-    if execution is None:
-        execution = execution_policy.from_settings(device, s, params=count_params(model))
+    execution = ctx.execution or execution_policy.EAGER
+    precision = precision_of(ctx)
     runner = execution_policy.apply(model, execution)
     opt = make_optimizer(model, s, execution=execution)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, make_schedule(total, int(s["warmup_fraction"] * total),
                                                                  s["schedule"]))
-    precision = s.get("precision", "fp32")
-    step = train_step(runner, opt, device, precision, clip_grad_norm=s["clip_grad_norm"],
-                      label_smoothing=s["label_smoothing"], scheduler=sched, world_size=world, execution=execution)
+    step = train_step(runner, opt, precision, execution=execution, scheduler=sched, clip_grad_norm=s["clip_grad_norm"],
+                      loss_fn=loss_fn or cross_entropy(s["label_smoothing"], world))
     done, images, last_loss = 0, 0, float("nan")
     shapes: set[tuple[int, ...]] = set()  # batch shapes the compiled model has met
     compile_s, compile_images = 0.0, 0
-    bar = tqdm(total=total, desc=desc, unit="step", leave=False, disable=not show_progress, dynamic_ncols=True,
-               mininterval=0.2 if sys.stderr.isatty() else 15.0)  # sparse lines in a log file
+    bar = tqdm(total=total, desc=desc, unit="step", leave=False, disable=not ctx.show_progress or rank != 0,
+               dynamic_ncols=True, mininterval=0.2 if sys.stderr.isatty() else 15.0)  # sparse lines in a log file
     model.train()
-    with precision_policy.matmul_mode(device, precision), DeviceClock(device) as clock:
+    with precision.matmul_mode(), DeviceClock(device) as clock:
         while done < total:
             for i, (x, y) in enumerate(loader):
                 x, y = execution_policy.to_device(x, device, execution), y.to(device, non_blocking=True)
@@ -166,8 +171,7 @@ def fit(model: nn.Module, train: Dataset, s: Mapping[str, Any], device: torch.de
         "train_epochs": images / len(train),
         "train_device_seconds": steady_s,
         "train_img_per_s": steady_images / steady_s,
-        "compile_s": compile_s,
-        **execution.metrics(),
+        **({"compile_s": compile_s, **execution.metrics()} if ctx.execution is not None else {}),
     }
 
 
@@ -187,16 +191,16 @@ class Accuracy:
 
 
 def evaluate(model: nn.Module, dataset: Dataset, device: torch.device, batch_size: int, *,
-             precision: str = "fp32", num_workers: int = 0, rank: int = 0, world: int = 1) -> Accuracy:
+             precision: Precision, num_workers: int = 0, rank: int = 0, world: int = 1) -> Accuracy:
     """Top-1/top-5 over `dataset`; data-parallel (`world` > 1), each rank evaluates its part of each
     batch (every rank the same number of forward passes, as FSDP needs) and the counts are summed.
 
     The counts stay on the device and are read once at the end (a read per batch would wait for
     the device each time); the batch size is `batch_size`, or larger on CUDA (inference.py)."""
     model.eval()
-    logits_of = forward(model, device, precision)
+    logits_of = forward(model, precision)
     sizes = eval_batch_sizes(batch_size, len(dataset), device, world)
-    with precision_policy.matmul_mode(device, precision):
+    with precision.matmul_mode():
         counts, size = at_largest_batch(
             sizes, lambda size: _count_hits(logits_of, dataset, device, size, num_workers, rank, world))
     if world > 1:
@@ -231,40 +235,15 @@ def cell_splits(spec: DatasetSpec, data: DataOptions, s: Mapping[str, Any], seed
     return train, random_subset(spec.load("test", data), s["test_subset"], seed + 1)
 
 
-def evaluate_timed(model: nn.Module, test: Dataset, s: Mapping[str, Any], device: torch.device, *,
-                   rank: int = 0, world: int = 1) -> dict[str, float]:
-    """`evaluate` on the device clock, as a cell's metrics."""
-    with DeviceClock(device) as eval_clock:
-        acc = evaluate(model, test, device, s["eval_batch_size"], precision=s["precision"],
-                       num_workers=workers(s["num_workers"], test), rank=rank, world=world)
+def evaluate_timed(model: nn.Module, test: Dataset, ctx: ProtocolContext, *, rank: int = 0) -> dict[str, float]:
+    """`evaluate` on the device clock, at the cell's precision, as a cell's metrics."""
+    s = ctx.settings
+    with DeviceClock(ctx.device) as eval_clock:
+        acc = evaluate(model, test, ctx.device, s["eval_batch_size"], precision=precision_of(ctx),
+                       num_workers=workers(s["num_workers"], test), rank=rank,
+                       world=ctx.world.size if ctx.world is not None else 1)
     return dict(top1=acc.top1, top5=acc.top5, eval_images=acc.images, eval_device_seconds=eval_clock.seconds,
                 eval_batch_size_used=acc.batch_size)
-
-
-def cell_execution(ctx: ProtocolContext, model: nn.Module) -> Execution:
-    """How a training cell runs (benchbench.execution's policy for its settings, its device and its
-    model's family), decided here once for one device and for many alike: the data-parallel run
-    decides it in the parent and hands it to every rank (distributed.Job)."""
-    return execution_policy.from_settings(ctx.device, ctx.settings, params=count_params(model),
-                                          prefers_channels_last=ctx.model_spec.prefers_channels_last)
-
-
-def train_and_evaluate(ctx: ProtocolContext, model: nn.Module, desc: str) -> dict[str, float]:
-    """A training cell's run: `fit` on the training split (its subset settings, augmented when asked),
-    then top-1/top-5 on the test split (or its subset), each timed on the device. On more than one
-    device, or sharded, the same run data-parallel (plugins/protocols/distributed.py)."""
-    s, device = ctx.settings, ctx.device
-    if s.get("devices", 1) * s.get("nodes", 1) > 1 or s.get("sharding", "ddp") != "ddp":
-        from benchbench_plugins.protocols.distributed import train_and_evaluate_parallel
-
-        return train_and_evaluate_parallel(ctx, model, desc)
-    train, test = cell_splits(ctx.dataset_spec, ctx.data, s, ctx.seed)
-    execution = cell_execution(ctx, model)
-    with activation_checkpointing(model, s.get("activation_checkpointing", False)):
-        metrics = fit(model, train, s, device, ctx.seed, show_progress=ctx.show_progress, desc=desc,
-                      execution=execution)
-    metrics.update(evaluate_timed(model, test, s, device))
-    return metrics
 
 
 def estimate(settings: Mapping[str, Any], dataset_spec: DatasetSpec) -> dict[str, float]:

@@ -1,6 +1,7 @@
 """The settings the built-in protocols share: data (resolution, workers, precision), subsets, the
 optimisation settings of `fit` and how many devices run it, each declared once with
-protocol-specific defaults."""
+protocol-specific defaults; and the roles (`specs.Roles`) that tell the core which of them carry the
+resolution, precision, world of processes and execution."""
 
 from __future__ import annotations
 
@@ -8,9 +9,17 @@ from dataclasses import replace
 from typing import Any
 
 from benchbench import precision
-from benchbench.choices import FP8_INFERENCE
+from benchbench.execution import SETTINGS as EXECUTION_SETTINGS
 from benchbench.settings import non_negative, one_of, positive, unit_interval
-from benchbench.specs import Setting
+from benchbench.specs import Roles, Setting
+from benchbench.world import SHARDINGS
+
+# Which settings carry what the core resolves once per cell: every protocol that reads images has a
+# resolution and a precision (forward passes only: no fp8); those that train, the world and execution.
+DATA_ROLES = Roles(resolution="resolution", precision="precision")
+FORWARD_ROLES = Roles(resolution="resolution", precision="precision", precision_mode="infer")
+TRAINING_ROLES = Roles(resolution="resolution", precision="precision", devices="devices", nodes="nodes",
+                       sharding="sharding", global_batch="batch_size", execution=True)
 
 
 def at_least(low: int):
@@ -56,31 +65,17 @@ def split_sizes(settings: Any, dataset_spec: Any) -> tuple[int | None, int | Non
 def data_settings(*, trains: bool = True, **defaults: Any) -> dict[str, Setting]:
     """Settings every protocol that reads images has: resolution, loader workers, precision. A protocol
     that only runs a frozen backbone forward (`trains=False`: few-shot, linear) refuses fp8, which is
-    float8 training."""
+    float8 training (benchbench.precision's rule for mode "infer")."""
+    mode = "train" if trains else "infer"
     out = {
         "resolution": Setting(0, int, "input resolution in px; 0 = the dataset's native size", non_negative),
         "num_workers": Setting(-1, int, "DataLoader worker processes; -1 = auto (0 for in-memory data "
                                "and on <= 2 CPUs, else min(4, CPUs / 2))", at_least(-1)),
-        "precision": Setting("auto", str, precision.HELP, one_of(*precision.CHOICES)) if trains else
-        Setting("auto", str, FORWARD_PRECISION_HELP, _forward_precision),
+        "precision": Setting(precision.DEFAULT, str, precision.setting_help(mode), precision.setting_check(mode)),
     }
     for key, value in defaults.items():
         out[key] = replace(out[key], default=value)
     return out
-
-
-FORWARD_PRECISION_HELP = ("auto | fp32 | tf32 | bf16 | fp16 (of the frozen backbone's forward; fp8, float8 training, "
-                          "is not offered); auto = bf16 on CUDA, else fp32; fp32 is IEEE (TF32 off), tf32 needs "
-                          "CUDA, fp16 is refused on the CPU")
-
-
-def _forward_precision(value: str) -> str | None:
-    if value == "fp8":
-        return FP8_INFERENCE
-    return one_of(*(c for c in precision.CHOICES if c != "fp8"))(value)
-
-
-SHARDING = ("ddp", "fsdp")
 
 
 def parallel_settings() -> dict[str, Setting]:
@@ -91,33 +86,11 @@ def parallel_settings() -> dict[str, Setting]:
         "nodes": Setting(1, int, "machines (> 1: under Slurm, one launcher per node); devices in all = "
                          "devices x nodes", positive),
         "sharding": Setting("ddp", str, "ddp (replicated weights, averaged gradients) | fsdp (weights, "
-                            "gradients and optimiser state sharded: torch's fully_shard)", one_of(*SHARDING)),
+                            "gradients and optimiser state sharded: torch's fully_shard)", one_of(*SHARDINGS)),
         "activation_checkpointing": Setting(False, bool, "recompute each block's activations in the backward "
                                             "pass (less memory, about a third more compute)"),
         "timeout_s": Setting(600.0, float, "a collective that waits longer (a rank hung or dead) fails the "
                              "cell", positive),
-    }
-
-
-def execution_settings() -> dict[str, Setting]:
-    """How a model runs (benchbench.execution): "auto" is the policy's choice (on CUDA: compiled, fused
-    optimiser, channels-last where the family prefers it; elsewhere eager). Not part of a cell's key:
-    they change how a cell is computed, not what."""
-    from benchbench.execution import COMPILE_MODES, SMALL_MODEL_PARAMS, setting_value
-
-    def check(key: str):
-        return lambda value: setting_value(key, value)
-
-    return {
-        "compile": Setting("auto", (bool, str), "torch.compile the model: true | false | \"auto\" (on for CUDA)",
-                           check("compile"), keyed=False),
-        "compile_mode": Setting("auto", str, "torch.compile's mode: auto (reduce-overhead, CUDA graphs, for "
-                                f"models under {SMALL_MODEL_PARAMS / 1e6:g}M parameters, else default) | "
-                                + " | ".join(COMPILE_MODES), check("compile_mode"), keyed=False),
-        "channels_last": Setting("auto", (bool, str), "channels-last memory format: true | false | \"auto\" "
-                                 "(on CUDA where the model family prefers it)", check("channels_last"), keyed=False),
-        "fused_optimizer": Setting("auto", (bool, str), "the fused optimiser kernel: true | false | \"auto\" "
-                                   "(on for CUDA)", check("fused_optimizer"), keyed=False),
     }
 
 
@@ -140,7 +113,7 @@ def train_settings(**defaults: Any) -> dict[str, Setting]:
         **subset_settings(),
         "eval_batch_size": Setting(512, int, "evaluation batch size", positive),
         **parallel_settings(),
-        **execution_settings(),
+        **EXECUTION_SETTINGS,
     }
     for key, value in defaults.items():
         out[key] = replace(out[key], default=value)

@@ -1,0 +1,40 @@
+"""What every cell of a run shares, as one frozen value that travels to any worker (this process, a
+Slurm job, a Ray task, the ranks of a cell): where records go, the suite's name and mode, the device
+as asked, the data options, the plugins to load, the driver's environment, the executor, and the
+threads asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from benchbench.plugins import Catalog, load_catalog
+from benchbench.specs import DataOptions
+
+
+@dataclass(frozen=True)
+class Plugins:
+    """The plugins a run loaded beyond the installed ones (--plugin files), and whether a plugin that
+    fails is an error: the one route by which a worker loads the driver's catalog."""
+
+    files: tuple[str, ...] = ()
+    strict: bool = False
+
+    def load(self) -> Catalog:
+        return load_catalog(self.files, strict=self.strict)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    run_dir: Path
+    suite: str
+    quick: bool = False
+    device: str = "auto"  # as asked (--device): resolved where each cell runs
+    data: DataOptions = field(default_factory=DataOptions)
+    plugins: Plugins = field(default_factory=Plugins)
+    env: Mapping[str, Any] | None = None  # the driver's environment; each record carries its part
+    executor: str = ""  # the executor's id
+    show_progress: bool = False
+    threads: int | None = None  # --threads, for every worker; None: each worker's own budget
