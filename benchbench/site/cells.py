@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-# A cell is numeric when it is a number, optionally with a spread, a dagger, a unit or a ratio's "x":
-# "88.57", "88.55 ± 0.04", "0.00699 †", "+1.20 pts", "x1.023", "60,000".
-_NUMBER = re.compile(r"^\s*x?([+-]?\d[\d,]*(?:\.\d+)?(?:[eE][+-]?\d+)?)(?:\s*(?:±.*|†|pts|%))?\s*$")
+from benchbench.tables import NUMBER  # a cell is numeric as the printed tables judge it
+
 MISSING = ("", "-", "nan", "None")
 FILTER_FROM = 5  # rows
 
@@ -44,7 +42,7 @@ def cell(value: Any) -> Cell:
     text = show(value)
     if text.strip() in MISSING:
         return Cell(text or "-", "", False)
-    m = _NUMBER.match(text)
+    m = NUMBER.match(text)
     if m:
         return Cell(text, repr(float(m.group(1).replace(",", ""))), True)
     return Cell(text, text, False)
