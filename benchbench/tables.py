@@ -276,7 +276,8 @@ def summary_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     rows = []
     for _, r in data.iterrows():
         status = "ok" if r["status"] == "ok" else f"failed: {str(r['error'])[:60]}"
-        rows.append([r["model_name"], r["dataset_name"], r["protocol"], str(r["seed"]), *(setting_text(r[c]) for c in varying),
+        rows.append([r["model_name"], r["dataset_name"], r["protocol"], str(r["seed"]),
+                     *(setting_text(r[c]) for c in varying),
                      status, _num(r["top1"] * 100, ".2f"), significant(r["params"] / 1e6),
                      _num(r["gmacs"], ".4g") + (f" {DAGGER}" if r["model"] in bad else ""),
                      _num(r["train_img_per_s"], ".0f"), _num(r["train_device_seconds"], ".1f"),

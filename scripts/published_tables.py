@@ -107,8 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         df = results.load(run_dir)
         new = render(build_table(df, layout), "markdown")
         path = table_md.relative_to(REPO).as_posix()
-        old = table_md.read_text() if not args.against else subprocess.run(
-            ["git", "-C", str(REPO), "show", f"{args.against}:{path}"], capture_output=True, text=True, check=True).stdout
+        git_show = ["git", "-C", str(REPO), "show", f"{args.against}:{path}"]
+        old = (subprocess.run(git_show, capture_output=True, text=True, check=True).stdout if args.against
+               else table_md.read_text())
         why, unexplained = explain(old, new, list(df["wall_seconds"]))
         name = f"{path} ({layout})"
         if old == new:

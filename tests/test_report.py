@@ -231,7 +231,8 @@ def test_the_pages_commands_run_from_the_folder_report_ran_in(report_runs, repor
         argv = [arg if arg != "FILE.svg" else "figure.svg" for arg in shlex.split(command)[1:]]
         assert main(argv) == 0, (command, capsys.readouterr().err)
     assert (report_runs.root.parent / "figure.svg").stat().st_size > 1000
-    page = (report_runs.root.parent / "site" / "compare-tiny-20260101-000000--vs--tiny-20260102-000000.html").read_text()
+    site = report_runs.root.parent / "site"
+    page = (site / "compare-tiny-20260101-000000--vs--tiny-20260102-000000.html").read_text()
     (command,) = [html.unescape(c) for c in re.findall(r"<code>(benchbench compare [^<]*)</code>", page)]
     assert main(shlex.split(command)[1:]) == 1, (command, capsys.readouterr().err)
 
