@@ -24,6 +24,44 @@ LISTED_KINDS = ("model", "dataset", "protocol")  # what `benchbench list` shows
 SHOWN = 12  # known values listed in full up to this many; beyond, the nearest few
 
 
+# Names that mean the same to a reader (other tools' spellings of our settings and keys). Only ever
+# suggested: accepting `learning_rate` for `lr` would give the same cell another key.
+SYNONYMS = (
+    ("lr", "learning_rate", "learningrate"),
+    ("weight_decay", "wd", "decay"),
+    ("batch_size", "bs", "batch", "batchsize", "train_batch_size"),
+    ("eval_batch_size", "eval_bs", "test_batch_size", "val_batch_size"),
+    ("epochs", "epoch", "num_epochs", "n_epochs", "max_epochs"),
+    ("steps", "step", "num_steps", "max_steps", "iterations", "iters", "train_steps"),
+    ("seeds", "seed", "num_seeds", "random_seed"),
+    ("resolution", "image_size", "img_size", "input_size", "res"),
+    ("num_workers", "workers", "n_workers", "loader_workers"),
+    ("warmup_fraction", "warmup", "warmup_ratio"),
+    ("optimizer", "optim", "opt"),
+    ("clip_grad_norm", "grad_clip", "clip_grad", "max_grad_norm", "gradient_clipping"),
+    ("label_smoothing", "smoothing"),
+    ("precision", "dtype", "amp", "mixed_precision"),
+    ("models", "model", "archs", "arch"),
+    ("datasets", "dataset", "data"),
+    ("protocols", "protocol"),
+)
+
+
+def _normal(name: str) -> str:
+    return name.lower().replace("-", "_")
+
+
+def synonym(given: str, known: Iterable[str]) -> str | None:
+    """The known value that SYNONYMS says `given` means (case and - against _ aside), else None."""
+    known_by_name = {_normal(k): k for k in known}
+    for group in SYNONYMS:
+        if _normal(given) in group:
+            found = [known_by_name[name] for name in group if name in known_by_name and name != _normal(given)]
+            if found:
+                return found[0]
+    return None
+
+
 def did_you_mean(given: str, known: Iterable[str]) -> str | None:
     """The nearest known value to `given`, or None when nothing is close."""
     nearest = nearest_matches(given, known, n=1, cutoff=0.6)
@@ -31,9 +69,13 @@ def did_you_mean(given: str, known: Iterable[str]) -> str | None:
 
 
 def nearest_matches(given: str, known: Iterable[str], n: int, cutoff: float) -> list[str]:
-    """Up to `n` known values closest to `given` (case-insensitive), nearest first."""
+    """Up to `n` known values closest to `given`, nearest first: its synonym (SYNONYMS), then the
+    closest spellings (case-insensitive)."""
+    known = list(known)
     lowered = {k.lower(): k for k in known}
-    return [lowered[h] for h in difflib.get_close_matches(given.lower(), list(lowered), n=n, cutoff=cutoff)]
+    close = [lowered[h] for h in difflib.get_close_matches(given.lower(), list(lowered), n=n, cutoff=cutoff)]
+    meant = synonym(given, known)
+    return ([meant] + [c for c in close if c != meant])[:n] if meant else close
 
 
 def unknown_message(what: str, given: str, known: Iterable[str], how_to_list: str | None = None) -> str:
@@ -49,6 +91,6 @@ def unknown_message(what: str, given: str, known: Iterable[str], how_to_list: st
     if len(known) <= SHOWN:
         return f"{msg}\n  known: {', '.join(known)}"
     close = nearest_matches(given, known, n=5, cutoff=0.3)
-    listing = f"`{how_to_list}` lists" if how_to_list else "there are"
+    listing = f"`{how_to_list}` lists all {len(known)}" if how_to_list else f"{len(known)} known in all"
     near = f"nearest: {', '.join(close)}; " if close else ""
-    return f"{msg}\n  {near}{listing} all {len(known)}"
+    return f"{msg}\n  {near}{listing}"

@@ -29,7 +29,8 @@ import pandas as pd  # noqa: E402
 from benchbench.choices import PLOT_KINDS  # noqa: E402
 from benchbench.errors import BenchError  # noqa: E402
 from benchbench.specs import ModelSpec  # noqa: E402
-from benchbench.tables import accuracy_rows, successful, train_size, varying_setting_columns  # noqa: E402
+from benchbench.tables import (accuracy_rows, pretraining_exaflops, successful, train_size,  # noqa: E402
+                               varying_setting_columns)
 
 KINDS = PLOT_KINDS
 SUFFIXES = (".png", ".svg", ".pdf")
@@ -43,15 +44,6 @@ def family_styles(models: Iterable[ModelSpec]) -> dict[str, tuple[str, str]]:
     for spec in models:
         out.setdefault(spec.family, (spec.marker, spec.color))
     return out
-
-
-def _compute(ok: pd.DataFrame) -> pd.Series:
-    """Pre-training exaFLOPs of each cell: recorded for fine-tuning / measure cells, else the
-    cell's own training compute (a from-scratch cell is its own pre-training)."""
-    out = ok["pretrain_exaflops"] if "pretrain_exaflops" in ok else pd.Series(math.nan, index=ok.index)
-    if "train_exaflops" in ok:
-        out = out.fillna(ok["train_exaflops"])
-    return out.astype(float)
 
 
 def _power_of_ten_text(v: float, _pos=None) -> str:
@@ -101,7 +93,7 @@ def _figure_legend(fig, handles: dict) -> None:
 
 def accuracy_vs_compute(df: pd.DataFrame, title: str = "", styles: Styles | None = None) -> plt.Figure:
     ok = successful(df).copy()
-    ok["_x"] = _compute(ok)
+    ok["_x"] = pretraining_exaflops(ok)
     panels = [a for a in accuracy_rows(ok) if ok.loc[(ok["dataset"] == a[1]) & (ok["protocol"] == a[2]), "_x"].notna().any()]
     if not panels:
         raise BenchError("accuracy-vs-compute: no cell has both an accuracy and a (pre-)training compute")

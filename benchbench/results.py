@@ -17,20 +17,27 @@ if TYPE_CHECKING:
     from benchbench.plugins import Catalog
 
 COLUMNS = ("suite", "run_id", "key", "model", "model_name", "model_family", "dataset", "dataset_name",
-           "protocol", "seed", "resolution", "status", "error", "flops_status", "device", "precision", "accuracies")
+           "protocol", "seed", "resolution", "status", "error", "flops_status", "device", "precision", "wall_seconds",
+           "accuracies")
 
 
 def frame(records: list[Record]) -> pd.DataFrame:
     """One row per record; metrics become columns named as recorded (units in their names), the
-    protocol's settings columns named `setting.<name>`, and `accuracies` the record's {metric: label}."""
-    rows = []
+    protocol's settings columns named `setting.<name>`, and `accuracies` the record's {metric: label}.
+    Settings columns hold the values as recorded (object dtype): an integer setting stays an integer
+    where other cells lack it, where pandas would turn 300 into 300.0 beside a NaN."""
+    rows, settings = [], {}
     for r in records:
         row = {c: getattr(r, c) for c in COLUMNS}
         row["accuracies"] = dict(r.accuracies)
         row.update({f"setting.{k}": v for k, v in r.settings.items()})
         row.update(r.metrics)
         rows.append(row)
-    return pd.DataFrame(rows, columns=None if rows else list(COLUMNS))
+        settings.update(dict.fromkeys(f"setting.{k}" for k in r.settings))
+    df = pd.DataFrame(rows, columns=None if rows else list(COLUMNS))
+    for column in settings:
+        df[column] = pd.Series([row.get(column, math.nan) for row in rows], index=df.index, dtype=object)
+    return df
 
 
 def load(run_dir: str | Path, *, all_attempts: bool = False,

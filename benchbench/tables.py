@@ -12,6 +12,15 @@ Layouts:
 - `compute`: one row per cell: params, GMACs, epochs, pre-training exaFLOPs, and where measured the
   training throughput and the projected device-days (the paper's compute columns).
 
+Printed tables read cleanly: a missing value is "-" (never "nan"), a setting as recorded (300, not
+300.0). In markdown, LaTeX and HTML, a column that is the same in every row of a table with several
+rows is left out and said once under the table ("In every row: Model ViT-Mu/7; Seed 0"), except in
+layouts with a fixed header: models, paper-transfer, paper-scaling, data-scaling and compute, whose
+columns are a paper table's, the same for every run (compute keeps its Data column when every row is
+JFT-300M). The summary is the one layout whose columns follow the cells (the settings that vary), so
+it is the one that drops them. CSV and JSON carry every column of `Table.data` whatever the layout.
+Text columns are left-aligned, numbers right-aligned.
+
 Which metrics are accuracies, and their labels, each record says (`accuracies`, from its protocol's
 spec). Accuracies are percentages, seeds aggregated as "mean ± sample std" (n > 1), like the paper's
 "88.55 ± 0.04"; a single cell that measured its own spread (`<metric>_std`, e.g. over few-shot
@@ -24,7 +33,8 @@ disagree) is refused unless forced; forced, its GMACs carry a dagger and a footn
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 from tabulate import tabulate
@@ -37,12 +47,43 @@ FORMATS, LAYOUTS = TABLE_FORMATS, TABLE_LAYOUTS
 DAGGER = "†"
 
 
+# A cell that is a number, optionally with a spread, a dagger, a unit or a ratio's "x":
+# "88.57", "88.55 ± 0.04", "0.00699 †", "+1.20 pts", "x1.023", "60,000", "8.33e-07".
+NUMBER = re.compile(r"^\s*x?([+-]?\d[\d,]*(?:\.\d+)?(?:[eE][+-]?\d+)?)(?:\s*(?:±.*|†|pts|%))?\s*$")
+MISSING = "-"
+
+
 @dataclass(frozen=True)
 class Table:
     data: pd.DataFrame  # numeric and unrounded: what csv and json carry
     headers: list[str]
     rows: list[list[str]]  # formatted; " ± " between mean and std
     notes: list[str] = field(default_factory=list)
+    fixed_header: bool = True  # False: its columns follow the cells, and one the same in every row is left out
+
+
+def numeric_column(cells: list[str]) -> bool:
+    """Whether a column's cells are numbers (missing ones aside), so that they align right."""
+    present = [c for c in cells if c.strip() not in ("", MISSING)]
+    return bool(present) and all(NUMBER.match(c) for c in present)
+
+
+def readable(table: Table) -> Table:
+    """The table as markdown, LaTeX and HTML print it: where the header is not fixed and there are
+    several rows, the columns that are the same in every row are left out and said once, in a note."""
+    if table.fixed_header or len(table.rows) < 2:
+        return table
+    same = [i for i in range(len(table.headers)) if len({row[i] for row in table.rows}) == 1]
+    keep = [i for i in range(len(table.headers)) if i not in same]
+    if not same or not keep:
+        return table
+    first = table.rows[0]
+    said = [f"{table.headers[i]} {first[i]}" for i in same if first[i] != MISSING]
+    absent = [table.headers[i] for i in same if first[i] == MISSING]
+    notes = ([f"In every row: {'; '.join(said)}."] if said else []) + (
+        [f"No value in any row: {', '.join(absent)}."] if absent else [])
+    return replace(table, headers=[table.headers[i] for i in keep], rows=[[row[i] for i in keep] for row in table.rows],
+                   notes=notes + table.notes)
 
 
 def _mean_std(values: pd.Series) -> tuple[float, float, int]:
@@ -61,7 +102,22 @@ def _first(cells: pd.DataFrame, column: str) -> float:
 
 
 def _num(x: float, spec: str) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+    return MISSING if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def setting_text(value) -> str:
+    """A setting as a table shows it: as recorded (an integer-valued float as an integer), "-" for a
+    cell whose protocol has no such setting, '""' for an empty string."""
+    if _missing(value):
+        return MISSING
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return '""' if value == "" else str(value)
+
+
+def exaflops_text(x: float) -> str:
+    """Whole exaFLOPs from 10 up, as the paper prints them; three significant digits below."""
+    return _num(x, ".0f" if x >= 10 else ".3g")
 
 
 def significant(x: float | None, digits: int = 3) -> str:
@@ -130,7 +186,8 @@ def compute_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     bad = _unverified(ok, force_flops)
     columns = ["model", "model_name", "dataset_name", "pretrain_epochs", "params", "gmacs", "pretrain_exaflops",
                "train_img_per_s", "projected_device_days", "device"]
-    data = ok.reindex(columns=columns).reset_index(drop=True)
+    data = ok.assign(pretrain_epochs=pretraining_epochs(ok), pretrain_exaflops=pretraining_exaflops(ok)).reindex(
+        columns=columns).reset_index(drop=True)
     measured = data["projected_device_days"].notna().any()
     headers = ["Model", "Data", "Epochs", "Params (M)", "GMACs", "Pre-training exaFLOPs"]
     if measured:  # where and at which precision (as it ran: `auto` resolved) the img/s were measured
@@ -139,9 +196,9 @@ def compute_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
         headers += [f"Train img/s ({where})", f"Projected device-days ({where})"]
     rows = []
     for _, r in data.iterrows():
-        row = [r["model_name"], r["dataset_name"], _num(r["pretrain_epochs"], "g"), significant(r["params"] / 1e6),
+        row = [r["model_name"], r["dataset_name"], _num(r["pretrain_epochs"], ".3g"), significant(r["params"] / 1e6),
                _num(r["gmacs"], ".4g") + (f" {DAGGER}" if r["model"] in bad else ""),
-               _num(r["pretrain_exaflops"], ".0f")]
+               exaflops_text(r["pretrain_exaflops"])]
         if measured:
             row += [_num(r["train_img_per_s"], ".0f"), _num(r["projected_device_days"], ".3g")]
         rows.append(row)
@@ -219,12 +276,13 @@ def summary_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     rows = []
     for _, r in data.iterrows():
         status = "ok" if r["status"] == "ok" else f"failed: {str(r['error'])[:60]}"
-        rows.append([r["model_name"], r["dataset_name"], r["protocol"], str(r["seed"]), *(str(r[c]) for c in varying),
+        rows.append([r["model_name"], r["dataset_name"], r["protocol"], str(r["seed"]),
+                     *(setting_text(r[c]) for c in varying),
                      status, _num(r["top1"] * 100, ".2f"), significant(r["params"] / 1e6),
                      _num(r["gmacs"], ".4g") + (f" {DAGGER}" if r["model"] in bad else ""),
                      _num(r["train_img_per_s"], ".0f"), _num(r["train_device_seconds"], ".1f"),
                      _num(r["wall_seconds"], ".1f")])
-    return Table(data, headers, rows, _notes(bad))
+    return Table(data, headers, rows, _notes(bad), fixed_header=False)
 
 
 def transfer_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
@@ -250,31 +308,41 @@ def transfer_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     return Table(pd.DataFrame(data_rows), ["", *(model_names[m] for m in models)], rows)
 
 
-def _epochs(ok: pd.DataFrame) -> pd.Series:
-    """Pre-training epochs of each cell: the recorded `pretrain_epochs`, else the epochs a training
-    cell trained for (`train_epochs`: a cell trained from scratch is its own pre-training)."""
-    out = ok["pretrain_epochs"] if "pretrain_epochs" in ok else pd.Series(math.nan, index=ok.index)
-    if "train_epochs" in ok:
-        out = out.fillna(ok["train_epochs"])
-    return out.astype(float)
+def _column(ok: pd.DataFrame, name: str) -> pd.Series:
+    return ok[name].astype(float) if name in ok else pd.Series(math.nan, index=ok.index, dtype=float)
+
+
+def pretraining_epochs(ok: pd.DataFrame) -> pd.Series:
+    """Pre-training epochs of each cell: the recorded `pretrain_epochs`; else, for a cell that records
+    no pre-training of another cell (`pretrain_images_seen`), the epochs it trained for (`train_epochs`:
+    a cell trained from scratch is its own pre-training). A cell that starts from another cell's
+    weights and records no pretrain_epochs gets NaN: its train_epochs are fine-tuning epochs."""
+    own = _column(ok, "pretrain_images_seen").isna()
+    return _column(ok, "pretrain_epochs").fillna(_column(ok, "train_epochs").where(own))
+
+
+def pretraining_exaflops(ok: pd.DataFrame) -> pd.Series:
+    """Pre-training exaFLOPs of each cell: the recorded `pretrain_exaflops` (fine-tuning and measure
+    cells), else the cell's own training compute, `train_exaflops` (benchbench.compute's formula of the
+    images it saw: a cell trained from scratch is its own pre-training)."""
+    return _column(ok, "pretrain_exaflops").fillna(_column(ok, "train_exaflops"))
 
 
 def scaling_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     ok = successful(df).copy()
     bad = _unverified(ok, force_flops)
-    ok["_epochs"] = _epochs(ok)
+    ok["_epochs"], ok["_exaflops"] = pretraining_epochs(ok), pretraining_exaflops(ok)
     accuracies = accuracy_rows(ok)
     data_rows, rows = [], []
     for (model, epochs), sel in ok.groupby(["model", "_epochs"], sort=False, dropna=False):
         r = {"model": model, "model_name": sel["model_name"].iloc[0], "epochs": epochs}
-        row = [r["model_name"], _num(epochs, "g")]
+        row = [r["model_name"], _num(epochs, ".3g")]
         for label, d, p, metric in accuracies:
             mean, std, n = _accuracy(sel[(sel["dataset"] == d) & (sel["protocol"] == p)], metric)
             r[f"{label}:top1_pct"], r[f"{label}:top1_pct_std"] = mean, std
             row.append(_acc_text(mean, std, n))
         flops = _first(sel, "pretrain_exaflops")
-        r["pretrain_exaflops"] = flops if not math.isnan(flops) else _mean_std(sel.get("train_exaflops",
-                                                                                       pd.Series(dtype=float)))[0]
+        r["pretrain_exaflops"] = flops if not math.isnan(flops) else _mean_std(sel["_exaflops"])[0]
         row.append(_num(r["pretrain_exaflops"], ".3g") + (f" {DAGGER}" if model in bad else ""))
         data_rows.append(r)
         rows.append(row)
@@ -356,6 +424,11 @@ def _latex_escape(text: str) -> str:
     return text.replace(" ± ", r" $\pm$ ").replace(DAGGER, r"$^\dagger$")
 
 
+def alignments(table: Table) -> list[str]:
+    """"left" or "right" per column: numbers right, text left."""
+    return ["right" if numeric_column([row[i] for row in table.rows]) else "left" for i in range(len(table.headers))]
+
+
 def render(table: Table, fmt: str = "markdown") -> str:
     if fmt not in FORMATS:
         raise BenchError(f"unknown table format {fmt!r}; allowed: {', '.join(FORMATS)}")
@@ -363,16 +436,17 @@ def render(table: Table, fmt: str = "markdown") -> str:
         return table.data.to_csv(index=False)
     if fmt == "json":
         return table.data.to_json(orient="records", indent=2) + "\n"
+    table = readable(table)
+    align = alignments(table)
     if fmt == "latex":
-        lines = [r"\begin{tabular}{l" + "r" * (len(table.headers) - 1) + "}", r"\toprule",
+        lines = [r"\begin{tabular}{" + "".join(a[0] for a in align) + "}", r"\toprule",
                  " & ".join(_latex_escape(h) for h in table.headers) + r" \\", r"\midrule",
                  *(" & ".join(_latex_escape(c) for c in row) + r" \\" for row in table.rows),
                  r"\bottomrule", r"\end{tabular}"]
         lines += [f"% {note}" for note in table.notes]
         return "\n".join(lines) + "\n"
     tablefmt = {"markdown": "github", "html": "html"}[fmt]
-    text = tabulate(table.rows, table.headers, tablefmt=tablefmt, disable_numparse=True,
-                    colalign=("left",) + ("right",) * (len(table.headers) - 1)) + "\n"
+    text = tabulate(table.rows, table.headers, tablefmt=tablefmt, disable_numparse=True, colalign=align) + "\n"
     if table.notes:
         sep = "<br>\n" if fmt == "html" else "\n"
         text += "\n" + sep.join(table.notes) + "\n"

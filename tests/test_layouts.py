@@ -169,3 +169,108 @@ def test_params_keep_three_significant_digits(rec):
         column = table.headers.index("Params (M)")
         assert [row[column] for row in table.rows] == ["0.00513", "86.6"], layout
     assert [significant(x) for x in (304.3, 99.96, 1843.2, 0.0)] == ["304", "100", "1,843", "0"]
+
+
+def test_summary_shows_each_cells_wall_seconds(rec):
+    """Wall (s) is the record's own `wall_seconds` (a field of the record, not a metric)."""
+    import dataclasses
+
+    df = frame(dataclasses.replace(rec("vit", "fmnist", "scratch", 0, 0.8), wall_seconds=895.3442),
+               dataclasses.replace(rec("bit", "fmnist", "scratch", 0, 0.7), wall_seconds=None))
+    table = build_table(df, "summary")
+    wall = table.headers.index("Wall (s)")
+    assert [row[wall] for row in table.rows] == ["895.3", "-"]
+    assert table.data.loc[0, "wall_seconds"] == 895.3442
+
+
+def test_compute_layout_shows_a_training_cells_epochs_and_exaflops_as_paper_scaling_does(rec):
+    """A cell trained from scratch is its own pre-training: its `train_epochs`, and exaFLOPs by the one
+    formula (3 passes x 2 FLOPs per MAC x images seen), here the published paper-experiments scratch cell's
+    (ViT-Mu/7: 3,615,104 MACs, 38,400 images, 0.64 epochs). A fine-tuning cell's pre-training is
+    another cell's: its recorded pretrain_exaflops, and no epochs of its own (its train_epochs are
+    fine-tuning epochs)."""
+    df = frame(rec("vit", "fmnist", "scratch", 0, 0.82, macs=3_615_104, gmacs=0.003615104, train_epochs=0.64,
+                   train_images_seen=38_400, train_exaflops=8.329199616e-07),
+               rec("vit", "digits", "finetune", 0, 0.67, macs=3_615_104, gmacs=0.003615104, train_epochs=7.12,
+                   train_images_seen=12_800, train_exaflops=2.8e-07, pretrain_images_seen=38_400,
+                   pretrain_exaflops=8.329199616e-07))
+    expected = 3 * 2 * 3_615_104 * 38_400 / 1e18
+    assert expected == pytest.approx(8.329199616e-07)
+    compute = build_table(df, "compute")
+    epochs, exa = compute.headers.index("Epochs"), compute.headers.index("Pre-training exaFLOPs")
+    assert [(row[epochs], row[exa]) for row in compute.rows] == [("0.64", "8.33e-07"), ("-", "8.33e-07")]
+    assert compute.data.loc[0, "pretrain_epochs"] == 0.64
+    assert compute.data.loc[0, "pretrain_exaflops"] == pytest.approx(expected)
+    scaling = build_table(df, "paper-scaling")
+    assert scaling.rows[0][1] == "0.64" and scaling.rows[0][-1] == "8.33e-07"
+
+
+def _markdown_cells(text: str) -> list[list[str]]:
+    """The cells of a markdown table as printed (padding kept), header and separator dropped."""
+    lines = [line for line in text.splitlines() if line.startswith("|")]
+    return [line.split("|")[1:-1] for line in lines[2:]]
+
+
+def test_text_columns_are_left_aligned_and_numbers_right_aligned_in_every_layout(rec):
+    df = frame(rec("vit", "fashion-mnist", "scratch", 0, 0.8, settings={"lr": 1e-3}, dataset_name="Fashion-MNIST",
+                   pretrain_epochs=7, pretrain_exaflops=56.0),
+               rec("bit-r50x1", "digits", "scratch", 0, 0.7, settings={"lr": 3e-3}, dataset_name="Digits (UCI)",
+                   pretrain_epochs=7, pretrain_exaflops=52.0))
+    for layout in ("models", "summary", "compute", "paper-transfer", "paper-scaling"):
+        table = build_table(df, layout)
+        text = render(table, "markdown")
+        header = [h.strip() for h in text.splitlines()[0].split("|")[1:-1]]
+        for row in _markdown_cells(text):
+            for name, cell in zip(header, row):
+                value = cell.strip()
+                if value in ("", "-"):
+                    continue
+                numeric = value.replace(",", "").replace(".", "").replace("e-", "").isdigit()
+                aligned = cell.startswith(f" {value} ") if not numeric else cell.endswith(f" {value} ")
+                assert aligned, (layout, name, cell)
+    latex = render(build_table(df, "compute"), "latex")
+    assert latex.startswith("\\begin{tabular}{llrrrr}")  # Model, Data: text; the rest numbers
+
+
+def test_paper_experiments_summary_reads_cleanly():
+    """The published summary (paper-experiments): no `nan`, an integer setting as an integer, and in
+    markdown, LaTeX and HTML no column that is the same in every row (those values are said once,
+    under the table); CSV and JSON keep every column."""
+    import io
+    import json as _json
+    from pathlib import Path
+
+    import pandas as pd
+
+    run = Path(__file__).resolve().parent.parent / "results" / "paper-experiments" / "20261123-135317"
+    table = build_table(results.load(run), "summary")
+    for fmt in ("markdown", "latex", "html"):
+        text = render(table, fmt)
+        assert "nan" not in text and "300.0" not in text and "300" in text, fmt
+        assert "In every row: Model ViT-Mu/7; Seed 0" in text, fmt  # one model and one seed: said once
+    markdown = render(table, "markdown")
+    header = [h.strip() for h in markdown.splitlines()[0].split("|")[1:-1]]
+    rows = [[c.strip() for c in row] for row in _markdown_cells(markdown)]
+    assert len(rows) == 12
+    assert all(len({row[i] for row in rows}) > 1 for i in range(len(header))), header
+    assert "Model" not in header and "Status" not in header and "Dataset" in header and "steps" in header
+    assert "In every row: Model ViT-Mu/7; Seed 0; Status ok; Params (M) 0.206; GMACs 0.003615." in markdown
+    csv_text = render(table, "csv")
+    csv = pd.read_csv(io.StringIO(csv_text))
+    assert {"model_name", "seed", "status", "params", "gmacs", "setting.steps"} <= set(csv.columns)
+    assert list(csv["setting.steps"].dropna()) == [300, 300, 100, 100, 100, 100, 100]
+    assert ",300," in csv_text and "300.0" not in csv_text
+    first = _json.loads(render(table, "json"))[0]
+    assert first["setting.steps"] == 300 and first["model_name"] == "ViT-Mu/7"
+
+
+def test_constant_columns_stay_where_the_header_is_fixed_or_there_is_one_row(rec):
+    """compute's header is the paper's: its one dataset stays a column; a one-row summary keeps every column."""
+    df = frame(rec("vit", "jft", "measure", 0, dataset_name="JFT-300M", pretrain_epochs=7, pretrain_exaflops=56.0,
+                   accuracies={}),
+               rec("bit", "jft", "measure", 0, dataset_name="JFT-300M", pretrain_epochs=7, pretrain_exaflops=52.0,
+                   accuracies={}))
+    text = render(build_table(df, "compute"), "markdown")
+    assert text.splitlines()[0].split("|")[2].strip() == "Data" and text.count("JFT-300M") == 2
+    one = render(build_table(frame(rec("vit", "fmnist", "scratch", 0, 0.8)), "summary"), "markdown")
+    assert one.splitlines()[0].split("|")[1].strip() == "Model" and "In every row" not in one

@@ -98,7 +98,7 @@ def test_run_page_tables_are_the_tables_and_downloads(site, report_runs):
     # every cell here trained on 600 images, so the page says why that figure is not drawn.
     assert html.count("<svg") == 1 and '<title>Accuracy against training-set size</title>' not in html
     assert "every cell trained on the same number of images (600)" in html
-    assert 'data-sort="81.0">81.00 ± 1.41<' in html  # a mean ± std sorts by its mean
+    assert 'data-sort="81.0">81.00 <span class="spread">± 1.41</span><' in html  # a mean ± std sorts by its mean
 
 
 def test_comparison_highlights_exactly_the_regressions(site, report_runs):
@@ -208,3 +208,40 @@ def test_published_site_is_what_the_command_writes_today(tmp_path, run_suite):
     assert names == sorted(str(p.relative_to(published)) for p in published.rglob("*") if p.is_file())
     stale = [n for n in names if (fresh / n).read_bytes() != (published / n).read_bytes()]
     assert stale == [], f"results/site is stale in {stale}: run `benchbench report results -o results/site`"
+
+
+def test_the_pages_commands_run_from_the_folder_report_ran_in(report_runs, report_models, tmp_path, monkeypatch,
+                                                              capsys):
+    """The re-render hint, each figure's caption and a comparison's command name the runs by paths that
+    work where `benchbench report results -o site` ran: every command they print runs there as printed
+    (compare exits 1 on a regression, 2 on an error)."""
+    import html
+    import shlex
+    from types import SimpleNamespace
+
+    from benchbench.cli import report_cmd
+
+    monkeypatch.setattr(report_cmd, "catalog", lambda args: SimpleNamespace(models=report_models))
+    monkeypatch.chdir(report_runs.root.parent)
+    assert main(["report", "results", "-o", "site"]) == 0
+    page = (report_runs.root.parent / "site" / "run-tiny-20260101-000000.html").read_text()
+    commands = [html.unescape(c) for c in re.findall(r"<code>(benchbench (?:table|plot) [^<]*)</code>", page)]
+    assert [c.split()[1] for c in commands] == ["plot", "table"]  # the figure's caption, the hint
+    for command in commands:
+        argv = [arg if arg != "FILE.svg" else "figure.svg" for arg in shlex.split(command)[1:]]
+        assert main(argv) == 0, (command, capsys.readouterr().err)
+    assert (report_runs.root.parent / "figure.svg").stat().st_size > 1000
+    site = report_runs.root.parent / "site"
+    page = (site / "compare-tiny-20260101-000000--vs--tiny-20260102-000000.html").read_text()
+    (command,) = [html.unescape(c) for c in re.findall(r"<code>(benchbench compare [^<]*)</code>", page)]
+    assert main(shlex.split(command)[1:]) == 1, (command, capsys.readouterr().err)
+
+
+def test_the_report_summary_counts_in_words(report_runs, report_models, tmp_path, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from benchbench.cli import report_cmd
+
+    monkeypatch.setattr(report_cmd, "catalog", lambda args: SimpleNamespace(models=report_models))
+    assert main(["report", str(report_runs.base), "-o", str(tmp_path / "one")]) == 0
+    assert capsys.readouterr().out.strip().endswith("index.html: 1 run, 0 comparisons (0 regressions), 4 pages")

@@ -153,3 +153,59 @@ def test_without_javascript_the_tables_read_as_tables(browsers, tiny_site):
     assert _column(driver, "table-summary", "Top-1 (%)") == ["80.00", "82.00", "85.00", "87.00", "70.00", "74.00"]
     # The figure that applies, inline (data-scaling is not drawn: every cell trained on 600 images).
     assert len(driver.find_elements(By.CSS_SELECTOR, "svg title")) == 1
+
+
+# Elements (every <details> opened) whose right edge lies beyond the window's, unless they scroll inside
+# a box that the window holds whole, across and down, so that its sideways scrollbar is in view with it.
+_BEYOND_THE_RIGHT_EDGE = """
+document.querySelectorAll("details").forEach(function (d) { d.open = true; });
+window.dispatchEvent(new Event("resize"));
+var width = document.documentElement.clientWidth, height = window.innerHeight, out = [];
+function scrollBox(el) {
+  for (var p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+    var overflow = getComputedStyle(p).overflowX;
+    if (overflow !== "visible") return overflow === "auto" || overflow === "scroll" ? p : null;
+  }
+  return null;
+}
+document.body.querySelectorAll("*").forEach(function (el) {
+  var box = el.getBoundingClientRect();
+  if (box.width === 0 || box.right <= width + 0.5) return;
+  var scroller = scrollBox(el), outer = scroller && scroller.getBoundingClientRect();
+  if (outer && outer.right <= width + 0.5 && outer.height <= height) return;
+  out.push(el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + " '" + el.textContent.trim().slice(0, 40)
+           + "' right " + Math.round(box.right) + " > " + width
+           + (outer ? " in a box " + Math.round(outer.height) + " px high" : ""));
+});
+return out;
+"""
+
+
+def test_nothing_runs_off_the_right_edge_at_1280_px(browsers, report_runs, catalog, tmp_path):
+    """In a 1280 x 720 window, on every page of a site of the published runs (paper-experiments' summary
+    and models tables are the widest) and a zoo as long as the real one with its longest ids, names and
+    plugin modules, nothing lies beyond the right edge: text wraps (identifiers after their dots and
+    underscores), and a table that still does not fit scrolls inside a box the window holds whole."""
+    import dataclasses
+
+    from benchbench.registry import Registry
+    from benchbench.site.build import build_site
+
+    models = Registry("model")
+    for model_id in ("tv/mobilenet_v3_large", "tv/convnext_base", "r8x1-small+vit-mu4", "r50x1+vit-l16",
+                     "bit-r152x4", "vit-mu4"):
+        models.add(catalog.models.get(model_id), catalog.models.plugin_of[model_id])
+    small = catalog.models.get("vit-mu4")  # rows that cost nothing to count: the zoo's length, not its models
+    for i in range(40):
+        models.add(dataclasses.replace(small, id=f"tv/mobilenet_v3_small_{i}", aliases=()),
+                   catalog.models.plugin_of["tv/mobilenet_v3_large"])
+    site = tmp_path / "wide"
+    build_site([report_runs.root, REPO / "results"], site, models=models, roots_shown=["results"])
+    driver = browsers.open(width=1280, height=720)
+    beyond = {}
+    for page in sorted(p.name for p in site.glob("*.html")):
+        driver.get((site / page).as_uri())
+        beyond[page] = driver.execute_script(_BEYOND_THE_RIGHT_EDGE)[:5]
+    wide = [f"{page}: {element}" for page, found in beyond.items() for element in found]
+    assert wide == [], "\n".join(wide)
+    assert _errors(driver) == []

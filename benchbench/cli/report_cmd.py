@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from benchbench.cli.common import catalog
+from benchbench.text import plural
 
 
 def add_parser(sub, parent) -> None:
@@ -35,6 +36,6 @@ def run(args) -> int:
         for problem in r.problems:
             print(f"warning: {problem}", file=sys.stderr)
     regressions = sum(c.regressions for c in site.comparisons)
-    print(f"{site.out}/index.html: {len(site.runs)} runs, {len(site.comparisons)} comparisons "
-          f"({regressions} regressions), {len(site.pages)} pages")
+    print(f"{site.out}/index.html: {plural(len(site.runs), 'run')}, {plural(len(site.comparisons), 'comparison')} "
+          f"({plural(regressions, 'regression')}), {plural(len(site.pages), 'page')}")
     return 0

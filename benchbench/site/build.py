@@ -1,8 +1,10 @@
 """Writing the site: Jinja2 templates (autoescaped) rendered to files, the assets and downloads beside them, the previous site replaced whole.
 
 Everything a page needs lies in the site folder (no server, no network, no CDN), every link is
-relative, and the bytes depend only on the runs and the registered models: no build time, no
-absolute paths, stable order. So a published site can be checked against a fresh build.
+relative, and the bytes depend only on the runs, the paths the command was given and the registered
+models: no build time, no absolute path but one given, stable order. A run's path is shown as the
+command named it, so that the commands a page prints run from the folder `benchbench report` ran in.
+So a published site can be checked against a fresh build.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from benchbench.errors import BenchError
-from benchbench.site.cells import html_table, show
+from benchbench.site.cells import breakable, html_table, number, show
 from benchbench.site.comparison import Comparison, default_pairs
 from benchbench.site.runs import Run, find_run_dirs, read_run
 from benchbench.store import ENV, RECORDS, SITE_MARKER
@@ -61,6 +63,7 @@ def build_site(paths: list[Path], out: Path, *, models, pairs: list[tuple[Path, 
 
     env = environment()
     env.globals.update(version=__version__, show=show)
+    env.filters.update(breakable=breakable, number=number)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "assets").mkdir(parents=True)

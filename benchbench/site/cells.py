@@ -8,9 +8,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-# A cell is numeric when it is a number, optionally with a spread, a dagger, a unit or a ratio's "x":
-# "88.57", "88.55 ± 0.04", "0.00699 †", "+1.20 pts", "x1.023", "60,000".
-_NUMBER = re.compile(r"^\s*x?([+-]?\d[\d,]*(?:\.\d+)?(?:[eE][+-]?\d+)?)(?:\s*(?:±.*|†|pts|%))?\s*$")
+from markupsafe import Markup, escape
+
+from benchbench.tables import NUMBER  # a cell is numeric as the printed tables judge it
+
 MISSING = ("", "-", "nan", "None")
 FILTER_FROM = 5  # rows
 
@@ -35,6 +36,12 @@ class HtmlTable:
     links: list[str] = field(default_factory=list)  # per row: where its first cell links, or ""
 
     @property
+    def numeric_columns(self) -> list[bool]:
+        """Per column: whether every cell with a value is a number (its missing ones align with them)."""
+        columns = list(zip(*self.rows)) or [() for _ in self.headers]
+        return [any(c.numeric for c in column) and all(c.numeric or not c.sort for c in column) for column in columns]
+
+    @property
     def filterable(self) -> bool:
         """Whether a filter box helps: not for a handful of rows."""
         return len(self.rows) > FILTER_FROM
@@ -44,7 +51,7 @@ def cell(value: Any) -> Cell:
     text = show(value)
     if text.strip() in MISSING:
         return Cell(text or "-", "", False)
-    m = _NUMBER.match(text)
+    m = NUMBER.match(text)
     if m:
         return Cell(text, repr(float(m.group(1).replace(",", ""))), True)
     return Cell(text, text, False)
@@ -72,3 +79,18 @@ def html_table(table_id: str, caption: str, headers: list[str], rows: list[list[
                links=()) -> HtmlTable:
     return HtmlTable(table_id, caption, [str(h) for h in headers], [[cell(v) for v in row] for row in rows],
                      list(notes), list(flagged), list(links))
+
+
+_BREAK_AFTER = re.compile(r"(?<=[._/:+])(?=\w)")
+
+
+def breakable(text: Any) -> Markup:
+    """`text`, escaped, that may wrap after a dot, underscore, slash, colon or plus (module paths, setting
+    names, run ids, model ids), so that a narrow column breaks an identifier where a reader would."""
+    return Markup("<wbr>").join(escape(part) for part in _BREAK_AFTER.split(str(text)))
+
+
+def number(text: str) -> Markup:
+    """A numeric cell's text, escaped, that may wrap only before its spread ("81.00" over "± 1.41")."""
+    mean, spread, std = str(text).partition(" ± ")
+    return escape(mean) + (Markup(' <span class="spread">± ') + escape(std) + Markup("</span>") if spread else "")

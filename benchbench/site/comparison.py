@@ -1,7 +1,9 @@
 """Two runs side by side, as benchbench.compare computes it, drawn whatever columns its result has.
 
 `compare()` may return a list of dataclasses (fields and properties become columns), a list of
-mappings or a pandas DataFrame; a column named `regression` flags the rows to highlight.
+mappings or a pandas DataFrame; a column named `regression` flags the rows to highlight. Where a
+`cell` column names each row ("model x dataset x protocol (settings)"), the model, dataset and
+protocol columns that repeat it are not drawn, so that the table fits across the page.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 from benchbench.errors import BenchError
 
 FLAG = "regression"
+LABEL, IN_LABEL = "cell", ("model", "dataset", "protocol")  # the columns a row's label already says
 
 
 @dataclass
@@ -61,6 +64,8 @@ def compare_runs(a, b, slug: str, threshold: float) -> Comparison:
         out.error = str(exc)
         return out
     columns, rows = as_rows(result)
+    if LABEL in columns:
+        columns = [c for c in columns if c not in IN_LABEL]
     out.columns = columns
     out.rows = [[r.get(c) for c in columns] for r in rows]
     out.flagged = [bool(r.get(FLAG)) for r in rows]

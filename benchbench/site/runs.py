@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 class Run:
     """One run directory as the site shows it."""
 
-    path: Path
+    path: Path  # as given to `benchbench report` (a root joined with what lies below it): it works from there
     label: str  # suite/run-id, or the folder's path relative to the root it was found under
     slug: str  # unique in the site; names its page and downloads
     env: dict[str, Any] = field(default_factory=dict)
@@ -30,6 +31,11 @@ class Run:
     def last(self) -> list[Record]:
         """One record per cell: the last attempt (a failure retried on resume)."""
         return list({r.key: r for r in self.records}.values())
+
+    @property
+    def shell_path(self) -> str:
+        """The run directory as a command line the user types where `report` ran names it (quoted for a shell)."""
+        return shlex.quote(self.path.as_posix())
 
     @property
     def suite(self) -> str:
