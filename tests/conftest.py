@@ -62,14 +62,15 @@ def catalog():
 
 def pytest_generate_tests(metafunc):
     """`@pytest.mark.each_model(where=lambda spec: ...)`: one test per registered model id (argument
-    `model_id`), in registration order, optionally only those `where` accepts. The catalog is loaded
-    here, once per session, and only when such a test is collected (ids must exist before -m or -k
-    can deselect one); collecting any other test never loads it."""
+    `model_id`), in registration order, optionally only those `where` accepts. A parametric family
+    (`timm/<name>`) is no one model: its members are its own test file's (tests/test_timm_zoo.py). The
+    catalog is loaded here, once per session, and only when such a test is collected (ids must exist
+    before -m or -k can deselect one); collecting any other test never loads it."""
     marker = metafunc.definition.get_closest_marker("each_model")
     if marker is None:
         return
     where = marker.kwargs.get("where") or (lambda spec: True)
-    ids = [spec.id for spec in _catalog().models if where(spec)]
+    ids = [spec.id for spec in _catalog().models if spec.bind is None and where(spec)]
     assert ids, f"{metafunc.definition.nodeid}: each_model selects no registered model"
     metafunc.parametrize("model_id", ids)
 
