@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from benchbench.plugins import ENTRY_POINTS_ENV, GROUP, Catalog
+from benchbench.registry import parametric_form
 
 CACHE_ENV = "BENCHBENCH_CACHE"
 CACHE_FILE = "listing.json"
@@ -39,13 +40,17 @@ def rows(kind: str, cat: Catalog) -> list[dict[str, Any]]:
     if kind == "models":
         from benchbench.meters.params import cached_params_at_default  # torch
 
-        params = cached_params_at_default(registry, cache_dir() / "params.json")
+        # a parametric family (timm/<name>) is no one model: it has no parameter count
+        params = cached_params_at_default([s for s in registry if parametric_form(s) is None],
+                                          cache_dir() / "params.json")
     out = []
     for spec in registry:
         row = {"id": spec.id, "name": spec.name, "plugin": registry.plugin_of[spec.id],
                "aliases": list(spec.aliases)}
+        if parametric_form(spec) is not None:
+            row["parametric"] = parametric_form(spec)  # how its ids are written
         if kind == "models":
-            row.update(family=spec.family, default_resolution=spec.default_resolution, params=params[spec.id],
+            row.update(family=spec.family, default_resolution=spec.default_resolution, params=params.get(spec.id),
                        marker=spec.marker, color=spec.color)
         elif kind == "datasets":
             row.update(num_classes=spec.num_classes, image_size=spec.image_size, in_chans=spec.in_chans,

@@ -14,14 +14,26 @@ class DuplicateIdError(BenchError):
     pass
 
 
+def _sep(spec) -> str:
+    """What joins a parametric spec's id and its argument: the spec's `bind_separator`, else ":"."""
+    return getattr(spec, "bind_separator", ":")
+
+
+def parametric_form(spec) -> str | None:
+    """How a parametric spec's ids are written, "<id><sep><arg>" (e.g. "imagefolder:<arg>"); None for
+    an ordinary spec."""
+    return f"{spec.id}{_sep(spec)}<arg>" if getattr(spec, "bind", None) is not None else None
+
+
 @dataclass
 class Registry(Generic[T]):
     """Specs of one kind (model, dataset, protocol) by id, with aliases and owning plugin.
 
     Lookups are case-insensitive and accept aliases (the paper's spelling, e.g. "ViT-B/16").
-    A spec with a `bind` callable is parametric: "<id>:<arg>" (e.g. "imagefolder:/data/pets") names
-    the spec `bind(arg)` returns; its id keeps `arg` as given (paths are case-sensitive), and it is
-    bound once and remembered, with the plugin of its parametric spec.
+    A spec with a `bind` callable is parametric: "<id><sep><arg>" names the spec `bind(arg)` returns,
+    where <sep> is the spec's `bind_separator` (":" unless it says otherwise: datasets
+    "imagefolder:/data/pets", models "timm/resnet50"); its id keeps `arg` as given (paths are
+    case-sensitive), and it is bound once and remembered, with the plugin of its parametric spec.
     """
 
     kind: str
@@ -51,25 +63,37 @@ class Registry(Generic[T]):
         """The canonical id for an id or alias; UnknownIdError with the nearest match otherwise.
 
         A parametric name is bound here (so a missing folder fails when a suite is validated) and
-        resolves to "<id>:<arg>".
+        resolves to "<id><sep><arg>".
         """
         spec_id = self._names.get(name.strip().lower())
         if spec_id is not None:
             if getattr(self.specs[spec_id], "bind", None) is not None:
-                raise BenchError(f"{self.kind} {spec_id!r} takes an argument: write {spec_id}:<arg> "
-                                 f"({self.specs[spec_id].description})")
+                raise BenchError(f"{self.kind} {spec_id!r} takes an argument: write "
+                                 f"{parametric_form(self.specs[spec_id])} ({self.specs[spec_id].description})")
             return spec_id
-        head, sep, arg = name.strip().partition(":")
-        base_id = self._names.get(head.lower()) if sep else None
-        if base_id is None or getattr(self.specs[base_id], "bind", None) is None:
+        parametric = self._parametric(name)
+        if parametric is None:
             raise UnknownIdError(self.kind, name, self.specs)
-        return self._bind(base_id, arg).id  # type: ignore[attr-defined]
+        return self._bind(*parametric).id  # type: ignore[attr-defined]
+
+    def _parametric(self, name: str) -> tuple[str, str] | None:
+        """(base id, argument) when `name` is "<id><sep><arg>" for a parametric spec (by its id or an
+        alias) whose separator is <sep>; else None."""
+        name = name.strip()
+        for base_id, spec in self.specs.items():
+            if getattr(spec, "bind", None) is None:
+                continue
+            for prefix in (f"{n}{_sep(spec)}" for n in (base_id, *getattr(spec, "aliases", ()))):
+                if name.lower().startswith(prefix.lower()):
+                    return base_id, name[len(prefix):]
+        return None
 
     def _bind(self, base_id: str, arg: str) -> T:
-        key = f"{base_id}:{arg}"
+        sep = _sep(self.specs[base_id])
+        key = f"{base_id}{sep}{arg}"
         if key not in self.bound:
             if not arg:
-                raise BenchError(f"{self.kind} {base_id!r}: empty argument; write {base_id}:<arg>")
+                raise BenchError(f"{self.kind} {base_id!r}: empty argument; write {base_id}{sep}<arg>")
             spec = self.specs[base_id].bind(arg)  # type: ignore[attr-defined]
             if spec.id != key:
                 raise BenchError(f"plugin {self.plugin_of[base_id]!r}: {base_id}.bind({arg!r}) returned id "
@@ -85,11 +109,7 @@ class Registry(Generic[T]):
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
             return False
-        if name.strip().lower() in self._names:
-            return True
-        head, sep, _ = name.strip().partition(":")
-        base_id = self._names.get(head.lower()) if sep else None
-        return base_id is not None and getattr(self.specs[base_id], "bind", None) is not None
+        return name.strip().lower() in self._names or self._parametric(name) is not None
 
     def __iter__(self) -> Iterator[T]:
         return iter(self.specs.values())

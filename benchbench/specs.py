@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # keep `import benchbench` free of torch; the run layer imports specs, not the reverse
     import numpy as np
@@ -158,6 +158,10 @@ class ModelSpec:
     prefers_channels_last: bool = False
     # The evaluation transform of the architecture's published weights (None: the dataset's own).
     preprocessing: Preprocessing | None = None
+    # A parametric family ("timm/<name>"): bind(arg) returns the ModelSpec of that argument, with id
+    # "<id>/<arg>" (models take "/", datasets ":"). None for ordinary models.
+    bind: Callable[[str], "ModelSpec"] | None = None
+    bind_separator: ClassVar[str] = "/"
 
     def build_on_meta(self, **shape: int) -> "torch.nn.Module":
         """The model on the meta device: shapes without memory or arithmetic (for counting)."""

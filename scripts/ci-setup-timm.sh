@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs timm into .venv (benchbench's `timm` extra), for benchmarks/side_by_side.py and its slow test
-# (tests/test_side_by_side.py). timm is a benchmark-only dependency: benchbench itself never imports it,
-# so README's first command does not install it. timm requires torch without pinning it; pip keeps the
-# torch that scripts/setup.sh installed.
+# Installs timm into .venv (benchbench's `timm` extra): the `timm/<name>` models
+# (benchbench_plugins.models.timm_zoo) and benchmarks/side_by_side.py. The `test` extra lists timm too,
+# so scripts/setup.sh installs it already; this script serves a .venv made without the test extra.
+# benchbench imports timm only when a `timm/` id is used. timm requires torch without pinning it; pip
+# keeps the torch that scripts/setup.sh installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[timm]"

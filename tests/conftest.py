@@ -6,6 +6,7 @@
 - `idx`, `tiny_data`, `datafiles`, `real_fashion_mnist`: tiny datasets in their real on-disk formats.
 - `formulas`: the architectures' parameter and MAC counts written out by hand, for the family tests
   and the contract over every model.
+- `head_contract`: a zoo model's `features` / `reset_head` checked on an input.
 - `make_record`: records as the runner writes them.
 - `tiny_suite`, `run_suite`: write a suite, run it through the CLI (in process or as a child process),
   read back its records.
@@ -62,14 +63,15 @@ def catalog():
 
 def pytest_generate_tests(metafunc):
     """`@pytest.mark.each_model(where=lambda spec: ...)`: one test per registered model id (argument
-    `model_id`), in registration order, optionally only those `where` accepts. The catalog is loaded
-    here, once per session, and only when such a test is collected (ids must exist before -m or -k
-    can deselect one); collecting any other test never loads it."""
+    `model_id`), in registration order, optionally only those `where` accepts. A parametric family
+    (`timm/<name>`) is no one model: its members are its own test file's (tests/test_timm_zoo.py). The
+    catalog is loaded here, once per session, and only when such a test is collected (ids must exist
+    before -m or -k can deselect one); collecting any other test never loads it."""
     marker = metafunc.definition.get_closest_marker("each_model")
     if marker is None:
         return
     where = marker.kwargs.get("where") or (lambda spec: True)
-    ids = [spec.id for spec in _catalog().models if where(spec)]
+    ids = [spec.id for spec in _catalog().models if spec.bind is None and where(spec)]
     assert ids, f"{metafunc.definition.nodeid}: each_model selects no registered model"
     metafunc.parametrize("model_id", ids)
 
@@ -355,6 +357,35 @@ def formulas() -> SimpleNamespace:
 
 
 # --- records ----------------------------------------------------------------------------------------------
+
+
+def _check_head_contract(model, x) -> "torch.Tensor":
+    """A ClassifierModel in eval mode on input `x`: `features(x)` are (N, width of the head's input) and,
+    through a Linear head, give the logits; `reset_head(7)` puts a trainable zero head in the place that
+    makes the logits (zero outputs for 7 classes) and keeps the features' shape. Returns the features."""
+    import torch
+
+    model.eval()
+    with torch.no_grad():
+        logits, feats = model(x), model.features(x)
+    head = model.head
+    assert feats.shape == (x.shape[0], head.weight.shape[1])
+    if isinstance(head, torch.nn.Linear):  # the features are the head's input
+        torch.testing.assert_close(head(feats), logits)
+    model.reset_head(7)
+    assert torch.count_nonzero(model.head.weight) == 0 and torch.count_nonzero(model.head.bias) == 0
+    assert model.head.weight.requires_grad
+    with torch.no_grad():
+        out = model(x)
+    assert out.shape == (x.shape[0], 7) and torch.count_nonzero(out) == 0
+    assert model.features(x).shape == feats.shape
+    return feats
+
+
+@pytest.fixture(scope="session")
+def head_contract():
+    """check(model, x): the features / reset_head contract of a wrapped zoo model with a `head` attribute."""
+    return _check_head_contract
 
 
 @pytest.fixture

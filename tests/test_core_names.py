@@ -15,9 +15,10 @@ from pathlib import Path
 
 CORE = Path(__file__).resolve().parent.parent / "benchbench"
 PLUGIN_PACKAGES = ("benchbench_plugins", "plugins")
-# Words that are also a built-in's name but mean something else in the core: the torchvision
-# package (a dependency whose version records carry), not the `torchvision` model family.
-NOT_PLUGIN_NAMES = {"torchvision"}
+# Words that are also a built-in's name but mean something else in the core: the torchvision and
+# timm packages (dependencies whose versions records carry, whose checkpoint layouts the core reads),
+# not the `torchvision` and `timm` model families.
+NOT_PLUGIN_NAMES = {"torchvision", "timm"}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

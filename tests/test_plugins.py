@@ -33,7 +33,7 @@ def test_builtins_load_through_the_plugin_manager():
     # The built-ins are benchbench's own entry points: pyproject.toml lists every plugin module.
     builtins = {ep.name for ep in builtin_entry_points()}
     modules = {f"benchbench_plugins.{p.parent.name}.{p.stem}" for p in PLUGIN_FILES if "@hookimpl" in p.read_text()}
-    assert builtins == modules and len(builtins) == 22
+    assert builtins == modules and len(builtins) == 23
     assert {name for name, _ in pm.list_name_plugin()} == builtins
     cat = collect(pm)
     assert "vit-b16" in cat.models and "bit-r50x1" in cat.models
@@ -72,6 +72,39 @@ def test_unknown_id_lists_known_ids_and_nearest(catalog):
     assert f"`benchbench list models` lists all {len(catalog.models.specs)}" in msg
     with pytest.raises(UnknownIdError, match="known: fewshot, finetune, .*scratch"):
         catalog.protocols.get("scrach")  # few known: every one
+
+
+def test_parametric_ids_take_their_kinds_separator():
+    """A parametric model is "<id>/<arg>", a parametric dataset "<id>:<arg>" (the spec's bind_separator);
+    the other separator is no parametric id, and a bound spec is remembered."""
+    from dataclasses import replace
+
+    from benchbench.errors import BenchError
+    from benchbench.registry import Registry, parametric_form
+    from benchbench.specs import DatasetSpec
+
+    binds = []
+    family = replace(_model("zoo", aliases=("Zoo-Alias",)),
+                     bind=lambda arg: binds.append(arg) or replace(_model(f"zoo/{arg}"), name=arg))
+    models = Registry("model")
+    models.add(family, "p")
+    models.add(_model("zoo-net"), "p")
+    assert (parametric_form(family), parametric_form(models.get("zoo-net"))) == ("zoo/<arg>", None)
+    assert models.resolve("ZOO/Net.Tag") == "zoo/Net.Tag" and models.get("zoo-alias/Net.Tag").name == "Net.Tag"
+    assert binds == ["Net.Tag"] and models.plugin_of["zoo/Net.Tag"] == "p"  # bound once, for both spellings
+    assert "zoo/x" in models and "zoo:x" not in models and "zoo-net" in models
+    with pytest.raises(UnknownIdError, match="unknown model id 'zoo:x'"):
+        models.get("zoo:x")
+    with pytest.raises(BenchError, match="model 'zoo' takes an argument: write zoo/<arg>"):
+        models.get("zoo")
+    datasets = Registry("dataset")
+    folder = DatasetSpec(id="folder", name="F", num_classes=0, image_size=8, in_chans=1, splits=("test",),
+                         load=lambda split, options: None,
+                         bind=lambda arg: DatasetSpec(id=f"folder:{arg}", name=arg, num_classes=2, image_size=8,
+                                                      in_chans=1, splits=("test",), load=lambda s, o: None))
+    datasets.add(folder, "p")
+    assert parametric_form(folder) == "folder:<arg>" and datasets.resolve("folder:/a/B") == "folder:/a/B"
+    assert "folder/a" not in datasets
 
 
 def test_duplicate_id_names_both_plugins():

@@ -57,5 +57,7 @@ def run(args) -> int:
                "protocols": ("id", "name", "plugin", "description"),
                "executors": ("id", "name", "extra", "plugin", "description"),
                "suites": ("id", "description", "path")}[args.kind]
-    print(tabulate([[r.get(c, "") for c in columns] for r in rows], headers=columns, tablefmt="simple"))
+    # a parametric spec shows how its ids are written ("timm/<arg>", "imagefolder:<arg>")
+    shown = [{**r, "id": r.get("parametric") or r["id"]} for r in rows]
+    print(tabulate([[r.get(c, "") for c in columns] for r in shown], headers=columns, tablefmt="simple"))
     return 0

@@ -1,4 +1,5 @@
-"""The model zoo page's rows: every registered model with its parameters and forward GMACs at its default resolution.
+"""The model zoo page's rows: every registered model with its parameters and forward GMACs at its default resolution
+(a parametric family, such as timm's architectures, has none: it is no one model).
 
 Both numbers are taken on the meta device (shapes, no memory, no arithmetic) and remembered in
 $BENCHBENCH_CACHE (else ~/.cache/benchbench) `params.json` and `macs.json`, as `benchbench list
@@ -10,6 +11,8 @@ second of the two counters every run cross-checks), 1000 classes, 3 channels.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from benchbench.registry import parametric_form
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,8 @@ def zoo_rows(registry) -> list[ZooRow]:
     from benchbench.meters.cache import cache_dir, cached_per_model
     from benchbench.meters.params import cached_params_at_default
 
-    specs = sorted(registry, key=lambda s: s.id)
+    # a parametric family (models written "<id>/<arg>") is no one model: no row
+    specs = sorted((s for s in registry if parametric_form(s) is None), key=lambda s: s.id)
     params = cached_params_at_default(specs, cache_dir() / "params.json")
     macs = cached_per_model(specs, cache_dir() / "macs.json", macs_at_default)
     return [ZooRow(s.id, s.name, s.family, params[s.id], None if macs[s.id] is None else macs[s.id] / 1e9,

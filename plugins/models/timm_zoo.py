@@ -1,0 +1,245 @@
+"""Every timm classification architecture as a model `timm/<name>` (e.g. `timm/resnet50`), and each
+pretrained tag's configuration as `timm/<name>.<tag>` (e.g. `timm/vit_base_patch16_224.augreg2_in21k_ft_in1k`).
+
+One parametric spec, `timm`, stands for all of them (timm has 1,300+ architectures and 1,800+ tags):
+none is built, or even named, until an id is bound, and timm is imported then, not when the plugins
+load; without timm the id fails naming the extra `benchbench[timm]`. Models are randomly initialised
+(nothing is downloaded; a checkpoint loads through `init`). A bound spec is a `TimmSpec`: the timm
+name and tag a loader needs, and for a tag what its weights expect: the default resolution
+(`input_size`), the evaluation transform (`preprocessing`, and `test_preprocessing` at timm's test
+size) and the head's class space (`pretrained_classes`). The timm model is kept whole under `model.`
+(a timm state dict loads with that prefix added); the wrapper adds `features` (the input of the
+final classifier) and `reset_head`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from benchbench import hookimpl
+from benchbench.errors import BenchError, unknown_message
+from benchbench.specs import ModelSpec, Preprocessing
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+ID = "timm"
+EXTRA = "pip install 'benchbench[timm]'"
+FAMILY_DESCRIPTION = (f"{ID}/<name> (any timm classification architecture, random init) or {ID}/<name>.<tag> "
+                      "(that pretrained tag's input size, transform and classes); needs the extra "
+                      "benchbench[timm]; the names: python -c 'import timm; print(timm.list_models())'")
+RESIZE_MODES = {"center": "shorter", "squash": "squash"}  # timm's crop_mode -> Preprocessing.resize_mode
+
+
+def _timm(model_id: str) -> "ModuleType":
+    """timm, imported on first use; BenchError naming the extra when it is not installed."""
+    try:
+        import timm
+    except ImportError as exc:
+        raise BenchError(f"model {model_id!r} needs timm, which is not installed: {EXTRA}") from exc
+    return timm
+
+
+@dataclass(frozen=True)
+class PretrainedClasses:
+    """The class space of a pretrained tag's head: `num_classes` outputs, of which the first
+    `label_offset` are no class (1: a background class at index 0, as in 1001-class TensorFlow
+    checkpoints; timm drops it when it loads such weights). `imagenet_subset` is timm's name of the
+    label set (`timm.data.infer_imagenet_subset`: "imagenet-1k", "imagenet-12k", "imagenet-21k-goog",
+    ...; None when the head is not an ImageNet one, or the tag has no head: num_classes 0)."""
+
+    num_classes: int
+    label_offset: int = 0
+    imagenet_subset: str | None = None
+
+    def wnids(self) -> tuple[str, ...] | None:
+        """The WordNet ids of the classes, in output order after the offset (timm's ImageNetInfo);
+        None when `imagenet_subset` is."""
+        if self.imagenet_subset is None:
+            return None
+        from timm.data import ImageNetInfo
+
+        return tuple(ImageNetInfo(self.imagenet_subset).label_names())
+
+
+@dataclass(frozen=True)
+class TimmSpec(ModelSpec):
+    """A bound `timm/<name>[.<tag>]`: a ModelSpec plus what timm says of it. `timm_name` and
+    `pretrained_tag` are what `timm.create_model(f"{timm_name}.{pretrained_tag}")` and a weights loader
+    need; `preprocessing` (ModelSpec's) is the tag's transform at `input_size` / `crop_pct`,
+    `test_preprocessing` the one at `test_input_size` / `test_crop_pct` (what timm's results CSVs also
+    report; None where the tag has neither); both None for an untagged architecture (trained from
+    scratch, it takes the dataset's transform)."""
+
+    timm_name: str = ""
+    pretrained_tag: str | None = None
+    test_preprocessing: Preprocessing | None = None
+    pretrained_classes: PretrainedClasses | None = None
+
+
+def preprocessing_of(cfg: Any, *, test_size: bool = False, source: str = "") -> Preprocessing:
+    """A timm pretrained config (`PretrainedCfg` or its dict) as the evaluation transform timm's
+    `resolve_data_config` + `create_transform` build from it: `test_input_size` and `test_crop_pct`
+    where `test_size` and the config has them, else `input_size` and `crop_pct`.
+    ValueError for what Preprocessing cannot express (non-square inputs, crop_mode "border")."""
+    cfg = cfg if isinstance(cfg, dict) else cfg.to_dict()
+    size = cfg.get("test_input_size") if test_size and cfg.get("test_input_size") else cfg["input_size"]
+    crop_pct = cfg.get("test_crop_pct") if test_size and cfg.get("test_crop_pct") else cfg.get("crop_pct")
+    _, height, width = size
+    if height != width:
+        raise ValueError(f"input size {height}x{width} is not square; benchbench's evaluation transform crops squares")
+    mode = cfg.get("crop_mode") or "center"
+    if mode not in RESIZE_MODES:
+        raise ValueError(f"crop_mode {mode!r} has no benchbench equivalent (allowed: {', '.join(RESIZE_MODES)})")
+    return Preprocessing.from_crop_pct(
+        width, crop_pct or 0.875,  # timm's DEFAULT_CROP_PCT when a config has none
+        resize_mode=RESIZE_MODES[mode], interpolation=cfg.get("interpolation") or "bilinear",
+        mean=tuple(cfg["mean"]), std=tuple(cfg["std"]), source=source)
+
+
+def pretrained_classes_of(cfg: Any) -> PretrainedClasses:
+    """A timm pretrained config's head: its outputs, label offset and ImageNet subset."""
+    cfg = cfg if isinstance(cfg, dict) else cfg.to_dict()
+    from timm.data import infer_imagenet_subset
+
+    num_classes = int(cfg.get("num_classes") or 0)
+    offset = int(cfg.get("label_offset") or 0)
+    subset = infer_imagenet_subset({"num_classes": num_classes - offset}) if num_classes else None
+    return PretrainedClasses(num_classes=num_classes, label_offset=offset, imagenet_subset=subset)
+
+
+def _final_layers(head: nn.Module | tuple) -> list[nn.Module]:
+    """The layers that make logits: `get_classifier()`'s result (a layer, or a tuple of them for
+    distilled models' two heads), Linear or Conv2d (1x1-conv heads)."""
+    heads = head if isinstance(head, (tuple, list)) else (head,)
+    return [m for h in heads for m in h.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+
+
+class TimmClassifier(nn.Module):
+    """A timm classifier with `features(x)` and `reset_head(num_classes)`."""
+
+    def __init__(self, model: nn.Module, timm_name: str):
+        super().__init__()
+        self.model = model
+        self.timm_name = timm_name  # timm.create_model(timm_name) builds the same architecture
+
+    @property
+    def head(self) -> nn.Module:
+        """The final classifier layer (the first head of a distilled model's two)."""
+        return _final_layers(self.model.get_classifier())[0]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """Pre-logits (B, F): timm's `forward_head(forward_features(x), pre_logits=True)`, the input of
+        the final classifier layer (after the pooling and the head's norm or MLP, where a model has
+        them); a feature map (a 1x1-conv head's input) is globally average-pooled."""
+        f = self.model.forward_head(self.model.forward_features(x), pre_logits=True)
+        return f.mean(dim=(2, 3)) if f.ndim == 4 else f.flatten(1)
+
+    def reset_head(self, num_classes: int) -> None:
+        """timm's `reset_classifier(num_classes)`, on the old head's device and dtype, weights and
+        biases zero."""
+        old = self.head.weight
+        self.model.reset_classifier(num_classes)
+        for layer in _final_layers(self.model.get_classifier()):
+            layer.to(device=old.device, dtype=old.dtype)
+            nn.init.zeros_(layer.weight)
+            if layer.bias is not None:
+                nn.init.zeros_(layer.bias)
+
+
+def create(timm_name: str, fixed_input_size: bool, *, num_classes: int = 1000, image_size: int = 224,
+           in_chans: int = 3) -> TimmClassifier:
+    """`timm.create_model(timm_name)` for `num_classes` and `in_chans`; models whose parameters depend
+    on the input size (position embeddings, attention windows: timm's `fixed_input_size`) are built
+    for `image_size`."""
+    timm = _timm(f"{ID}/{timm_name}")
+    kwargs: dict[str, Any] = {"num_classes": num_classes, "in_chans": in_chans}
+    if fixed_input_size:
+        kwargs["img_size"] = image_size
+    try:
+        model = timm.create_model(timm_name, pretrained=False, **kwargs)
+    except TypeError as exc:
+        if "img_size" not in str(exc):
+            raise
+        raise ValueError(f"{ID}/{timm_name}: its parameters depend on the input size, but its timm builder "
+                         f"takes no img_size; use its default resolution") from exc
+    return TimmClassifier(model, timm_name)
+
+
+def _unbound(**shape: int) -> nn.Module:
+    raise BenchError(f"model {ID!r} needs an architecture: write {ID}/<name> or {ID}/<name>.<tag>")
+
+
+def _check_name(timm: "ModuleType", model_id: str, name: str, tag: str | None) -> None:
+    """BenchError unless timm has architecture `name` and (where given) pretrained tag `tag` of it."""
+    if not timm.is_model(name):
+        raise BenchError(f"model {model_id!r}: " + unknown_message(
+            "timm architecture", name, timm.list_models(),
+            how_to_list="python -c 'import timm; print(timm.list_models())'"))
+    if tag is None:
+        return
+    tags = [t.partition(".")[2] for t in timm.list_pretrained(f"{name}.*")]
+    if not tags:
+        raise BenchError(f"model {model_id!r}: timm has no pretrained tag of {name}; write {ID}/{name}")
+    if tag not in tags:
+        raise BenchError(f"model {model_id!r}: " + unknown_message(
+            f"pretrained tag of {name}", tag, tags,
+            how_to_list=f"python -c \"import timm; print(timm.list_pretrained('{name}.*'))\""))
+
+
+def _pretrained_fields(cfg: Any, model_id: str) -> dict[str, Any]:
+    """A tag's evaluation transforms and classes, as TimmSpec fields; BenchError for a config that
+    Preprocessing cannot express."""
+    source = f"timm pretrained_cfg {model_id.partition('/')[2]}"
+    try:
+        return dict(
+            preprocessing=preprocessing_of(cfg, source=source),
+            test_preprocessing=preprocessing_of(cfg, test_size=True, source=f"{source}, test size")
+            if cfg.test_input_size or cfg.test_crop_pct else None,
+            pretrained_classes=pretrained_classes_of(cfg),
+        )
+    except ValueError as exc:
+        raise BenchError(f"model {model_id!r}: its pretrained config cannot be expressed: {exc}") from None
+
+
+def bind(arg: str) -> TimmSpec:
+    """The spec of `timm/<arg>`, `arg` being `<name>` or `<name>.<tag>`: checked against timm's
+    registry (a did-you-mean otherwise), nothing built."""
+    model_id = f"{ID}/{arg}"
+    timm = _timm(model_id)
+    from timm.models import get_pretrained_cfg, split_model_name_tag
+
+    name, tag = split_model_name_tag(arg)
+    if "." in arg and not tag:
+        raise BenchError(f"model {model_id!r}: empty pretrained tag; write {ID}/{name} or {ID}/{name}.<tag>")
+    tag = tag or None
+    _check_name(timm, model_id, name, tag)
+    cfg = get_pretrained_cfg(arg)  # untagged: the architecture's default tag
+    resolution = cfg.input_size[-1]
+    what = (f"timm {name} at pretrained tag {tag}'s configuration ({resolution} px); weights load through init"
+            if tag else f"timm.create_model({name!r}), randomly initialised")
+    return TimmSpec(
+        id=model_id, name=f"timm {arg}", family=ID, build=partial(create, name, bool(cfg.fixed_input_size)),
+        default_resolution=resolution,
+        # a tag's weights take RGB (grey images are replicated by the loader); an architecture trained
+        # from scratch is built for the dataset's channels
+        in_chans=3 if tag else None,
+        description=what, marker="P", color="tab:olive",
+        timm_name=name, pretrained_tag=tag, **(_pretrained_fields(cfg, model_id) if tag else {}),
+    )
+
+
+@hookimpl
+def register_models(register) -> None:
+    register(ModelSpec(
+        id=ID, name="timm: every classification architecture", family=ID, build=_unbound, default_resolution=224,
+        description=FAMILY_DESCRIPTION, marker="P", color="tab:olive", bind=bind,
+    ))
