@@ -130,17 +130,36 @@ def test_the_filter_hides_rows(browsers, tiny_site):
     assert _errors(driver) == []
 
 
-def test_pages_are_not_blank(browsers, tiny_site, tmp_path):
+def test_pages_render_their_heading_tables_and_figures(browsers, tiny_site, tmp_path):
+    """Every page as a reader sees it: its heading drawn (the pixels where the browser laid out the <h1>
+    are not all one colour), every table with rows laid out at a size, every inline figure drawn with a
+    size."""
     from PIL import Image
+    from selenium.webdriver.common.by import By
 
     driver = browsers.open(height=1400)
     for site in _sites(tiny_site):
         for page in ("index.html", "zoo.html", *(p.name for p in site.glob("run-*.html"))):
             driver.get((site / page).as_uri())
+            heading = driver.find_element(By.TAG_NAME, "h1")
+            assert heading.is_displayed() and heading.text.strip(), page
             png = driver.get_screenshot_as_png()
             (tmp_path / f"{site.name}-{page}.png").write_bytes(png)
-            colours = Image.open(io.BytesIO(png)).convert("RGB").getcolors(maxcolors=1 << 24)
-            assert len(colours) >= 32, f"{page}: {len(colours)} colours: blank?"
+            shot = Image.open(io.BytesIO(png)).convert("RGB")
+            ratio = shot.width / driver.execute_script("return window.innerWidth")
+            r = heading.rect
+            box = tuple(round(v * ratio) for v in (r["x"], r["y"], r["x"] + r["width"], r["y"] + r["height"]))
+            assert len(shot.crop(box).getcolors(maxcolors=1 << 16) or []) >= 2, f"{page}: heading not drawn"
+            tables = driver.find_elements(By.CSS_SELECTOR, "table")
+            assert tables, page
+            for table in tables:
+                rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
+                if not rows or not table.is_displayed():
+                    continue  # a table inside a closed <details>
+                assert rows[0].size["height"] > 0 and rows[0].size["width"] > 0, page
+            for svg in driver.find_elements(By.CSS_SELECTOR, "svg"):
+                if svg.is_displayed():
+                    assert svg.size["height"] > 20 and svg.size["width"] > 20, page
 
 
 def test_without_javascript_the_tables_read_as_tables(browsers, tiny_site):

@@ -265,8 +265,23 @@ def test_fp8_peaks_are_twice_bf16_on_hopper_and_ada():
         assert ratio == (pytest.approx(2, rel=0.015) if peak.name in ("NVIDIA L40S", "NVIDIA L4") else 2), peak.name
 
 
-def test_measured_matmul_flops_is_positive():
-    assert measured_matmul_flops("cpu", resolve("fp32", torch.device("cpu")), n=64, repeats=2) > 0
+def test_measured_matmul_flops_is_2n3_over_the_best_timed_product(monkeypatch):
+    """The FLOP/s of an n x n x n product: 2 n^3 over the fastest of the timed repeats, warm-up left out.
+    A fake clock makes the products take 0.9 (warm-up), then 0.5, 0.25 and 0.4 s."""
+    durations = iter([0.9, 0.5, 0.25, 0.4])
+    clock = {"now": 0.0, "pending": None}
+
+    def perf_counter():
+        if clock["pending"] is None:
+            clock["pending"] = next(durations)
+            return clock["now"]
+        clock["now"] += clock["pending"]
+        clock["pending"] = None
+        return clock["now"]
+
+    monkeypatch.setattr(peaks.time, "perf_counter", perf_counter)
+    flops = measured_matmul_flops("cpu", resolve("fp32", torch.device("cpu")), n=64, warmup=1, repeats=3)
+    assert flops == 2 * 64**3 / 0.25
 
 
 def test_the_fp8_matmul_is_the_float8_product_of_its_operands():
