@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from benchbench.choices import TABLE_LAYOUTS
-from benchbench.errors import BenchError, did_you_mean, unknown_message
+from benchbench.errors import BenchError, UnknownIdError, did_you_mean, unknown_message
 from benchbench.plugins import Catalog
 from benchbench.run.cell import Cell, check_roles, make_cell
 from benchbench.settings import check_value, resolve, shown_value
@@ -179,9 +179,30 @@ def _resolve_ids(values: Any, key: str, where: str, catalog: Catalog) -> list:
     for i, v in enumerate(values):
         try:
             ids.append(registry.resolve(v))
-        except BenchError as exc:  # an unknown id, or a parametric one whose argument is wrong
+        except UnknownIdError as exc:
+            raise SuiteError(f"{where}[{i}]: {exc}{plugin_hint(v, registry.kind, where, catalog)}") from None
+        except BenchError as exc:  # a parametric id whose argument is wrong
             raise SuiteError(f"{where}[{i}]: {exc}") from None
     return ids
+
+
+def plugin_hint(name: str, kind: str, where: str, catalog: Catalog) -> str:
+    """What to add to an unknown id's message: the --plugin file beside the suite (or in the current
+    folder) that registers `name` and is not loaded, if one names it; else how a plugin file's id is
+    used."""
+    folders = dict.fromkeys([Path(where.split(": ")[0]).parent.resolve(), Path.cwd().resolve()])
+    loaded = {str(Path(f).resolve()) for f in catalog.local_files()}
+    quoted = (f'"{name}"', f"'{name}'")
+    for folder in folders:
+        for path in sorted(folder.glob("*.py")):
+            try:
+                text = path.read_text(errors="replace") if path.stat().st_size < MAX_SUITE_BYTES else ""
+            except OSError:
+                continue
+            if str(path.resolve()) not in loaded and "hookimpl" in text and any(q in text for q in quoted):
+                shown = path.relative_to(Path.cwd().resolve()) if path.is_relative_to(Path.cwd().resolve()) else path
+                return f"\n  {shown} registers it: add --plugin {shown}"
+    return f"\n  (a {kind} that a plugin file registers needs --plugin FILE.py on the command line)"
 
 
 def _settings_tables(settings: Any, where: str, section: str, catalog: Catalog) -> dict[str, dict]:

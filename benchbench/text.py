@@ -1,8 +1,20 @@
-"""Wording shared by the messages people read: counted nouns ("1 cell", "2 cells")."""
+"""Wording shared by the messages people read: counted nouns ("1 cell", "2 cells"), and text from
+elsewhere (an engine's error, a library's message) made plain before it is recorded."""
 
 from __future__ import annotations
+
+import re
+
+# Terminal escapes (colour, cursor: CSI and OSC sequences) and the other C0/C1 control characters but
+# tab and newline: what an engine writes for a terminal, never for a record or a table.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
     """`n` and the noun in the number it agrees with: plural(1, "cell") -> "1 cell"."""
     return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
+
+
+def plain(text: str | None) -> str | None:
+    """`text` without terminal escapes and control characters (tab and newline kept)."""
+    return None if text is None else _ESCAPES.sub("", text)

@@ -311,3 +311,41 @@ def test_a_missing_run_directory_is_named_as_missing(tmp_path, capsys):
     assert f"{tmp_path / 'nowhere'}: no such file or directory" in capsys.readouterr().err
     assert main(["table", str(tmp_path)]) == 2
     assert "no records.jsonl here" in capsys.readouterr().err
+
+
+def test_run_dir_resumes_only_a_run_that_exists_and_fresh_names_a_new_one(run_suite, tiny_suite, capsys):
+    """--run-dir DIR resumes DIR; a mistyped DIR is an error naming the run it is nearest (never a new run
+    made silently); --run-dir DIR --fresh starts one there, once; nothing asks a question."""
+    run_suite.suite = str(tiny_suite)
+    named = run_suite.dir / "runs" / "tiny-a"
+    assert run_suite.run("--quick", "--run-dir", named, "--fresh") == 0
+    assert len(run_suite.records(named)) == 2
+    capsys.readouterr()
+    assert run_suite.run("--quick", "--run-dir", run_suite.dir / "runs" / "tiny-b") == 2
+    err = capsys.readouterr().err
+    assert f"--run-dir {run_suite.dir / 'runs' / 'tiny-b'}: no such run directory; did you mean {named}?" in err
+    assert "add --fresh" in err and not (run_suite.dir / "runs" / "tiny-b").exists()
+    assert run_suite.run("--quick", "--run-dir", named, "--fresh") == 2
+    assert "already holds a run; leave out --fresh to resume it" in capsys.readouterr().err
+    assert run_suite.run("--quick", "--run-dir", named) == 0  # resumes: all done
+    assert len(run_suite.records(named)) == 2
+
+
+def test_a_data_root_that_names_no_folder_is_refused(run_suite, tiny_suite, capsys):
+    run_suite.suite = str(tiny_suite)
+    run_suite.data = run_suite.dir / "no-such-data"
+    assert run_suite.run("--quick") == 2
+    err = capsys.readouterr().err
+    assert f"--data-root {run_suite.data}: no such folder" in err and not run_suite.results.exists()
+
+
+def test_an_unknown_model_that_a_plugin_file_beside_the_suite_registers_is_named(run_suite, capsys):
+    run_suite.write('[suite]\nmodels = ["vit-wide4"]\ndatasets = ["fashion-mnist"]\nprotocols = ["scratch"]\n')
+    (run_suite.dir / "my_models.py").write_text(
+        'from benchbench import hookimpl\n\n@hookimpl\ndef register_models(register):\n    pass  # "vit-wide4"\n')
+    assert run_suite.run("--dry-run") == 2
+    err = capsys.readouterr().err
+    assert f"unknown model id 'vit-wide4'" in err and f"{run_suite.dir / 'my_models.py'} registers it: add --plugin" in err
+    run_suite.write('[suite]\nmodels = ["vit-wide5"]\ndatasets = ["fashion-mnist"]\nprotocols = ["scratch"]\n')
+    assert run_suite.run("--dry-run") == 2
+    assert "needs --plugin FILE.py" in capsys.readouterr().err

@@ -293,3 +293,20 @@ def test_slurm_runs_a_cell_on_two_nodes_as_one_node_runs_it(run_suite, two_nodes
     acct = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "NNodes,NodeList,State", "-j", record.job_id],
                           capture_output=True, text=True, env=run_suite.env(two_nodes), check=True)
     assert acct.stdout.split() == ["2|n[0-1]|COMPLETED"]  # the job held both nodes
+
+
+def test_ray_with_a_relative_results_folder_records_every_cell(run_suite, cluster, tmp_path):
+    """`--results` relative to the directory the command runs in (the default, runs/, is): the driver hands
+    its workers absolute paths, so on the real Ray head (whose workers run in a directory of their own)
+    every cell lands in the run directory the driver names."""
+    run_suite.write(MEASURE)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    argv = [str(run_suite.exe), "run", run_suite.suite, "--results", "rel", "--data-root", str(run_suite.data),
+            "--device", "cpu", "--no-progress", "--executor", "ray", "--executor-option",
+            f"address={cluster.ray_address}"]
+    proc = subprocess.run(argv, cwd=cwd, env=run_suite.env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = (cwd / "rel").glob("*/*")
+    records = run_suite.records(run_dir)
+    assert len(records) == 2 and all(r.ok and r.executor == "ray" for r in records), [r.error for r in records]

@@ -224,3 +224,23 @@ def test_only_a_jobs_first_task_records_its_cell(catalog, tmp_path, monkeypatch,
     job = Job(RunContext(run_dir=run_dir, suite="m", device="cpu", executor="slurm"), cell)
     assert execute(job, catalog=catalog).ok
     assert len(read_records(run_dir, missing_ok=True).records) == recorded
+
+
+def test_a_schedulers_words_are_recorded_without_terminal_escapes(catalog, tmp_path):
+    """Engines colour their errors for a terminal (Ray wraps a task's error in escapes): a record's
+    error and traceback are plain text."""
+    from benchbench.run.context import RunContext
+    from benchbench.run.dispatch import Dispatch, default_choice
+    from benchbench.suite import load_suite
+    from benchbench.text import plain
+
+    path = tmp_path / "m.toml"
+    path.write_text(MEASURE.replace("    ", ""))
+    cell = load_suite(str(path), catalog).cells[0]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    dispatch = Dispatch(RunContext(run_dir=run_dir, suite="m"), catalog, default_choice(catalog), 1)
+    record = dispatch.fault(cell, "\x1b[31mray task 7 failed: \x1b[36mray::_work()\x1b[39m FileNotFoundError\x07",
+                            job_id="7")
+    assert record.error == "SchedulerError: ray task 7 failed: ray::_work() FileNotFoundError"
+    assert plain("a\tb\nc\x1b]8;;http://x\x07d\x1b]8;;\x07\x9b") == "a\tb\ncd"

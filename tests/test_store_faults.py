@@ -271,7 +271,7 @@ def _limit_file_size(limit: int):
 def test_a_file_size_limit_during_an_append_stops_cleanly_and_resume_completes(run_suite, gated):
     """RLIMIT_FSIZE (no privileges needed): the second record crosses the limit mid-line."""
     gated.suite(run_suite, 3, None)
-    assert run_suite.run("--run-dir", run_suite.dir / "probe") == 0
+    assert run_suite.run("--run-dir", run_suite.dir / "probe", "--fresh") == 0
     sizes = [len(line) for line in _lines(run_suite.dir / "probe")]
     limit = sizes[0] + sizes[1] // 2  # the second line would be torn half way
     proc = subprocess.run([str(run_suite.exe), *run_suite.argv("--fresh")], capture_output=True, text=True,

@@ -446,3 +446,27 @@ def test_cuda_fp8_matmul_peak_and_training_profile(main, capsys):
     row = json.loads(capsys.readouterr().out)
     assert row["precision"] == "fp8" and row["img_per_s"] > 0
     assert row["peak_tflops_table"] == (table / 1e12 if table else None)
+
+
+def test_a_long_measurement_says_how_it_goes_and_a_short_one_says_nothing(monkeypatch):
+    """Progress: silent for its first 5 s, then a line at least 10 s apart with the phase, the steps done,
+    the time a step takes and what is left (a fake clock: each step takes 2 s)."""
+    from benchbench.meters import throughput
+
+    now = {"t": 0.0}
+    monkeypatch.setattr(throughput.time, "monotonic", lambda: now["t"])
+    lines = []
+    progress = throughput.Progress(lines.append)
+
+    def step():
+        now["t"] += 2.0
+
+    timed = progress.wrap(step, "timed steps at batch 64", total=20)
+    for _ in range(12):
+        timed()
+    assert lines == ["timed steps at batch 64: 3 steps of 20, 2.0 s a step, about 34 s left",
+                     "timed steps at batch 64: 8 steps of 20, 2.0 s a step, about 24 s left"]
+    quiet = throughput.Progress(None)
+    assert quiet.wrap(step, "x") is step
+    r = measure(tiny(), 28, batch_size=4, **FAST)  # about a second: nothing said
+    assert r.steps >= 2

@@ -69,6 +69,12 @@ def load_run(run_dir: str) -> "pd.DataFrame":
     return df
 
 
+def progress_line(line: str) -> None:
+    """A long measurement's progress (benchbench.meters.throughput.Progress), on stderr: stdout keeps
+    the result (and --json its one object)."""
+    print(f"  {line}", file=sys.stderr, flush=True)
+
+
 def threads_fields(chosen) -> dict:
     """The CPU threads a measurement ran with (benchbench.threads.Threads), as a command's JSON fields."""
     return {"threads": chosen.threads, "threads_budget": chosen.budget, "threads_source": chosen.source,

@@ -16,7 +16,7 @@ import json
 from benchbench import threads
 from benchbench.choices import PRECISION_CHOICES, PRECISION_DEFAULT, PRECISION_HELP
 from benchbench.cli.common import (catalog, check_precision, execution_fields, execution_for, execution_lines,
-                                   threads_fields, threads_line)
+                                   progress_line, threads_fields, threads_line)
 from benchbench.errors import BenchError
 
 
@@ -80,12 +80,13 @@ def cost(args) -> dict:
         from benchbench.compute import achieved_flops_per_s
         from benchbench.meters.peaks import mfu, peak_flops_per_s
         from benchbench.execution import Request
-        from benchbench.meters.throughput import Inputs, measure_throughput
+        from benchbench.meters.throughput import Inputs, Timing, measure_throughput
 
         chosen = threads.apply()
         result = measure_throughput(model, Inputs(resolution, 3, num_classes, str(device)), mode="train",
                                     precision=precision, batch_size=args.batch_size,
-                                    execution=execution_for(spec, device, model, Request(eager=args.eager)))
+                                    execution=execution_for(spec, device, model, Request(eager=args.eager)),
+                                    timing=Timing(report=progress_line))
         peak = peak_flops_per_s(result.device_name, precision.name)
         out.update(device=result.device, device_name=result.device_name, precision=precision.name, mode="train",
                    batch_size=result.batch_size, train_img_per_s=result.img_per_s,

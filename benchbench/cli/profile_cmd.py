@@ -17,7 +17,7 @@ import json
 from benchbench import threads
 from benchbench.choices import PRECISION_CHOICES, PRECISION_DEFAULT, PRECISION_HELP, THROUGHPUT_MODES
 from benchbench.cli.common import (catalog, check_precision, execution_for, execution_fields, execution_lines,
-                                   threads_fields, threads_line)
+                                   progress_line, threads_fields, threads_line)
 from benchbench.errors import BenchError
 from benchbench.execution import COMPILE_MODES, SMALL_MODEL_PARAMS
 
@@ -148,7 +148,7 @@ def profile(args) -> dict:
     result = measure_throughput(
         model, Inputs(resolution, args.in_chans, args.num_classes, str(device)), mode=args.mode, precision=precision,
         batch_size=args.batch_size, max_batch_size=args.max_batch_size, execution=_execution(args, spec, device, model),
-        timing=Timing(args.warmup_steps, args.min_steps, args.min_seconds, latency=args.latency))
+        timing=Timing(args.warmup_steps, args.min_steps, args.min_seconds, latency=args.latency, report=progress_line))
     del model
     achieved = achieved_flops_per_s(result.img_per_s, macs.gflops, args.mode)
     entry = lookup(result.device_name) if device.type == "cuda" else None
@@ -277,7 +277,8 @@ def best(args) -> dict:
             execution = _execution(args, spec, device, model, **held)
             r = measure_throughput(model, inputs, mode=args.mode, precision=precision, batch_size=batch,
                                    execution=execution,
-                                   timing=Timing(args.warmup_steps, args.min_steps, args.min_seconds))
+                                   timing=Timing(args.warmup_steps, args.min_steps, args.min_seconds,
+                                                 report=progress_line))
             del model
             rows.append({"batch_size": r.batch_size, "oom_retries": r.oom_retries, **execution_fields(r),
                          "img_per_s": r.img_per_s, "step_ms": r.step_ms, "peak_mem_mb": r.peak_mem_mb})

@@ -1,8 +1,10 @@
-"""`benchbench run SUITE [--quick] [--dry-run] [--fresh | --run-dir DIR] [--device D] ...`.
+"""`benchbench run SUITE [--quick] [--dry-run] [--fresh] [--run-dir DIR] [--device D] ...`.
 
 Re-running the same command resumes the newest run of the suite (same mode, quick or full):
 cells already recorded as done are skipped, failed and missing ones run. `--fresh` starts a new
-run directory.
+run directory (named by the start time, or `--run-dir DIR`); `--run-dir DIR` alone resumes DIR, which
+must exist: a mistyped name is an error naming the runs that do, never a new run (runs go unattended
+under Slurm and CI: nothing here asks a question).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from benchbench.run.context import Plugins, RunContext
 from benchbench.settings import varying_settings
 from benchbench.specs import DataOptions
 from benchbench.store import (ENV, RECORDS, RunLock, check_directory, check_run_dir, latest_run_dir, new_run_dir,
-                              read_env, read_records, repair_torn_tail, write_json, writing)
+                              read_env, read_records, repair_torn_tail, run_dirs_under, write_json, writing)
 from benchbench.suite import REPO_SUITES, check_time_limit, load_suite
 from benchbench.text import plural
 
@@ -45,9 +47,10 @@ def add_parser(sub, parent) -> None:
     p.add_argument("--quick", action="store_true", help="the suite's [quick] mode: a smoke run")
     p.add_argument("--dry-run", action="store_true",
                    help="list the cells, which are done, and the estimated cost of the rest; run nothing")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--fresh", action="store_true", help="start a new run directory instead of resuming")
-    where.add_argument("--run-dir", metavar="DIR", help="resume (or start) exactly this run directory")
+    p.add_argument("--fresh", action="store_true",
+                   help="start a new run directory instead of resuming (named by the time, or --run-dir DIR)")
+    p.add_argument("--run-dir", metavar="DIR",
+                   help="resume exactly this run directory (it must exist); with --fresh, start a new run there")
     p.add_argument("--results", default=DEFAULT_RESULTS, metavar="ROOT",
                    help=f"where runs are written: ROOT/<suite>/<run-id>/ (default: {DEFAULT_RESULTS})")
     p.add_argument("--device", default="auto", metavar="D", help="auto | cpu | cuda | cuda:N (default: auto)")
@@ -111,6 +114,36 @@ def _driver_device(name: str, in_process: bool) -> "torch.device":
         return torch.device("cpu")
 
 
+def _check_data_root(args) -> None:
+    """A data root that names no folder is refused (else Debian's copy or the cache would be used
+    without a word)."""
+    if args.data_root and not Path(args.data_root).is_dir():
+        source = ("--data-root" if args.data_root != os.environ.get(DATA_ENV)
+                  else f"--data-root (from ${DATA_ENV})")
+        what = "not a folder" if Path(args.data_root).exists() else "no such folder"
+        raise BenchError(f"{source} {args.data_root}: {what}; name the folder that holds the datasets "
+                         "(e.g. DIR/fashion-mnist/), or leave it out to use the installed copies")
+
+
+def _check_named_run(run_dir: Path, fresh: bool, root: Path, suite: str) -> None:
+    """--run-dir DIR resumes DIR, which must exist (a typo is an error naming the nearest runs);
+    --run-dir DIR --fresh starts a new run in DIR, which must not hold one."""
+    import difflib
+
+    holds_a_run = (run_dir / RECORDS).exists() or (run_dir / ENV).exists()
+    if fresh:
+        if holds_a_run:
+            raise BenchError(f"--run-dir {run_dir} --fresh: {run_dir} already holds a run; leave out --fresh to resume "
+                             "it, or name a new folder")
+        return
+    if run_dir.is_dir():
+        return
+    runs = [str(p) for p in (*run_dirs_under(run_dir.parent), *run_dirs_under(root / suite))]
+    near = difflib.get_close_matches(str(run_dir), list(dict.fromkeys(runs)), n=3, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(near)}?" if near else ""
+    raise BenchError(f"--run-dir {run_dir}: no such run directory{hint} (to start a new run there, add --fresh)")
+
+
 def _check_cells(suite, cells, device: "torch.device", *, here: bool) -> None:
     """Refused before any cell runs, naming the first such cell: a global batch that a cell's ranks
     cannot split, wherever the cells run; and, for cells run `here` (in this process), more devices
@@ -144,12 +177,16 @@ def run(args) -> int:
     device = _driver_device(args.device, choice.spec.in_process)
     root = Path(args.results)
     check_directory(root, "--results")
-    if args.run_dir:
-        run_dir = Path(args.run_dir)
+    _check_data_root(args)
+    named = Path(args.run_dir) if args.run_dir else None
+    if named is not None:
+        check_run_dir(named)  # a records file that cannot take a record is refused before any cell runs
+        _check_named_run(named, args.fresh, root, suite.name)
+        run_dir = named
     else:
         run_dir = None if args.fresh else latest_run_dir(root, suite.name, suite.quick)
-    if run_dir is not None:
-        check_run_dir(run_dir)  # a records file that cannot take a record is refused before any cell runs
+        if run_dir is not None:
+            check_run_dir(run_dir)
     earlier = read_records(run_dir, missing_ok=True).records if run_dir else []
     threads.apply()  # the run's device name says the threads its cells start with
     history = throughput_history([root, PUBLISHED], device_name(device), cat)
@@ -221,7 +258,10 @@ def _run(args, session: Session, context: RunContext, resuming: bool, plans) -> 
             _echo(f"{suite.name}: {'resuming ' if resuming else ''}{run_dir} on {env['device_name']}{on}\n"
                   f"{summary(totals(plans))}")
             todo = [c for c in suite.cells if states.get(c.key) != "done"]
-            records = run_cells(session.executor, replace(context, env=env), suite, cat, session.choice, todo, _echo)
+            # Workers run elsewhere (another directory, node or process): every path they get is absolute.
+            shipped = replace(context, env=env, run_dir=run_dir.resolve(), data=replace(
+                context.data, root=context.data.root.resolve() if context.data.root else None))
+            records = run_cells(session.executor, shipped, suite, cat, session.choice, todo, _echo)
             if created:  # how busy the machine was while the cells ran: start and end
                 write_json(run_dir / ENV, {**env, "load_average_end": threads.load_average()})
     except KeyboardInterrupt:

@@ -61,13 +61,47 @@ class Inputs:
 @dataclass(frozen=True)
 class Timing:
     """Untimed warm-up steps, then at least `min_steps` timed steps and `min_seconds`; with `latency`,
-    also `latency_repeats` batch-1 forward passes timed one by one."""
+    also `latency_repeats` batch-1 forward passes timed one by one. `report(line)`, if given, hears how
+    a measurement that takes long goes (`Progress`)."""
 
     warmup_steps: int = 10
     min_steps: int = 20
     min_seconds: float = 2.0
     latency: bool = False
     latency_repeats: int = 100
+    report: Callable[[str], None] | None = None
+
+
+class Progress:
+    """Lines for `Timing.report` while a measurement runs long: silent for its first FIRST_S seconds
+    (a quick one says nothing), then one line at least EVERY_S apart, saying the phase (the batch
+    search, the warm-up, the timed steps), the steps done, the time a step takes and what is left."""
+
+    FIRST_S, EVERY_S = 5.0, 10.0
+
+    def __init__(self, report: Callable[[str], None] | None):
+        self.report, self.start, self.next_at = report, time.monotonic(), self.FIRST_S
+
+    def wrap(self, step: Callable, phase: str, total: int | None = None) -> Callable:
+        """`step`, telling the report how the phase goes (`total`: its steps, where known)."""
+        if self.report is None:
+            return step
+        done, began = 0, time.monotonic()
+
+        def counted(*args):
+            nonlocal done
+            out = step(*args)
+            done += 1
+            now = time.monotonic()
+            if now - self.start >= self.next_at:
+                per = (now - began) / done
+                left = f", about {per * (total - done):.0f} s left" if total is not None and total > done else ""
+                self.report(f"{phase}: {done} step{'s' if done != 1 else ''}"
+                            + (f" of {total}" if total is not None else "") + f", {per:.1f} s a step{left}")
+                self.next_at = now - self.start + self.EVERY_S
+            return out
+
+        return counted
 
 
 @dataclass(frozen=True)
@@ -218,8 +252,9 @@ def measure_throughput(model: nn.Module, inputs: Inputs, *, mode: str = "infer",
     # the step itself, gradient clipping included, is the training protocols' (benchbench.step).
     optimizer = (torch.optim.AdamW(model.parameters(), lr=1e-5, **optimizer_options(execution))
                  if mode == "train" else None)
-    eager = make_step(model, mode, precision, optimizer)
-    measured = make_step(runner, mode, precision, optimizer, execution)
+    progress = Progress(timing.report)
+    eager = progress.wrap(make_step(model, mode, precision, optimizer), "batch-size search")
+    step = make_step(runner, mode, precision, optimizer, execution)
     warmup_s = 0.0
 
     def batch_of(batch: int):
@@ -251,10 +286,12 @@ def measure_throughput(model: nn.Module, inputs: Inputs, *, mode: str = "infer",
                 torch.cuda.reset_peak_memory_stats(device)
             sync(device)
             start = time.perf_counter()
+            warm = progress.wrap(step, f"warm-up at batch {batch}", timing.warmup_steps)
             for _ in range(timing.warmup_steps):  # first-call costs: allocator, autotuning, compilation
-                measured(x, y)
+                warm(x, y)
             sync(device)
             warmup_s = time.perf_counter() - start
+            measured = progress.wrap(step, f"timed steps at batch {batch}", timing.min_steps)
             return time_steps(lambda: measured(x, y), device, min_steps=timing.min_steps,
                               min_seconds=timing.min_seconds)
         except Exception as exc:  # noqa: BLE001

@@ -32,6 +32,7 @@ from benchbench.run.context import RunContext
 from benchbench.settings import resolve
 from benchbench.sharedstore import append_once
 from benchbench.specs import ProtocolContext, input_shape
+from benchbench.text import plain
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,9 @@ def cell_record(job: Job, catalog: Catalog, **fields: Any) -> Record:
     model, dataset, protocol = (catalog.models.get(cell.model), catalog.datasets.get(cell.dataset),
                                 catalog.protocols.get(cell.protocol))
     settings = dict(cell.settings)
+    for name in ("error", "traceback"):  # an engine's or a library's words, written for a terminal
+        if name in fields:
+            fields[name] = plain(fields[name])
     return Record(
         key=cell.key, model=model.id, dataset=dataset.id, protocol=protocol.id, seed=cell.seed, settings=settings,
         accuracies=dict(protocol.accuracies(settings)), model_name=model.name, model_family=model.family,
