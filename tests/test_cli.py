@@ -160,7 +160,8 @@ def test_missing_data_fails_the_cell_with_how_to(run_suite, tmp_path, tiny_suite
     from benchbench_plugins.datasets import fashion_mnist
 
     monkeypatch.setattr(fashion_mnist, "DEBIAN_DIR", tmp_path / "not-installed")
-    run_suite.data = tmp_path / "no"
+    run_suite.data = tmp_path / "empty"  # a folder without the dataset
+    run_suite.data.mkdir()
     assert run_suite.run("--quick", suite=tiny_suite) == 1
     (run_dir,) = (run_suite.results / "tiny").iterdir()
     for record in run_suite.frame(run_dir).to_dict("records"):
