@@ -81,6 +81,24 @@ class NpzLayout:
     convert: Callable[[Mapping[str, "np.ndarray"], "torch.nn.Module"], dict[str, "torch.Tensor"]]
 
 
+@dataclass(frozen=True)
+class StateDictLayout:
+    """A family's state-dict layout from another library (timm, torchvision, Hugging Face transformers).
+
+    `detect(state_dict)` says from the names (and shapes) alone whether a state dict is in this layout;
+    `convert(state_dict, model, config)` returns it as a state dict for `model`, where `config` is the
+    checkpoint's own configuration where it has one (timm's or transformers' config.json; {} otherwise).
+    Names it does not know are kept as they are (the loader reports them as unexpected); ValueError for
+    a checkpoint it refuses, naming what the family lacks (a feature, an architecture).
+    `preprocessing(config, sha256)`, where given, returns the checkpoint's evaluation transform when the
+    layout knows it from elsewhere than the config (e.g. torchvision's weights, told by their hash)."""
+
+    name: str  # e.g. "timm vit"
+    detect: Callable[[Mapping[str, "torch.Tensor"]], bool]
+    convert: Callable[[Mapping[str, "torch.Tensor"], "torch.nn.Module", Mapping[str, Any]], dict[str, "torch.Tensor"]]
+    preprocessing: Callable[[Mapping[str, Any], str], "Preprocessing | None"] | None = None
+
+
 INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "lanczos")
 RESIZE_MODES = ("shorter", "squash")
 
@@ -150,6 +168,8 @@ class ModelSpec:
     in_chans: int | None = None
     # The paper's .npz checkpoints of this family, where they exist.
     npz_layout: NpzLayout | None = None
+    # State-dict layouts of other libraries that this family loads (safetensors, .pt/.pth files).
+    state_dict_layouts: tuple[StateDictLayout, ...] = ()
     # How plots draw the family: a matplotlib marker and colour.
     marker: str = "X"
     color: str = "tab:gray"

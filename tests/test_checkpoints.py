@@ -7,6 +7,7 @@ computed directly from the arrays the way vit_jax computes it pins what each axi
 """
 
 import dataclasses
+import hashlib
 import pathlib
 import re
 
@@ -470,7 +471,11 @@ def test_convert_command_turns_a_paper_npz_into_our_checkpoint_at_another_resolu
     assert "position embeddings resized" in capsys.readouterr().err
     model = vit.create("Mu", 4, num_classes=1000, image_size=56)
     report = load_checkpoint(model, out)
+    provenance = report.meta.pop("provenance")
     assert report.meta == {"model": "vit-mu4", "resolution": 56, "num_classes": 1000, "source": str(npz)}
+    assert provenance == {"source": str(npz), "file": str(npz.resolve()), "revision": None, "commit": None,
+                          "sha256": hashlib.sha256(npz.read_bytes()).hexdigest(), "format": "npz",
+                          "layout": "vit_jax npz"}
     assert torch.equal(model.pos_embed[:, 0], source.pos_embed[:, 0])
     assert torch.equal(model.blocks[3].mlp.fc1.weight, source.blocks[3].mlp.fc1.weight)
     assert main(["convert", "vit-mu7", str(npz), "-o", str(tmp_path / "x.pt")]) == 2

@@ -16,7 +16,7 @@ import textwrap
 import pytest
 
 HEAVY = ("torch", "torchvision", "pandas", "matplotlib", "tabulate", "fvcore", "numpy", "jinja2", "submitit",
-         "ray", "scipy", "sklearn", "timm")
+         "ray", "scipy", "sklearn", "timm", "safetensors", "transformers")
 
 # Runs each argv (a JSON list of argv lists on stdin) through main() in one interpreter, then
 # reports the exit codes, their stdout and which heavy modules got imported.

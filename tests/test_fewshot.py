@@ -76,7 +76,7 @@ def test_settings_are_validated(catalog):
     for given, message in (({"shots": [0, 5]}, "each k must be in 1..10000"), ({"shots": [5, 5]}, "without repeats"),
                            ({"shots": "5"}, "expected list"), ({"shots": [1.5]}, "list of integers"),
                            ({"seeds": 0}, "must be in 1..100"), ({"l2_reg": -1.0}, "must be > 0"),
-                           ({"init": "model.bin"}, ".pt, .pth or .npz"), ({"k": 5}, "unknown fewshot setting 'k'"),
+                           ({"init": "model.ckpt"}, ".safetensors, .pt, .pth, .bin, .npz file, hf-hub:"), ({"k": 5}, "unknown fewshot setting 'k'"),
                            ({"precision": "fp4"}, "allowed: auto, fp32, tf32, bf16, fp16")):
         with pytest.raises(BenchError, match=message):
             resolve(fewshot, given, "s")

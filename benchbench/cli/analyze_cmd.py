@@ -21,7 +21,8 @@ def add_parser(sub, parent) -> None:
                        help="inside a ViT or hybrid: attention distance, position embeddings, filters, rollout")
     p.add_argument("models", nargs="+", metavar="MODEL", help="model ids (ViTs and hybrids)")
     p.add_argument("--checkpoint", action="append", default=[], metavar="FILE",
-                   help="weights to analyse (.pt/.pth/.npz; repeatable)")
+                   help="weights to analyse (.safetensors, .pt/.pth/.bin, .npz, or hf-hub:<org>/<name>[@<revision>] "
+                        "from the local Hugging Face cache; repeatable)")
     p.add_argument("--run", action="append", default=[], metavar="RUN_DIR",
                    help="analyse every checkpoint of MODEL a run saved (RUN_DIR/checkpoints; repeatable)")
     p.add_argument("--random", action="store_true", help="also the model at random init (the default without weights)")
@@ -39,21 +40,15 @@ def add_parser(sub, parent) -> None:
 class Source:
     model: str
     label: str
-    checkpoint: Path | None
+    checkpoint: Path | None  # a file, or an hf-hub: id (kept as given)
     meta: dict
 
 
 def _meta(path: Path) -> dict:
-    import torch
+    """A benchbench checkpoint's metadata ({} for other files; unreadable ones are reported when loaded)."""
+    from benchbench.checkpoints import checkpoint_meta
 
-    if path.suffix.lower() not in (".pt", ".pth"):
-        return {}
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file is the same user error
-        raise BenchError(f"analyze: cannot read checkpoint {path}: {exc}") from None
-    meta = obj.get("meta") if isinstance(obj, dict) else None
-    return dict(meta) if isinstance(meta, dict) else {}
+    return checkpoint_meta(path)
 
 
 def _label(model: str, path: Path, meta: dict) -> str:
@@ -67,6 +62,9 @@ def sources(args, model_ids: list[str]) -> list[Source]:
     for model in model_ids:
         for f in args.checkpoint:
             path = Path(f)
+            if f.startswith("hf-hub:"):
+                out.append(Source(model, f"{model} {f}", path, {}))
+                continue
             if not path.is_file():
                 raise BenchError(f"analyze: --checkpoint {f}: no such file")
             meta = _meta(path)
@@ -101,7 +99,7 @@ def _build(cat, source: Source, args, dataset_id: str):
     """The model with the source's weights, its dataset spec and resolution."""
     import torch
 
-    from benchbench.checkpoints import load_checkpoint
+    from benchbench.checkpoints import load_weights
     from benchbench.specs import PatchTokenModel
 
     spec = cat.models.get(source.model)
@@ -114,7 +112,7 @@ def _build(cat, source: Source, args, dataset_id: str):
         raise BenchError(f"analyze: model {source.model!r} has no patch tokens; analyze takes ViTs and hybrids "
                          "(a model implementing benchbench.specs.PatchTokenModel)")
     if source.checkpoint is not None:
-        load_checkpoint(model, source.checkpoint, npz_layout=spec.npz_layout)
+        load_weights(model, str(source.checkpoint), spec, candidates=lambda: list(cat.models))
     return model, dataset, int(resolution)
 
 

@@ -1,19 +1,23 @@
-"""`benchbench convert MODEL IN.npz|IN.pt -o OUT.pt [--resolution R] [--num-classes K] [--drop-head]
-[--allow-nonfinite]`."""
+"""`benchbench convert MODEL IN -o OUT.safetensors|OUT.pt [--resolution R] [--num-classes K] [--drop-head]
+[--allow-nonfinite]`: any checkpoint benchbench reads (a file, or an hf-hub: id from the local cache),
+loaded into MODEL and written in our format."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from benchbench.cli.common import catalog
 
 
 def add_parser(sub, parent) -> None:
     p = sub.add_parser("convert", parents=[parent],
-                       help="load a checkpoint (ours, or the paper's .npz) into a model and save it as ours")
+                       help="load a checkpoint (any format benchbench reads) into a model and save it as ours")
     p.add_argument("model", metavar="MODEL", help="a model id or alias (benchbench list models)")
-    p.add_argument("source", metavar="IN", help="a .npz of the paper's code release, or a .pt/.pth")
-    p.add_argument("-o", "--output", required=True, metavar="OUT.pt")
+    p.add_argument("source", metavar="IN", help="a .safetensors, .pt/.pth/.bin or .npz file (benchbench's, timm's, "
+                   "torchvision's, transformers', the paper's), or hf-hub:<org>/<name>[@<revision>] from the local "
+                   "Hugging Face cache")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="OUT.safetensors or OUT.pt")
     p.add_argument("--resolution", type=int, metavar="R", help="build the model at this resolution (position "
                    "embeddings are interpolated); default: the model's default")
     p.add_argument("--num-classes", type=int, default=1000, metavar="K", help="classes of the checkpoint's head (default 1000)")
@@ -26,18 +30,27 @@ def add_parser(sub, parent) -> None:
 
 
 def run(args) -> int:
-    from benchbench.checkpoints import NONFINITE_META, load_checkpoint, save_checkpoint
+    from benchbench.checkpoints import NONFINITE_META, SAVE_SUFFIXES, load_weights, save_checkpoint
+    from benchbench.errors import BenchError
 
-    spec = catalog(args).models.get(args.model)
+    if Path(args.output).suffix.lower() not in SAVE_SUFFIXES:
+        raise BenchError(f"convert: -o {args.output}: unknown suffix; allowed: {', '.join(SAVE_SUFFIXES)}")
+    cat = catalog(args)
+    spec = cat.models.get(args.model)
     resolution = args.resolution or spec.default_resolution
-    model = spec.build(num_classes=args.num_classes, image_size=resolution, in_chans=3)
-    report = load_checkpoint(model, args.source, drop_head=args.drop_head, npz_layout=spec.npz_layout,
-                             allow_nonfinite=args.allow_nonfinite)
+    model = spec.build(num_classes=args.num_classes, image_size=resolution, in_chans=spec.in_chans or 3)
+    report = load_weights(model, args.source, spec, drop_head=args.drop_head, allow_nonfinite=args.allow_nonfinite,
+                          candidates=lambda: list(cat.models))
     marked = {NONFINITE_META: True} if args.allow_nonfinite else {}
+    provenance = report.provenance.to_json() if report.provenance else {}
+    preprocessing = {"preprocessing": report.preprocessing.to_json()} if report.preprocessing else {}
     save_checkpoint(model, args.output, model=spec.id, resolution=resolution, num_classes=args.num_classes,
-                    source=str(args.source), **marked)
+                    source=str(args.source), provenance=provenance, **preprocessing, **marked)
     resized = ", position embeddings resized" if report.pos_embed_resized else ""
     dropped = f", head dropped ({len(report.dropped_keys)} tensors)" if report.head_dropped else ""
-    print(f"{spec.id} at {resolution} px: {report.keys_loaded} tensors from {report.source}{resized}{dropped}"
+    sha = f", sha256 {report.provenance.sha256[:12]}" if report.provenance else ""
+    print(f"{spec.id} at {resolution} px: {report.keys_loaded} tensors from {report.source}{sha}{resized}{dropped}"
           f" -> {args.output}", file=sys.stderr)
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
     return 0

@@ -20,6 +20,7 @@ from torch import nn
 from benchbench import hookimpl
 from benchbench.specs import ModelSpec
 from benchbench_plugins.models.vision_transformer import WIDTHS, VisionTransformer
+from benchbench_plugins.models import vit_timm
 from benchbench_plugins.models.vit_npz import LAYOUT
 
 
@@ -130,7 +131,7 @@ def create(units: tuple[int, ...], width: str, *, resnet_width: int = 64, small_
 
 R50_S32, R50_S16 = (3, 4, 6, 3), (3, 4, 9)  # /16: stage 4's 3 units moved into stage 3
 SMALL_UNITS = (1, 1)  # 28 px: 3x3/2 root, then stride 1 and 2: a 7x7 token grid
-STYLE = dict(npz_layout=LAYOUT, marker="^", color="tab:green")
+STYLE = dict(npz_layout=LAYOUT, state_dict_layouts=(vit_timm.LAYOUT,), marker="^", color="tab:green")
 
 
 @hookimpl

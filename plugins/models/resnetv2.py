@@ -16,6 +16,7 @@ from torch import nn
 
 from benchbench import hookimpl
 from benchbench.specs import ModelSpec
+from benchbench_plugins.models import bit_timm
 from benchbench_plugins.models.bit_npz import LAYOUT
 
 
@@ -158,7 +159,8 @@ def create(depth: str, width_factor: int, **kwargs) -> ResNetV2:
 BIT_VARIANTS = (("R50", 1), ("R50", 2), ("R50", 3), ("R101", 1), ("R101", 3),
                 ("R152", 1), ("R152", 2), ("R152", 4), ("R200", 3))
 SMALL_BASE_WIDTH, SMALL_GROUPS, SMALL_RESOLUTION = 16, 8, 28
-STYLE = dict(npz_layout=LAYOUT, marker="s", color="tab:orange")
+STYLE = dict(npz_layout=LAYOUT, state_dict_layouts=(bit_timm.LAYOUT, bit_timm.TRANSFORMERS_LAYOUT), marker="s",
+             color="tab:orange")
 
 
 @hookimpl

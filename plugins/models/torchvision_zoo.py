@@ -1,14 +1,19 @@
 """Every torchvision classification builder as a model `tv/<builder>` (e.g. `tv/resnet50`).
 
 Randomly initialised: weights are never downloaded. The torchvision model is kept whole under
-`model.` (so a torchvision state dict loads with that prefix added) and its forward is untouched;
-the wrapper adds `features` (the input of the final classifier layer) and `reset_head`.
+`model.` and its forward is untouched; the wrapper adds `features` (the input of the final classifier
+layer) and `reset_head`. torchvision's own weight files (the network's names, without `model.`) are
+told apart from ours by that prefix and load through the "torchvision" layout; a file of torchvision's
+published weights is recognised by the sha256 prefix in its name, which gives its evaluation transform.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
+from collections.abc import Mapping
 from functools import partial
+from typing import Any
 
 import torch
 from torch import nn
@@ -16,7 +21,7 @@ from torch.overrides import TorchFunctionMode
 from torchvision import models
 
 from benchbench import hookimpl
-from benchbench.specs import ModelSpec
+from benchbench.specs import ModelSpec, Preprocessing, StateDictLayout
 
 # Built without their auxiliary heads, so forward returns one logits tensor in train mode too
 # and the parameter count is the inference network's; init_weights=True silences the warning
@@ -81,6 +86,11 @@ class TorchvisionClassifier(nn.Module):
     def head(self) -> nn.Module:
         return self.model.get_submodule(self.head_path)
 
+    @property
+    def head_prefixes(self) -> tuple[str, ...]:
+        """The head's tensor names' prefix, for checkpoint loading (`drop_head`)."""
+        return (f"model.{self.head_path}.",)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)
 
@@ -137,6 +147,36 @@ def create(name: str, *, num_classes: int = 1000, image_size: int = 224, in_chan
     return TorchvisionClassifier(model, num_classes, name)
 
 
+PREFIX = "model."
+
+
+def is_torchvision_state_dict(sd: Mapping[str, torch.Tensor]) -> bool:
+    """torchvision's names: the network's own, none under our wrapper's `model.`."""
+    return bool(sd) and not any(k.startswith(PREFIX) for k in sd)
+
+
+def from_torchvision(sd: Mapping[str, torch.Tensor], model: nn.Module, config: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    return {PREFIX + k: v for k, v in sd.items()}
+
+
+def weights_preprocessing(name: str, config: Mapping[str, Any], sha256: str) -> Preprocessing | None:
+    """The evaluation transform of torchvision's published weights for builder `name` whose file has this
+    sha256 (torchvision names each file <name>-<first hex digits of its sha256>.pth); None for others."""
+    for weights in models.get_model_weights(name):
+        m = re.search(r"-([0-9a-f]{6,})\.pth$", weights.url)
+        if m and sha256.startswith(m.group(1)):
+            t = weights.transforms()
+            return Preprocessing(crop_size=t.crop_size[0], resize_size=t.resize_size[0], resize_mode="shorter",
+                                 interpolation=t.interpolation.value, mean=tuple(t.mean), std=tuple(t.std),
+                                 source=f"torchvision {type(weights).__name__}.{weights.name}")
+    return None
+
+
+def layout(name: str) -> StateDictLayout:
+    return StateDictLayout("torchvision", is_torchvision_state_dict, from_torchvision,
+                           partial(weights_preprocessing, name))
+
+
 @hookimpl
 def register_models(register) -> None:
     for name in builders():
@@ -150,6 +190,7 @@ def register_models(register) -> None:
             description=f"torchvision.models.{name}(weights=None), randomly initialised",
             marker="D",
             color="tab:purple",
+            state_dict_layouts=(layout(name),),
             # BatchNorm ResNets gain from channels-last on CUDA (issue 18: ResNet-50, 3968 img/s eager
             # in bf16 on an H100); the other families are unmeasured, so they keep the default
             prefers_channels_last=name.startswith(("resnet", "resnext", "wide_resnet")),

@@ -9,6 +9,7 @@ from functools import partial
 from benchbench import hookimpl
 from benchbench.specs import ModelSpec
 from benchbench_plugins.models.vision_transformer import PAPER_PATCHES, SMALL_PATCHES, SMALL_RESOLUTION, WIDTHS, create
+from benchbench_plugins.models import vit_hf, vit_timm
 from benchbench_plugins.models.vit_npz import LAYOUT
 
 
@@ -25,6 +26,7 @@ def _spec(width: str, patch: int, resolution: int) -> ModelSpec:
         resolution_multiple=patch,
         description=f"{w.depth} layers, hidden {w.hidden}, MLP {w.mlp}, {w.heads} heads, patch {patch}",
         npz_layout=LAYOUT,
+        state_dict_layouts=(vit_timm.LAYOUT, vit_hf.LAYOUT),
         marker="o",
         color="tab:blue",
     )

@@ -1,21 +1,26 @@
-"""Resolves a protocol's `init` setting to starting weights: a checkpoint file, or the checkpoint a
-pre-training cell of the same run wrote (`run:<dataset-id>` from `scratch`, `run:<dataset-id>:mpp` from
-masked patch prediction), with the pre-training cost it recorded."""
+"""Resolves a protocol's `init` setting to starting weights: a checkpoint file of any format benchbench
+reads (.safetensors, .pt/.pth/.bin, .npz: ours, timm's, torchvision's, transformers', the paper's), an
+`hf-hub:<org>/<name>[@<revision>]` id from the local Hugging Face cache, or the checkpoint a pre-training
+cell of the same run wrote (`run:<dataset-id>` from `scratch`, `run:<dataset-id>:mpp` from masked patch
+prediction), with the pre-training cost it recorded, where the weights came from (provenance) and the
+checkpoint's own evaluation transform."""
 
 from __future__ import annotations
 
 import hashlib
 import urllib.parse
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
-import torch
 from torch import nn
 
-from benchbench.checkpoints import load_checkpoint
+from benchbench import hub
+from benchbench.checkpoints import LoadReport, Provenance, checkpoint_meta, load_weights
 from benchbench.errors import BenchError
-from benchbench.specs import ClassifierModel, ProtocolContext, Setting
+from benchbench.run.context import Plugins
+from benchbench.specs import ClassifierModel, ModelSpec, Preprocessing, ProtocolContext, Setting
 from benchbench.store import read_records
+from benchbench.weights import SUFFIXES
 
 def _safe(name: str) -> str:
     return urllib.parse.quote(name, safe="-._")
@@ -35,9 +40,11 @@ def run_checkpoint(run_dir: Path, model_id: str, dataset_id: str, seed: int, pro
     return Path(run_dir) / "checkpoints" / f"{name}.pt"
 
 
-INIT_HELP = ("weights to start from: a checkpoint file (.pt/.pth from benchbench, .npz from the paper's code "
-             "release), or run:<dataset-id> for the checkpoint a scratch cell (save_checkpoint = true) of the same "
-             "model and seed on that dataset wrote earlier in this run, run:<dataset-id>:mpp for an mpp cell's")
+INIT_HELP = ("weights to start from: a checkpoint file (.safetensors or .pt/.pth/.bin from benchbench, timm, "
+             "torchvision or transformers; .npz from the paper's code release), hf-hub:<org>/<name>[@<revision>] "
+             "from the local Hugging Face cache, or run:<dataset-id> for the checkpoint a scratch cell "
+             "(save_checkpoint = true) of the same model and seed on that dataset wrote earlier in this run, "
+             "run:<dataset-id>:mpp for an mpp cell's")
 
 
 def parse_run_init(value: str) -> tuple[str, str]:
@@ -58,9 +65,15 @@ def init_setting(help_suffix: str) -> Setting:
 def check_init(value: str) -> str | None:
     if value.startswith("run:"):
         return None if parse_run_init(value)[0] else "run: needs a dataset id, e.g. run:fashion-mnist"
-    if value == "" or Path(value).suffix.lower() in (".pt", ".pth", ".npz"):
+    if hub.is_hub_id(value):
+        try:
+            hub.parse_hub_id(value)
+        except BenchError as e:
+            return str(e)
         return None
-    return "must be a .pt, .pth or .npz file, or run:<dataset-id>"
+    if value == "" or Path(value).suffix.lower() in SUFFIXES:
+        return None
+    return f"must be a {', '.join(SUFFIXES)} file, hf-hub:<org>/<name>[@<revision>], or run:<dataset-id>"
 
 
 def _pretrain_cost(run_dir: Path, model_id: str, dataset_id: str, seed: int, protocol: str) -> dict[str, float]:
@@ -79,15 +92,39 @@ def _pretrain_cost(run_dir: Path, model_id: str, dataset_id: str, seed: int, pro
     return {k: float(v) for k, v in out.items() if v is not None}
 
 
+@dataclass(frozen=True)
+class InitWeights:
+    """What a protocol's `init` loaded: the load's report (None for init = ""), and what is known of the
+    pre-training cost (pretrain_device_seconds, pretrain_images_seen, pretrain_macs)."""
+
+    report: LoadReport | None = None
+    pretrain: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def provenance(self) -> Provenance | None:
+        """Where the weights came from (source, file, revision, sha256, format, layout), for records."""
+        return self.report.provenance if self.report else None
+
+    @property
+    def preprocessing(self) -> Preprocessing | None:
+        """The checkpoint's own evaluation transform, where its config names one."""
+        return self.report.preprocessing if self.report else None
+
+
 def load_init(ctx: ProtocolContext, init: str, *, protocol: str) -> dict[str, float]:
+    """Load `init` into the cell's model (see `init_weights`); returns the pre-training cost."""
+    return init_weights(ctx, init, protocol=protocol).pretrain
+
+
+def init_weights(ctx: ProtocolContext, init: str, *, protocol: str) -> InitWeights:
     """Load `init` into the cell's model, keeping its own head (the checkpoint's is dropped); position
-    embeddings are resized to the model's resolution. Returns what is known of the pre-training cost:
-    pretrain_device_seconds, pretrain_images_seen and pretrain_macs (MACs per image of the pre-training
-    model, which may differ from this cell's at another resolution)."""
+    embeddings are resized to the model's resolution. Returns the load's report (provenance, the
+    checkpoint's preprocessing) and what is known of the pre-training cost: pretrain_device_seconds,
+    pretrain_images_seen and pretrain_macs (MACs per image of the pre-training model, which may differ
+    from this cell's at another resolution)."""
     model, run_dir, model_id, seed = ctx.model, ctx.run_dir, ctx.model_spec.id, ctx.seed
-    npz_layout = ctx.model_spec.npz_layout
     if init == "":
-        return {}
+        return InitWeights()
     if init.startswith("run:"):
         dataset_id, source = parse_run_init(init)
         if run_dir is None:
@@ -102,42 +139,40 @@ def load_init(ctx: ProtocolContext, init: str, *, protocol: str) -> dict[str, fl
                 f"dataset {dataset_id!r} with seed {seed}{saving} must run first in the same "
                 "run (put it in [suite] or an earlier [[group]] than this cell); "
                 + (f"checkpoints in this run: {', '.join(have)}" if have else "this run has no checkpoints yet"))
-        report = _load(model, path, npz_layout)
+        report = _load(model, str(path), ctx)
         cost = _pretrain_cost(run_dir, model_id, dataset_id, seed, source)
         if cost:
-            return cost
+            return InitWeights(report, cost)
+    elif hub.is_hub_id(init):
+        report = _load(model, init, ctx)
     else:
         path = Path(init).expanduser()
         if not path.is_file():
             raise BenchError(f"{protocol}: init = {init!r}: no such file {path.resolve()}")
-        report = _load(model, path, npz_layout)
+        report = _load(model, str(path), ctx)
     # A checkpoint from `scratch` carries its training cost in its metadata; others carry none.
     out = {"pretrain_device_seconds": report.meta.get("train_device_seconds"),
            "pretrain_images_seen": report.meta.get("train_images_seen")}
-    return {k: float(v) for k, v in out.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return InitWeights(report, {k: float(v) for k, v in out.items()
+                                if isinstance(v, (int, float)) and not isinstance(v, bool)})
 
 
-def _load(model: nn.Module, path: Path, npz_layout):
+def _catalog_models(ctx: ProtocolContext) -> list[ModelSpec]:
+    """Every registered model (the run's plugins too), for the nearest architecture when a checkpoint
+    does not fit."""
+    plugins = ctx.job.context.plugins if ctx.job is not None else Plugins()
+    return list(plugins.load().models)
+
+
+def _load(model: nn.Module, source: str, ctx: ProtocolContext) -> LoadReport:
     """Load a checkpoint whatever the model calls its head. A benchbench checkpoint names its number
     of classes: the model gets a head of that size, and everything loads (torchvision models' heads
     have no common prefix to drop); other files load with their `head.` weights dropped. The caller
     resets the head afterwards either way."""
-    classes = _checkpoint_meta(path).get("num_classes")
+    classes = checkpoint_meta(source).get("num_classes")
+    kw = dict(candidates=lambda: _catalog_models(ctx))
     if (isinstance(classes, int) and not isinstance(classes, bool) and classes > 0
             and isinstance(model, ClassifierModel)):
         model.reset_head(classes)
-        return load_checkpoint(model, path, npz_layout=npz_layout)
-    return load_checkpoint(model, path, drop_head=True, npz_layout=npz_layout)
-
-
-def _checkpoint_meta(path: Path) -> dict:
-    """The metadata of a benchbench .pt checkpoint ({} for anything else), read without loading the
-    tensors (memory-mapped)."""
-    if path.suffix.lower() not in (".pt", ".pth"):
-        return {}
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # noqa: BLE001 - load_checkpoint reports unreadable files properly
-        return {}
-    meta = obj.get("meta") if isinstance(obj, Mapping) else None
-    return dict(meta) if isinstance(meta, Mapping) else {}
+        return load_weights(model, source, ctx.model_spec, **kw)
+    return load_weights(model, source, ctx.model_spec, drop_head=True, **kw)
