@@ -228,6 +228,11 @@ class DatasetSpec:
     # A parametric dataset ("imagefolder:<path>"): bind(arg) returns the DatasetSpec of that
     # argument, with id "<id>:<arg>". None for ordinary datasets.
     bind: Callable[[str], "DatasetSpec"] | None = None
+    # available(split, options) -> None, or raises the BenchError that says which files are missing and
+    # how to provide them, as `load` would, without reading or downloading anything (with
+    # options.download, a dataset that can download counts as available). Runs check it for every cell
+    # before the first one starts. None: the data is always there (bundled, synthetic).
+    available: Callable[[str, DataOptions], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -327,6 +332,9 @@ class ProtocolSpec:
     check_model: Callable[[ModelSpec], str | None] | None = None
     # Which of its settings carry the resolution, precision, world and execution the core resolves.
     roles: Roles = field(default_factory=Roles)
+    # The dataset splits it reads, checked for availability before a run starts; () for a protocol
+    # that reads no data (compute projections, synthetic speed).
+    reads: tuple[str, ...] = ("train", "test")
 
 
 def input_shape(resolution: int | None, model_spec: ModelSpec, dataset_spec: DatasetSpec) -> dict[str, int]:

@@ -390,3 +390,20 @@ def load_average() -> list[float] | None:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
         return None
+
+
+def overload_warning(load: list[float] | None = None, cpus: Budget | None = None) -> str | None:
+    """A warning when the 1-minute load average says other processes compete for the CPUs a run uses,
+    else None. The load average counts the whole machine: it is compared with the run's CPUs where
+    they are the whole machine, and with the machine's CPUs where an affinity, quota or allocation
+    gives the run fewer (others' load then reaches them only when the machine itself is oversubscribed)."""
+    load = load_average() if load is None else load
+    cpus = budget() if cpus is None else cpus
+    if not load:
+        return None
+    limit = cpus.cpus if cpus.whole_machine else (os.cpu_count() or cpus.cpus)
+    if load[0] <= limit:
+        return None
+    return (f"the load average is {load[0]:g} on {limit} CPU{'' if limit == 1 else 's'} ({cpus.source}): other "
+            "processes compete for them, so timings, throughput and time estimates will be inflated, "
+            "perhaps many times (figures meant for publication want an idle machine)")

@@ -156,11 +156,29 @@ def test_console_script_errors_are_clear_without_traceback(run_suite, tmp_path):
     assert proc.returncode == 2 and "no records.jsonl" in proc.stderr
 
 
-def test_missing_data_fails_the_cell_with_how_to(run_suite, tmp_path, tiny_suite, monkeypatch, capsys):
+def test_missing_data_stops_the_run_before_any_cell_with_how_to(run_suite, tmp_path, tiny_suite, monkeypatch,
+                                                                capsys):
     from benchbench_plugins.datasets import fashion_mnist
 
     monkeypatch.setattr(fashion_mnist, "DEBIAN_DIR", tmp_path / "not-installed")
     run_suite.data = tmp_path / "empty"  # a folder without the dataset
+    run_suite.data.mkdir()
+    assert run_suite.run("--quick", suite=tiny_suite) == 2
+    err = capsys.readouterr().err
+    assert "2 cells read dataset 'fashion-mnist', which is not here" in err and "nothing was run" in err
+    assert "apt-get install dataset-fashion-mnist" in err and "Traceback" not in err
+    assert not (run_suite.results / "tiny").exists()
+    assert run_suite.run("--quick", "--dry-run", suite=tiny_suite) == 2  # the plan, then what is missing
+    out, err = capsys.readouterr()
+    assert "Est. time" in out and "apt-get install dataset-fashion-mnist" in err
+
+
+def test_data_gone_after_the_check_fails_the_cell_with_how_to(run_suite, tmp_path, tiny_suite, monkeypatch, capsys):
+    from benchbench_plugins.datasets import fashion_mnist
+
+    monkeypatch.setattr(fashion_mnist, "DEBIAN_DIR", tmp_path / "not-installed")
+    monkeypatch.setattr(fashion_mnist, "available", lambda split, options: None)  # there at the check
+    run_suite.data = tmp_path / "empty"
     run_suite.data.mkdir()
     assert run_suite.run("--quick", suite=tiny_suite) == 1
     (run_dir,) = (run_suite.results / "tiny").iterdir()
@@ -350,3 +368,12 @@ def test_an_unknown_model_that_a_plugin_file_beside_the_suite_registers_is_named
     run_suite.write('[suite]\nmodels = ["vit-wide5"]\ndatasets = ["fashion-mnist"]\nprotocols = ["scratch"]\n')
     assert run_suite.run("--dry-run") == 2
     assert "needs --plugin FILE.py" in capsys.readouterr().err
+
+
+def test_dry_run_and_run_warn_when_the_machine_is_overloaded(run_suite, tiny_suite, monkeypatch, capsys):
+    from benchbench import threads
+
+    monkeypatch.setattr(threads, "load_average", lambda: [999.0, 999.0, 999.0])
+    assert run_suite.run("--quick", "--dry-run", suite=tiny_suite) == 0
+    err = capsys.readouterr().err
+    assert "warning: the load average is 999 on" in err and "will be inflated" in err

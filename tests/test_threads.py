@@ -329,3 +329,16 @@ def test_profile_says_its_threads(run_suite):
 def test_threads_option_is_checked(run_suite):
     proc = run_suite.cli("list", "models", "--threads", "0")
     assert proc.returncode == 2 and "--threads: must be at least 1, got 0" in proc.stderr
+
+
+def test_an_overloaded_machine_is_said_to_inflate_timings(monkeypatch):
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 64)
+    whole = threads.Budget(2, "affinity: 2 CPUs", whole_machine=True)
+    assert threads.overload_warning([1.9, 1.0, 1.0], whole) is None
+    said = threads.overload_warning([4.5, 3.0, 1.0], whole)
+    assert said.startswith("the load average is 4.5 on 2 CPUs (affinity: 2 CPUs)") and "inflated" in said
+    # a run given 2 of the machine's 64 CPUs: others' load reaches it only past the machine's 64
+    slurm = threads.Budget(2, "SLURM_CPUS_PER_TASK=2")
+    assert threads.overload_warning([40.0, 1.0, 1.0], slurm) is None
+    assert "on 64 CPUs (SLURM_CPUS_PER_TASK=2)" in threads.overload_warning([70.0, 1.0, 1.0], slurm)
+    assert threads.overload_warning([], whole) is None  # no load average on this system

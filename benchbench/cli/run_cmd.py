@@ -162,6 +162,41 @@ def _check_cells(suite, cells, device: "torch.device", *, here: bool) -> None:
         raise BenchError(f"{suite.path}: cell {cell.label}{others}: {exc}{fix}; nothing was run")
 
 
+def _missing_data(cat, cells, data: DataOptions) -> list[tuple[str, BenchError, int]]:
+    """(dataset id, its how-to error, cells that read it) for each dataset whose files a cell would read
+    and are not where its loader looks (DatasetSpec.available), each dataset and split checked once."""
+    errors: dict[str, BenchError] = {}
+    counts: dict[str, int] = {}
+    checked: set[tuple[str, str]] = set()
+    for cell in cells:
+        spec, protocol = cat.datasets.get(cell.dataset), cat.protocols.get(cell.protocol)
+        if spec.available is None:
+            continue
+        for split in (s for s in protocol.reads if s in spec.splits and spec.id not in errors):
+            if (spec.id, split) not in checked:
+                checked.add((spec.id, split))
+                try:
+                    spec.available(split, data)
+                except BenchError as exc:
+                    errors[spec.id] = exc
+        if spec.id in errors:
+            counts[spec.id] = counts.get(spec.id, 0) + 1
+    return [(dataset, errors[dataset], counts[dataset]) for dataset in errors]
+
+
+def _check_data(suite, missing, *, here: bool) -> None:
+    """Missing data stops a run before its first cell, as a setting error does; cells an executor runs
+    on other nodes, which may hold the data where this machine does not, get a warning instead."""
+    lines = [f"{suite.path}: {plural(cells, 'cell')} read dataset {dataset!r}, which is not here: {exc}"
+             for dataset, exc, cells in missing]
+    if not here:
+        for line in lines:
+            _echo(f"warning: {line}\n(these cells run on the executor's nodes: they fail there if the data is not "
+                  "there either)")
+    elif lines:
+        raise BenchError("\n".join(lines) + "\nnothing was run")
+
+
 def run(args) -> int:
     from benchbench.envinfo import device_name
     from benchbench.run.dispatch import choose, open_executor  # runs cells: torch
@@ -194,12 +229,18 @@ def run(args) -> int:
     todo = [p.cell for p in plans if p.state != "done"]
     # an executor's cells run on its nodes, which check their own devices (the batch rule holds anywhere)
     _check_cells(suite, todo, device, here=choice.spec.in_process)
+    data = DataOptions(root=Path(args.data_root) if args.data_root else None, download=args.download)
+    missing = _missing_data(cat, todo, data)
+    if (busy := threads.overload_warning()) is not None:
+        _echo(f"warning: {busy}")
     if args.dry_run:
         _dry_run(plans, run_dir)
+        _check_data(suite, missing, here=choice.spec.in_process)
         return 0
+    _check_data(suite, missing, here=choice.spec.in_process)
     context = RunContext(
         run_dir=run_dir or root / suite.name, suite=suite.name, quick=suite.quick, device=args.device,
-        data=DataOptions(root=Path(args.data_root) if args.data_root else None, download=args.download),
+        data=data,
         plugins=Plugins(tuple(str(Path(f).resolve()) for f in args.plugin), args.strict_plugins),
         executor=choice.spec.id, show_progress=not args.no_progress, threads=args.threads)
     # The executor's engine is reached before anything is written.

@@ -58,10 +58,16 @@ def load(dataset_id: str, split: str, options: DataOptions) -> TensorImages:
     return tensor_images(images, labels, options, native_size=32, mean=VIT_MEAN, std=VIT_STD)
 
 
+def available(dataset_id: str, options: DataOptions) -> None:
+    """Raises locate's error when the batches are not installed and --download is not given."""
+    locate(dataset_id, options)
+
+
 def _spec(dataset_id: str, name: str, classes: int, aliases: tuple[str, ...]) -> DatasetSpec:
     return DatasetSpec(
         id=dataset_id, name=name, num_classes=classes, image_size=32, in_chans=3, splits=SPLITS,
         load=lambda split, options: load(dataset_id, split, options), aliases=aliases,
+        available=lambda split, options: available(dataset_id, options),
         description=f"{name}: 50k train / 10k test 32x32 RGB, {classes} classes (torchvision, python batches)",
         num_examples=SIZES,
     )

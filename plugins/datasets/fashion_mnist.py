@@ -87,6 +87,12 @@ def locate(split: str, options: DataOptions) -> tuple[Path, Path]:
     )
 
 
+def available(split: str, options: DataOptions) -> None:
+    """Raises locate's error when the split's files are not installed and --download is not given."""
+    if not options.download:
+        locate(split, options)
+
+
 def load(split: str, options: DataOptions) -> TensorImages:
     if split not in FILES:
         raise BenchError(f"fashion-mnist: unknown split {split!r}; allowed: {', '.join(FILES)}")
@@ -113,6 +119,7 @@ def register_datasets(register) -> None:
         in_chans=1,
         splits=tuple(FILES),
         load=load,
+        available=available,
         aliases=("fashion_mnist", "fmnist"),
         description="Zalando Fashion-MNIST, official 60k/10k split, IDX files",
         num_examples=SPLIT_SIZES,

@@ -63,13 +63,27 @@ def _download(root: Path) -> None:
         raise BenchError(f"{ID}: download into {base} failed ({type(exc).__name__}: {exc})") from exc
 
 
-def locate(options: DataOptions) -> Path:
-    """The `flowers-102/` folder."""
+def _installed(options: DataOptions) -> tuple[Path | None, list[Path]]:
+    """The `flowers-102/` folder that holds the files (None if none), and the folders looked in."""
     looked = candidate_dirs(options, "flowers102")
     for d in looked:
         base = d / FOLDER
         if (base / "jpg").is_dir() and (base / "imagelabels.mat").is_file() and (base / "setid.mat").is_file():
-            return base
+            return base, looked
+    return None, looked
+
+
+def available(split: str, options: DataOptions) -> None:
+    """Raises locate's error when the files are not installed and --download is not given."""
+    if not options.download:
+        locate(options)
+
+
+def locate(options: DataOptions) -> Path:
+    """The `flowers-102/` folder (downloaded first with --download when it is not installed)."""
+    base, looked = _installed(options)
+    if base is not None:
+        return base
     if options.download:
         _download(download_dir(options))
         return download_dir(options) / FOLDER
@@ -87,6 +101,7 @@ def load(split: str, options: DataOptions) -> Dataset:
 def register_datasets(register) -> None:
     register(DatasetSpec(
         id=ID, name="Oxford Flowers-102", num_classes=102, image_size=NATIVE, in_chans=3, splits=SPLITS, load=load,
+        available=available,
         aliases=("flowers", "oxford-flowers102", "flowers-102"),
         description="Oxford Flowers-102: train = train + val (2,040), test (6,149)",
         num_examples=SIZES,

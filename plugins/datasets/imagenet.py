@@ -48,10 +48,16 @@ def load(split: str, options: DataOptions) -> FolderImages:
     return image_folder(directory, classes, photo_transform(options, NATIVE), dataset_id=ID)
 
 
+def available(split: str, options: DataOptions) -> None:
+    """Raises locate's error when the files are not where the loader looks."""
+    locate(options)
+
+
 @hookimpl
 def register_datasets(register) -> None:
     register(DatasetSpec(
         id=ID, name="ImageNet", num_classes=NUM_CLASSES, image_size=NATIVE, in_chans=3, splits=SPLITS, load=load,
+        available=available,
         aliases=("ilsvrc2012", "imagenet-1k", "imagenet2012"),
         description="ILSVRC-2012 in class folders: train (1.28M) / test = val (50k)",
         num_examples=SIZES,

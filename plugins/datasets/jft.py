@@ -29,6 +29,7 @@ def register_datasets(register) -> None:
         in_chans=3,
         splits=("train",),
         load=load,
+        available=load,  # never: it says so before a run that would read it starts
         aliases=("jft",),
         description="the paper's pre-training set (303M images, 18,291 classes); compute projections only",
         num_examples={"train": IMAGES},

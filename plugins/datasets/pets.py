@@ -49,10 +49,16 @@ def load(split: str, options: DataOptions) -> Dataset:
         raise BenchError(f"{ID}: cannot read {root / 'oxford-iiit-pet'} ({type(exc).__name__}: {exc})") from exc
 
 
+def available(split: str, options: DataOptions) -> None:
+    """Raises locate's error when the files are not where the loader looks."""
+    locate(options)
+
+
 @hookimpl
 def register_datasets(register) -> None:
     register(DatasetSpec(
         id=ID, name="Oxford-IIIT Pets", num_classes=37, image_size=NATIVE, in_chans=3, splits=SPLITS, load=load,
+        available=available,
         aliases=("pets", "oxford-iiit-pet", "oxford_iiit_pet"),
         description="Oxford-IIIT Pet, 37 breeds: train = trainval (3,680), test (3,669) (torchvision)",
         num_examples=SIZES,

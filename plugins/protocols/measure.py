@@ -69,5 +69,6 @@ def register_protocols(register) -> None:
         estimate=estimate,
         accuracies=lambda settings: {},
         trains=False,
+        reads=(),
         roles=Roles(precision="precision", execution=True),
     ))
