@@ -7,16 +7,19 @@ measured the same pace (`Pace`: model, resolution, precision, compiled or eager,
 device of the same name (records anywhere under the results roots), the fastest of their training
 img/s: other work on a shared machine only ever slows a measurement down, so the fastest is the
 closest to what the device does. Which run that was, and how many measurements there were, is
-said (`PaceSpeed`). Otherwise unknown. A rough guide, not a measurement.
+said (`PaceSpeed`). Otherwise unknown. To that a cell adds its protocol's fixed cost at that pace:
+the median over those runs' cells of their wall time less what their images took at that img/s
+(building the model, counting FLOPs, loading data, measuring speed: most of a short cell). A rough
+guide, not a measurement: `benchmarks/estimate_accuracy.py` compares it with what cells then take.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from benchbench.choices import resolved_precision
 from benchbench.compute import TRAIN_PASSES, flops
@@ -77,6 +80,8 @@ class PaceSpeed:
     run_dir: str  # the run that measured it
     n: int  # measurements of this pace and device found
     median_img_per_s: float
+    # {protocol: the median seconds its cells took beyond their images at img_per_s}, where known
+    overhead_s: Mapping[str, float] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return (f"{self.img_per_s:.4g} img/s in {self.run_dir} (the fastest of {self.n}; median "
@@ -96,6 +101,11 @@ class CellPlan:
     pace: Pace | None = None  # what img_per_s had to be measured at
 
     @property
+    def overhead_s(self) -> float:
+        """Seconds a cell of this protocol took beyond its images, at this pace before (0 if unknown)."""
+        return self.img_per_s_from.overhead_s.get(self.cell.protocol, 0.0) if self.img_per_s_from else 0.0
+
+    @property
     def exaflops(self) -> float | None:
         if self.gmacs is None or self.train_images is None:
             return None
@@ -105,7 +115,12 @@ class CellPlan:
     def seconds(self) -> float | None:
         if self.img_per_s is None or self.train_images is None:
             return None
-        return (self.train_images + (self.eval_images or 0) / TRAIN_PASSES) / self.img_per_s
+        return self.overhead_s + image_seconds(self.train_images, self.eval_images, self.img_per_s)
+
+
+def image_seconds(train_images: float, eval_images: float | None, img_per_s: float) -> float:
+    """Seconds for the images at a training img/s: an evaluated image is a third of a trained one."""
+    return (train_images + (eval_images or 0) / TRAIN_PASSES) / img_per_s
 
 
 def cell_states(records: Iterable[Record], catalog: Catalog) -> dict[str, str]:
@@ -116,10 +131,12 @@ def cell_states(records: Iterable[Record], catalog: Catalog) -> dict[str, str]:
 
 
 def throughput_history(roots: Iterable[Path], device_name: str, catalog: Catalog) -> dict[Pace, PaceSpeed]:
-    """{pace: the fastest measured training img/s, and where} of ok records on `device_name` of the
-    catalog's protocols that train on real data (`ProtocolSpec.trains`)."""
+    """{pace: the fastest measured training img/s, where, and each protocol's fixed cost per cell} of ok
+    records on `device_name`; img/s from the catalog's protocols that train on real data
+    (`ProtocolSpec.trains`), fixed costs from every protocol's cells at a pace with an img/s."""
     training = {p.id for p in catalog.protocols if p.trains}
     seen: dict[Pace, list[tuple[float, str]]] = {}
+    timed: list[Record] = []
     for root in dict.fromkeys(Path(r).resolve() for r in roots):
         for run_dir in run_dirs_under(root):
             run_device = (read_env(run_dir) or {}).get("device_name")
@@ -128,12 +145,34 @@ def throughput_history(roots: Iterable[Path], device_name: str, catalog: Catalog
             except BenchError:  # a broken run elsewhere under the root: not this run's concern
                 continue
             for r in records:
+                if not r.ok or (r.env or {}).get("device_name", run_device) != device_name:
+                    continue
                 ips = r.metrics.get("train_img_per_s")
-                name = (r.env or {}).get("device_name", run_device)
-                if r.ok and name == device_name and ips and r.protocol in training:
+                if ips and r.protocol in training:
                     seen.setdefault(Pace.of_record(r), []).append((float(ips), _shown(run_dir)))
-    return {k: PaceSpeed(*max(v), n=len(v), median_img_per_s=statistics.median(x for x, _ in v))
+                if r.wall_seconds:
+                    timed.append(r)
+    fastest = {k: max(v)[0] for k, v in seen.items()}
+    overheads: dict[Pace, dict[str, list[float]]] = {}
+    for r in timed:
+        if (pace := Pace.of_record(r)) in fastest and (extra := _overhead(r, fastest[pace], catalog)) is not None:
+            overheads.setdefault(pace, {}).setdefault(r.protocol, []).append(extra)
+    return {k: PaceSpeed(*max(v), n=len(v), median_img_per_s=statistics.median(x for x, _ in v),
+                         overhead_s={p: statistics.median(x) for p, x in overheads.get(k, {}).items()})
             for k, v in seen.items()}
+
+
+def _overhead(r: Record, img_per_s: float, catalog: Catalog) -> float | None:
+    """A record's wall time less what its protocol's estimate of its images takes at `img_per_s` (at
+    least 0), or None where its protocol or dataset is not in the catalog or its settings predate it."""
+    try:
+        protocol, dataset = catalog.protocols.get(r.protocol), catalog.datasets.get(r.dataset)
+        images = protocol.estimate(dict(r.settings), dataset) if protocol.estimate else {}
+    except (BenchError, KeyError, TypeError, ValueError):
+        return None
+    if images.get("train_images") is None:
+        return None
+    return max(0.0, float(r.wall_seconds) - image_seconds(images["train_images"], images.get("eval_images"), img_per_s))
 
 
 def _shown(run_dir: Path) -> str:
@@ -191,6 +230,7 @@ class Totals:
     timed: int  # cells to run that have a time estimate
     unknown_flops: int
     sources: tuple[str, ...] = ()  # the runs whose measured img/s the time estimate uses
+    fixed: int = 0  # cells to run whose estimate includes their protocol's fixed cost measured before
 
 
 def totals(plans: list[CellPlan]) -> Totals:
@@ -201,7 +241,7 @@ def totals(plans: list[CellPlan]) -> Totals:
                                   if p.seconds is not None and p.img_per_s_from is not None))
     return Totals(cells=len(plans), todo=len(todo), exaflops=math.fsum(flops),
                   seconds=math.fsum(secs) if secs else None, timed=len(secs), unknown_flops=len(todo) - len(flops),
-                  sources=sources)
+                  sources=sources, fixed=sum(1 for p in todo if p.seconds is not None and p.overhead_s > 0))
 
 
 def duration(seconds: float | None) -> str:
@@ -226,4 +266,7 @@ def summary(t: Totals) -> str:
     if t.todo and t.sources:
         shown = ", ".join(t.sources[:3]) + (f" and {len(t.sources) - 3} more" if len(t.sources) > 3 else "")
         text += f"\n  time estimated from the fastest training img/s measured on this device before, in {shown}"
+        if t.fixed:
+            text += (f", plus each protocol's fixed cost per cell there ({plural(t.fixed, 'cell')}: building, "
+                     "FLOP counting, data loading)")
     return text
