@@ -45,6 +45,17 @@ def no_entry_points(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("BENCHBENCH_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
 
 
+@pytest.fixture(autouse=True)
+def no_load_warning(monkeypatch):
+    """Commands run in the test process do not warn about this machine's load (CI machines are shared,
+    and tests read a command's stderr line by line); tests of the warning give the load explicitly."""
+    from benchbench import threads
+
+    real = threads.overload_warning
+    monkeypatch.setattr(threads, "overload_warning",
+                        lambda load=None, cpus=None: None if load is None else real(load, cpus))
+
+
 # --- the catalog ------------------------------------------------------------------------------------------
 
 
