@@ -155,7 +155,9 @@ def init_weights(ctx: ProtocolContext, init: str, *, protocol: str, keep_head: b
     else:
         path = Path(init).expanduser()
         if not path.is_file():
-            raise BenchError(f"{protocol}: init = {init!r}: no such file {path.resolve()}")
+            raise BenchError(f"{protocol}: init = {init!r}: no such file {path.resolve()}; put the checkpoint "
+                             "there (`benchbench convert MODEL IN -o FILE` writes any format benchbench reads as "
+                             "safetensors), or set init to where it is")
         report = _load(model, str(path), ctx, keep_head)
     # A checkpoint from `scratch` carries its training cost in its metadata; others carry none.
     out = {"pretrain_device_seconds": report.meta.get("train_device_seconds"),
@@ -199,14 +201,11 @@ def _load_with_head(model: nn.Module, source: str, ctx: ProtocolContext, classes
     spec = ctx.dataset_spec
     if classes is not None and classes != spec.num_classes:
         raise BenchError(class_mismatch(source, classes, spec.id, spec.num_classes))
-    try:
-        return load_weights(model, source, ctx.model_spec, **kw)
+    try:  # no search for the nearest architecture yet: only the head may differ
+        return load_weights(model, source, ctx.model_spec)
     except BenchError as exc:
         first = str(exc)
-        try:
-            load_weights(model, source, ctx.model_spec, drop_head=True, **kw)
-        except BenchError:
-            raise exc from None
+    load_weights(model, source, ctx.model_spec, drop_head=True, **kw)  # the body does not fit: that error
     shapes = [line.strip() for line in first.splitlines() if ": checkpoint [" in line]
     found = re.search(r"checkpoint \[(\d+)", shapes[0]) if shapes else None
     raise BenchError(class_mismatch(source, int(found.group(1)) if found else None, spec.id, spec.num_classes)
