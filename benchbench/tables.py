@@ -472,7 +472,7 @@ def _candidates(row: dict) -> list[str]:
     names = [row["model"], row["model_id"], str(row["model_id"]).rsplit("/", 1)[-1]]
     file = _field(row.get("checkpoint"), "file")
     if isinstance(file, str) and file:
-        names.append(Path(file).name.split(".")[0])
+        names.append(Path(file).stem)
     return list(dict.fromkeys(n.lower() for n in names if isinstance(n, str) and n))
 
 
