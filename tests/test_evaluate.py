@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -204,3 +205,18 @@ def test_records_carry_checkpoint_and_preprocessing_and_old_ones_read():
         Record.from_json({**base, "checkpoint": "file.pt"})
     metrics, fields = split_result({"top1": 0.5, "checkpoint": {"sha256": "ab"}})
     assert metrics == {"top1": 0.5} and fields == {"checkpoint": {"sha256": "ab"}}
+
+
+@pytest.mark.slow  # about 8 s: the dry run counts the MACs of six ImageNet-size models
+def test_the_pretrained_suite_names_what_it_needs(tmp_path, capsys):
+    """Without ImageNet or the checkpoints here, its dry run lists every checkpoint a cell loads (and its
+    resolution), and its comments say where the data and each kind of checkpoint go."""
+    assert main(["run", "pretrained", "--dry-run", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    suite = (Path(__file__).resolve().parent.parent / "suites" / "pretrained.toml").read_text()
+    doc = tomllib.loads(suite)
+    inits = [doc["settings"]["evaluate"]["init"], *(g["settings"]["evaluate"]["init"] for g in doc["group"])]
+    assert len(inits) == 6 and all(init in out for init in inits)
+    for where in ("DIR/imagenet/", "val/<wnid>/*.JPEG", "huggingface-cli download", "HF_HUB_CACHE",
+                  "~/.cache/torch/hub/checkpoints/"):
+        assert where in suite
