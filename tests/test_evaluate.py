@@ -220,3 +220,30 @@ def test_the_pretrained_suite_names_what_it_needs(tmp_path, capsys):
     for where in ("DIR/imagenet/", "val/<wnid>/*.JPEG", "huggingface-cli download", "HF_HUB_CACHE",
                   "~/.cache/torch/hub/checkpoints/"):
         assert where in suite
+
+
+def test_a_timm_config_beside_the_file_gives_the_transform(tmp_path, catalog, datafiles):
+    """timm's config.json beside the weights: `input_size` / `crop_pct` by default, `test_input_size` /
+    `test_crop_pct` with preprocessing = "test"; the record says which, as timm's create_transform
+    would build it (resize side floor(size / crop_pct))."""
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    photos = {c: [Image.fromarray(rng.integers(0, 256, (40, 50, 3), dtype=np.uint8)) for _ in range(2)]
+              for c in ("a", "b")}
+    root = datafiles.write_class_folders(tmp_path / "data", {"train": photos, "test": photos}, ext="png")
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    spec = catalog.models.get("vit-mu7")
+    save_checkpoint(spec.build(num_classes=2, image_size=28, in_chans=3), folder / "model.safetensors", num_classes=2)
+    (folder / "config.json").write_text(json.dumps({"architecture": "vit_mu", "num_classes": 2, "pretrained_cfg": {
+        "input_size": [3, 28, 28], "crop_pct": 0.875, "interpolation": "bicubic", "mean": [0.1, 0.2, 0.3],
+        "std": [0.3, 0.2, 0.1], "test_input_size": [3, 35, 35], "test_crop_pct": 1.0}}))
+    init = str(folder / "model.safetensors")
+    for choice, size, expected in [("auto", 28, (28, 32)), ("test", 35, (35, 35))]:
+        ctx = context_for(catalog, "evaluate", "vit-mu7", f"imagefolder:{root}",
+                          {"init": init, "resolution": size, "preprocessing": choice}, show_progress=False)
+        _, fields = split_result(evaluate.run(ctx))
+        pre = fields["preprocessing"]
+        assert (pre["crop_size"], pre["resize_size"], pre["interpolation"]) == (*expected, "bicubic")
+        assert pre["mean"] == [0.1, 0.2, 0.3] and "config.json" in pre["source"]
