@@ -5,6 +5,12 @@ which version wrote it:
 - 3 (current): adds `precision`, the precision the cell ran at as resolved on its device ("fp32",
   "bf16", ...; never "auto"), or absent for a protocol without one. Up to schema 2 the built-in
   protocols kept it only as their `precision` setting: `upgrade` resolves that by the record's device.
+  Also optional in 3 (absent when the cell had none; older records read without them):
+  `checkpoint`, where the weights a cell loaded came from (source, file, revision, commit, sha256,
+  format, layout: benchbench.checkpoints.Provenance), and `preprocessing`, the evaluation transform
+  its images went through (crop_size, resize_size, resize_mode, interpolation, mean, std, crop_pct,
+  source: benchbench.specs.Preprocessing). A protocol's run returns them as JSON objects under these
+  names beside its metrics (`CELL_FIELDS`); the worker moves them here (`split_result`).
 - 2: adds `accuracies`, {metric: label} of the metrics that are accuracies in [0, 1],
   declared by the protocol's spec (`ProtocolSpec.accuracies`); label "" is the cell's main top-1.
 - 1: no `accuracies`. Read through `upgrade`: the metric `top1` is the main accuracy, and a metric
@@ -31,7 +37,9 @@ from benchbench.errors import BenchError
 
 SCHEMA = 3
 STATUSES = ("ok", "failed")
-OPTIONAL = ("env", "executor", "node", "job_id", "attempts", "precision")  # left out of the JSON when None
+OPTIONAL = ("env", "executor", "node", "job_id", "attempts", "precision", "checkpoint", "preprocessing")
+# What a protocol's run may return beside its metrics, as JSON objects, for the record's own fields.
+CELL_FIELDS = ("checkpoint", "preprocessing")  # left out of the JSON when None
 _SHOT = re.compile(r"^\w+?_(\d+)shot_top1$")
 
 
@@ -76,6 +84,9 @@ class Record:
     node: str | None = None
     job_id: str | None = None
     attempts: int | None = None
+    # The weights the cell loaded and the evaluation transform it used (schema 3, optional).
+    checkpoint: Mapping[str, Any] | None = None
+    preprocessing: Mapping[str, Any] | None = None
     schema: int = SCHEMA
 
     @property
@@ -131,6 +142,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "precision": _OPT_STR,
     "traceback": _OPT_STR, "started_at": _OPT_STR, "finished_at": _OPT_STR, "wall_seconds": (int, float, type(None)),
     "suite": _OPT_STR, "run_id": _OPT_STR, "quick": (bool,), "env": (Mapping, type(None)), "schema": (int,),
+    "checkpoint": (Mapping, type(None)), "preprocessing": (Mapping, type(None)),
 }
 _JSON_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true/false", Mapping: "an object"}
 
@@ -144,6 +156,14 @@ def _is(value: Any, types: tuple[type, ...]) -> bool:
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def split_result(result: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A protocol's run result as (metrics, record fields): the `CELL_FIELDS` it returns as JSON
+    objects go to the record's fields of those names, everything else is a metric."""
+    metrics = dict(result)
+    fields = {name: dict(metrics.pop(name)) for name in CELL_FIELDS if isinstance(metrics.get(name), Mapping)}
+    return metrics, fields
 
 
 def upgrade(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -306,7 +306,9 @@ def main_top1(settings: Mapping[str, Any]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class ProtocolSpec:
-    """One evaluation protocol. `run(ctx)` returns metrics whose names carry units."""
+    """One evaluation protocol. `run(ctx)` returns metrics whose names carry units, and where the cell
+    loaded weights or used an evaluation transform, JSON objects under `checkpoint` and `preprocessing`
+    (the record's fields of those names: benchbench.record.CELL_FIELDS)."""
 
     id: str
     name: str

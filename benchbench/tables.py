@@ -2,7 +2,8 @@
 
 Layouts:
 - `models`: one row per model: params, GMACs, top-1 per dataset (seeds as mean ± std), device-days.
-- `summary`: one row per cell: its settings that vary, status, top-1, cost.
+- `summary`: one row per cell: its settings that vary, status, top-1, cost (its data, for csv and json,
+  also the record's `checkpoint` and `preprocessing`).
 - `paper-transfer`: the paper's Table 2 shape: a row per dataset (and per k of a few-shot cell),
   a column per model, a last row of device-days.
 - `paper-scaling`: the paper's model-scaling table: model, epochs, accuracy per dataset,
@@ -11,6 +12,11 @@ Layouts:
   table).
 - `compute`: one row per cell: params, GMACs, epochs, pre-training exaFLOPs, and where measured the
   training throughput and the projected device-days (the paper's compute columns).
+- `timm`: one row per cell that scored a checkpoint (its record names one, and a top-1), with the
+  header of timm's results CSVs (model, img_size, top1, top1_err, top5, top5_err, param_count in
+  millions, crop_pct, interpolation) plus our GMACs and evaluation img/s. `model` is the checkpoint's
+  hub name (hf-hub:<org>/<name> -> <name>), else the model id. `reference_table` sets it beside a
+  published table of the same columns (`benchbench table --reference FILE.csv`).
 
 Printed tables read cleanly: a missing value is "-" (never "nan"), a setting as recorded (300, not
 300.0). In markdown, LaTeX and HTML, a column that is the same in every row of a table with several
@@ -35,6 +41,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import pandas as pd
 from tabulate import tabulate
@@ -270,7 +277,8 @@ def summary_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     varying = varying_setting_columns(df)
     columns = ["model", "model_name", "dataset", "dataset_name", "protocol", "seed", *varying, "status", "error",
                "top1", "params", "gmacs", "train_img_per_s", "train_device_seconds", "wall_seconds"]
-    data = df.reindex(columns=columns).reset_index(drop=True)
+    # what the cell loaded and the transform it used: in the data (csv, json), not the printed columns
+    data = df.reindex(columns=[*columns, "checkpoint", "preprocessing"]).reset_index(drop=True)
     headers = ["Model", "Dataset", "Protocol", "Seed", *(c.split(".", 1)[1] for c in varying), "Status",
                "Top-1 (%)", "Params (M)", "GMACs", "Train img/s", "Train device-s", "Wall (s)"]
     rows = []
@@ -380,8 +388,130 @@ def data_scaling_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     return Table(pd.DataFrame(data_rows), headers, rows, [f"Top-1 on the test split of {datasets}."] + _notes(bad))
 
 
+TIMM_COLUMNS = ["model", "img_size", "top1", "top1_err", "top5", "top5_err", "param_count", "crop_pct",
+                "interpolation"]
+
+
+def _field(value, key: str):
+    """`value[key]` of a record's JSON field (checkpoint, preprocessing), None where it has none."""
+    return value.get(key) if isinstance(value, dict) else None
+
+
+def hub_name(source) -> str | None:
+    """`<name>` of an `hf-hub:<org>/<name>[@<revision>]` source; None for anything else."""
+    if not isinstance(source, str) or not source.startswith("hf-hub:"):
+        return None
+    return source[len("hf-hub:"):].split("@", 1)[0].rsplit("/", 1)[-1] or None
+
+
+def _eval_img_per_s(row: pd.Series) -> float:
+    measured = row.get("eval_img_per_s")
+    if not _missing(measured):
+        return float(measured)
+    images, seconds = row.get("eval_images"), row.get("eval_device_seconds")
+    return math.nan if _missing(images) or _missing(seconds) or not seconds else float(images) / float(seconds)
+
+
+def timm_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
+    ok = successful(df)
+    if "checkpoint" in ok:
+        ok = ok[[isinstance(c, dict) for c in ok["checkpoint"]]]
+    else:
+        ok = ok.iloc[0:0]
+    if "top1" in ok:
+        ok = ok[ok["top1"].notna()]
+    if ok.empty:
+        raise BenchError("timm: no cell scored a checkpoint (a record naming its checkpoint, with a top-1); "
+                         "this layout needs cells that evaluate checkpoints (init = a file or hf-hub: id)")
+    bad = _unverified(ok, force_flops)
+    data_rows, rows = [], []
+    for _, r in ok.iterrows():
+        source = _field(r["checkpoint"], "source")
+        pre = r.get("preprocessing")
+        top1, top5 = float(r["top1"]) * 100, float(r.get("top5", math.nan)) * 100
+        d = {"model": hub_name(source) or r["model"], "img_size": r["resolution"], "top1": top1,
+             "top1_err": 100 - top1, "top5": top5, "top5_err": 100 - top5, "param_count": float(r["params"]) / 1e6,
+             "crop_pct": _field(pre, "crop_pct"), "interpolation": _field(pre, "interpolation"),
+             "gmacs": r.get("gmacs"), "eval_img_per_s": _eval_img_per_s(r),
+             "eval_batch_size": r.get("eval_batch_size_used"), "precision": r.get("precision"),
+             "dataset": r["dataset"], "protocol": r["protocol"], "model_id": r["model"],
+             "checkpoint": r["checkpoint"], "preprocessing": pre if isinstance(pre, dict) else None}
+        data_rows.append(d)
+        rows.append([d["model"], setting_text(d["img_size"]), _num(top1, ".3f"), _num(d["top1_err"], ".3f"),
+                     _num(top5, ".3f"), _num(d["top5_err"], ".3f"), _num(d["param_count"], ".2f"),
+                     _num(d["crop_pct"], ".3f") if d["crop_pct"] is not None else MISSING,
+                     d["interpolation"] or MISSING,
+                     _num(d["gmacs"], ".4g") + (f" {DAGGER}" if r["model"] in bad else ""),
+                     _num(d["eval_img_per_s"], ".0f"), r["dataset_name"]])
+    headers = [*TIMM_COLUMNS, "gmacs", "img/s", "dataset"]
+    notes = ["top1/top5 in %, param_count in millions; gmacs: multiply-accumulates of one forward pass (norms and "
+             "pooling not counted); img/s: the evaluation's, on the recorded device, batch size and precision."]
+    return Table(pd.DataFrame(data_rows), headers, rows, notes + _notes(bad))
+
+
+def read_reference(path) -> pd.DataFrame:
+    """A published table with timm's results CSV columns (at least model and top1; top5 where given)."""
+    try:
+        ref = pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        raise BenchError(f"--reference {path}: cannot be read as CSV ({exc})") from None
+    missing = [c for c in ("model", "top1") if c not in ref.columns]
+    if missing:
+        raise BenchError(f"--reference {path}: no column {', '.join(missing)}; a timm results CSV has "
+                         f"{', '.join(TIMM_COLUMNS)} (this file has: {', '.join(map(str, ref.columns))})")
+    ref = ref.assign(model=ref["model"].astype(str).str.strip())
+    for column in ("top1", "top5"):
+        if column in ref:
+            ref[column] = pd.to_numeric(ref[column], errors="coerce")
+    return ref
+
+
+def _candidates(row: dict) -> list[str]:
+    """Names a row of ours may have in a published table: its shown name, its model id, the id's last
+    part (after "/"), the checkpoint file's name without its suffix."""
+    names = [row["model"], row["model_id"], str(row["model_id"]).rsplit("/", 1)[-1]]
+    file = _field(row.get("checkpoint"), "file")
+    if isinstance(file, str) and file:
+        names.append(Path(file).stem)
+    return list(dict.fromkeys(n.lower() for n in names if isinstance(n, str) and n))
+
+
+def reference_table(table: Table, reference: pd.DataFrame, name: str = "reference") -> Table:
+    """`table` (the timm layout) beside a published table: for each row matched by name (`_candidates`,
+    case-insensitive), the published top-1/top-5 and ours minus theirs, in points; a note lists the
+    rows it could not match."""
+    by_name = {m.lower(): i for i, m in reversed(list(enumerate(reference["model"])))}
+    data_rows, rows, unmatched = [], [], []
+    for row in table.data.to_dict("records"):
+        hit = next((by_name[c] for c in _candidates(row) if c in by_name), None)
+        ref = reference.iloc[hit] if hit is not None else None
+        out = {**row, "reference_model": None if ref is None else ref["model"]}
+        for metric in ("top1", "top5"):
+            theirs = float(ref[metric]) if ref is not None and metric in reference and not _missing(ref[metric])                 else math.nan
+            out[f"reference_{metric}"], out[f"{metric}_diff"] = theirs, row[metric] - theirs
+        if ref is None:
+            unmatched.append(row["model"])
+        data_rows.append(out)
+        rows.append([row["model"], setting_text(row["img_size"]), _num(row["top1"], ".3f"),
+                     _num(out["reference_top1"], ".3f"), _signed(out["top1_diff"]), _num(row["top5"], ".3f"),
+                     _num(out["reference_top5"], ".3f"), _signed(out["top5_diff"]),
+                     MISSING if ref is None else str(ref["model"])])
+    headers = ["model", "img_size", "top1", f"{name} top1", "top1 diff", "top5", f"{name} top5", "top5 diff",
+               f"{name} model"]
+    notes = ["diff: ours minus the reference, in points of %."]
+    if unmatched:
+        notes.append(f"Not matched in {name} (no row whose model is the checkpoint's name, the model id or the "
+                     f"file's name): {', '.join(unmatched)}.")
+    return Table(pd.DataFrame(data_rows), headers, rows, notes)
+
+
+def _signed(x: float) -> str:
+    return MISSING if _missing(x) else f"{x:+.3f}"
+
+
 BUILDERS = {"models": model_table, "summary": summary_table, "paper-transfer": transfer_table,
-            "paper-scaling": scaling_table, "data-scaling": data_scaling_table, "compute": compute_table}
+            "paper-scaling": scaling_table, "data-scaling": data_scaling_table, "compute": compute_table,
+            "timm": timm_table}
 
 
 def build_table(df: pd.DataFrame, layout: str = "models", force_flops: bool = False) -> Table:

@@ -1,6 +1,7 @@
 """Fine-tuning: the new head is zero, weights and position embeddings come from the checkpoint, a
 run's scratch cell hands its model and its cost to a finetune cell."""
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,8 @@ def test_new_head_is_zero_and_the_rest_is_the_checkpoint(tmp_path, catalog, mode
     source = _pretrained(catalog, model_id, tmp_path / "pre.pt", num_classes=7)  # another number of classes
     ctx = _ctx(catalog, model_id, {"init": str(tmp_path / "pre.pt")})
     model, pretrain = finetune.prepare(ctx)
+    # where the weights came from goes to the record's `checkpoint` (benchbench.record.split_result)
+    assert pretrain.pop("checkpoint")["sha256"] == hashlib.sha256((tmp_path / "pre.pt").read_bytes()).hexdigest()
     assert pretrain == {}  # no cost in this checkpoint's metadata
     logits = model.eval()(torch.randn(5, 1, 28, 28))
     assert logits.shape == (5, 10) and torch.count_nonzero(logits) == 0
@@ -81,6 +84,7 @@ def test_position_embeddings_follow_the_resolution(tmp_path, catalog):
 def test_checkpoint_metadata_carries_the_pretraining_cost(tmp_path, catalog):
     _pretrained(catalog, "vit-mu7", tmp_path / "pre.pt", train_images_seen=1200, train_device_seconds=3.5)
     _, pretrain = finetune.prepare(_ctx(catalog, "vit-mu7", {"init": str(tmp_path / "pre.pt")}))
+    assert pretrain.pop("checkpoint")["source"] == str(tmp_path / "pre.pt")
     assert pretrain == {"pretrain_images_seen": 1200.0, "pretrain_device_seconds": 3.5}
 
 

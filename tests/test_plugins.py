@@ -33,7 +33,7 @@ def test_builtins_load_through_the_plugin_manager():
     # The built-ins are benchbench's own entry points: pyproject.toml lists every plugin module.
     builtins = {ep.name for ep in builtin_entry_points()}
     modules = {f"benchbench_plugins.{p.parent.name}.{p.stem}" for p in PLUGIN_FILES if "@hookimpl" in p.read_text()}
-    assert builtins == modules and len(builtins) == 23
+    assert builtins == modules and len(builtins) == 24
     assert {name for name, _ in pm.list_name_plugin()} == builtins
     cat = collect(pm)
     assert "vit-b16" in cat.models and "bit-r50x1" in cat.models
@@ -70,7 +70,7 @@ def test_unknown_id_lists_known_ids_and_nearest(catalog):
     # more than a dozen known: the nearest few, and how to list them all
     assert "nearest: vit-b16, vit-b14, vit-s16" in msg and "bit-r101x1" not in msg
     assert f"`benchbench list models` lists all {len(catalog.models.specs)}" in msg
-    with pytest.raises(UnknownIdError, match="known: fewshot, finetune, .*scratch"):
+    with pytest.raises(UnknownIdError, match="known: evaluate, fewshot, finetune, .*scratch"):
         catalog.protocols.get("scrach")  # few known: every one
 
 

@@ -1,4 +1,4 @@
-"""`benchbench convert MODEL IN -o OUT.safetensors|OUT.pt [--resolution R] [--num-classes K] [--drop-head]
+"""`benchbench convert MODEL IN -o OUT.safetensors|OUT.pt [--resolution R] [--num-classes K] [--in-chans C] [--drop-head]
 [--allow-nonfinite]`: any checkpoint benchbench reads (a file, or an hf-hub: id from the local cache),
 loaded into MODEL and written in our format."""
 
@@ -21,6 +21,8 @@ def add_parser(sub, parent) -> None:
     p.add_argument("--resolution", type=int, metavar="R", help="build the model at this resolution (position "
                    "embeddings are interpolated); default: the model's default")
     p.add_argument("--num-classes", type=int, default=1000, metavar="K", help="classes of the checkpoint's head (default 1000)")
+    p.add_argument("--in-chans", type=int, metavar="C", help="input channels of the checkpoint's model (1 for a "
+                   "model trained on grey images); default: the model's fixed channels, else 3")
     p.add_argument("--drop-head", action="store_true",
                    help="keep a fresh zero head of --num-classes instead of the checkpoint's head")
     p.add_argument("--allow-nonfinite", action="store_true",
@@ -38,9 +40,10 @@ def run(args) -> int:
     cat = catalog(args)
     spec = cat.models.get(args.model)
     resolution = args.resolution or spec.default_resolution
-    model = spec.build(num_classes=args.num_classes, image_size=resolution, in_chans=spec.in_chans or 3)
+    model = spec.build(num_classes=args.num_classes, image_size=resolution, in_chans=args.in_chans or spec.in_chans or 3)
     report = load_weights(model, args.source, spec, drop_head=args.drop_head, allow_nonfinite=args.allow_nonfinite,
                           candidates=lambda: list(cat.models))
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     marked = {NONFINITE_META: True} if args.allow_nonfinite else {}
     provenance = report.provenance.to_json() if report.provenance else {}
     preprocessing = {"preprocessing": report.preprocessing.to_json()} if report.preprocessing else {}

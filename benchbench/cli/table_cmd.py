@@ -1,4 +1,4 @@
-"""`benchbench table RUN_DIR [--layout L] [--format F] [--force-flops]`."""
+"""`benchbench table RUN_DIR [--layout L] [--format F] [--force-flops] [--reference FILE.csv]`."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ def add_parser(sub, parent) -> None:
                         "(the paper's Table 2); paper-scaling: model, epochs, accuracies, exaFLOPs; data-scaling: "
                         "models x training-set sizes; compute: params, GMACs, exaFLOPs, img/s "
                         "(default: the suite's, from env.json, else models)")
+    p.add_argument("--reference", metavar="FILE.csv",
+                   help="a published table with timm's results CSV columns (model, top1, top5, ...): each "
+                        "checkpoint's top-1/top-5 beside it and the difference; says which it could not match "
+                        "(layout timm)")
     p.add_argument("--force-flops", action="store_true",
                    help="publish FLOP counts that are not verified, marked with a dagger")
     p.set_defaults(func=run)
@@ -31,13 +35,19 @@ def _suite_layout(run_dir: str) -> str:
 
 
 def run(args) -> int:
-    from benchbench.tables import build_table, render
+    from benchbench.tables import build_table, read_reference, reference_table, render
 
     named_plugins(args)
     df = load_run(args.run_dir)
     if df.empty:
         raise BenchError(f"{args.run_dir}: no records to tabulate"
                          + (" (its lines are not records: see the warnings above)" if df.attrs["problems"] else ""))
-    layout = args.layout or _suite_layout(args.run_dir)
-    sys.stdout.write(render(build_table(df, layout, force_flops=args.force_flops), args.format))
+    if args.reference and args.layout not in (None, "timm"):
+        raise BenchError(f"--reference compares the timm layout with a published table; leave out --layout "
+                         f"{args.layout} or write --layout timm")
+    layout = "timm" if args.reference else args.layout or _suite_layout(args.run_dir)
+    table = build_table(df, layout, force_flops=args.force_flops)
+    if args.reference:
+        table = reference_table(table, read_reference(args.reference), Path(args.reference).name)
+    sys.stdout.write(render(table, args.format))
     return 0

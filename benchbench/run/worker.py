@@ -25,7 +25,7 @@ from benchbench.execution import choose
 from benchbench.meters.flops import MacCount, build_for_counting, count_macs
 from benchbench.meters.params import count_params
 from benchbench.plugins import Catalog, plugin_package
-from benchbench.record import Record
+from benchbench.record import Record, split_result
 from benchbench.rendezvous import later_node_note, records_the_cell
 from benchbench.run.cell import Cell, make_cell
 from benchbench.run.context import RunContext
@@ -81,6 +81,7 @@ def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict 
     chosen = threads.apply()  # the CPU threads of this cell, from the load as it starts
     started_at, start = now(), time.perf_counter()
     metrics: dict[str, Any] = {}
+    described: dict[str, Any] = {}  # the record's checkpoint and preprocessing, where the protocol names them
     status, error, trace, flops_status, precision = "failed", None, None, None, None
     limit = None
     try:
@@ -97,7 +98,8 @@ def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict 
             flops_status = macs.status
             ctx = protocol_context(job, catalog, device, model, params=metrics["params"])
             precision = ctx.precision
-            metrics.update(protocol.run(ctx))
+            result, described = split_result(protocol.run(ctx))
+            metrics.update(result)
             metrics.update(derived(metrics, choices.world.size))
         status = "ok"
     except KeyboardInterrupt:
@@ -112,7 +114,7 @@ def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict 
         job, catalog, status=status, metrics=metrics, resolution=shape["image_size"], device=str(device),
         precision=None if precision is None else precision.name, flops_status=flops_status, error=error,
         traceback=trace, started_at=started_at, finished_at=now(), wall_seconds=time.perf_counter() - start,
-        env={"threads": {**chosen.env(), "used": threads.used()}})
+        env={"threads": {**chosen.env(), "used": threads.used()}}, **described)
 
 
 def protocol_context(job: Job, catalog: Catalog, device: torch.device, model: torch.nn.Module, *,

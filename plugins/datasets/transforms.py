@@ -10,11 +10,19 @@ Two kinds of datasets come out of the dataset plugins:
 
 Normalisation: Fashion-MNIST keeps its published mean/std; every other dataset is scaled to [-1, 1]
 as the ViT paper's code does (`image / 127.5 - 1`, i.e. mean = std = 0.5 per channel).
+
+A cell's own evaluation transform (`DataOptions.preprocessing`: a checkpoint's, a model's, a suite's)
+replaces a file-backed dataset's default: resize (the shorter side, or both: squash), centre crop,
+interpolation, mean/std, with the same library operations as timm's `create_transform` and
+torchvision's `weights.transforms()` on PIL images, so the tensors are equal to theirs
+(`eval_transform`). Its mean/std also normalise the training images of that cell.
 """
 
 from __future__ import annotations
 
 import copy
+import math
+from dataclasses import replace
 from typing import Sequence
 
 import torch
@@ -22,7 +30,7 @@ import torch.nn.functional as F
 from torch.utils.data import TensorDataset
 
 from benchbench.errors import BenchError
-from benchbench.specs import DataOptions
+from benchbench.specs import DataOptions, Preprocessing
 
 VIT_MEAN = VIT_STD = (0.5, 0.5, 0.5)  # [0, 1] -> [-1, 1], the ViT paper's input scaling
 
@@ -163,17 +171,80 @@ def photo_transform(options: DataOptions, native_size: int, *, mean: Sequence[fl
                     std: Sequence[float] = VIT_STD):
     """PIL image -> normalised float tensor (C, size, size).
 
-    Evaluation (and features): resize to a square of `size` without cropping, as the paper's code
+    Evaluation (and features): `options.preprocessing` where the cell has one (`eval_transform`, at the
+    model's size: `at_size`); else resize to a square of `size` without cropping, as the paper's code
     evaluates. Training with `augment`: an Inception-style random crop resized to `size`, and a random
     horizontal flip (torchvision's RandomResizedCrop, RandomHorizontalFlip), drawn from torch's global
-    generator, which the training loader seeds per image (plugins/protocols/loader.py `SeededItems`).
+    generator, which the training loader seeds per image (plugins/protocols/loader.py `SeededItems`);
+    normalised with the cell's preprocessing's mean/std where it has one.
     """
     from torchvision.transforms import v2
 
     size = target_size(options, native_size)
+    pre = options.preprocessing
+    if pre is not None and not options.augment:
+        return eval_transform(at_size(pre, size), options.in_chans)
+    if pre is not None:
+        mean, std = pre.mean, pre.std
     steps = ([v2.RandomResizedCrop((size, size), antialias=True), v2.RandomHorizontalFlip()] if options.augment
              else [SquareResize(size)])
     return v2.Compose([*steps, NormalisedTensor(mean, std, options.in_chans)])
+
+
+def at_size(pre: Preprocessing, size: int) -> Preprocessing:
+    """`pre` for a model that takes `size` px: the same crop_pct (timm's rule: resize side
+    floor(size / crop_pct)), interpolation and mean/std; `pre` itself when it already crops `size`."""
+    if pre.crop_size == size:
+        return pre
+    if pre.crop_size == pre.resize_size:
+        return replace(pre, crop_size=size, resize_size=size)
+    return Preprocessing.from_crop_pct(size, config_crop_pct(pre), resize_mode=pre.resize_mode,
+                                       interpolation=pre.interpolation, mean=pre.mean, std=pre.std,
+                                       source=f"{pre.source}, at {size} px" if pre.source else f"at {size} px")
+
+
+def config_crop_pct(pre: Preprocessing) -> float:
+    """The crop_pct a config most likely gave: the one of fewest decimals (2 to 4) whose resize side
+    floor(crop_size / crop_pct) is `pre`'s (224 / 235 = 0.9532 is timm's 0.95); else crop / resize."""
+    exact = pre.crop_size / pre.resize_size
+    for digits in (2, 3, 4):
+        scale = 10 ** digits
+        near = round(exact * scale)
+        fits = [k / scale for k in (near - 1, near, near + 1)
+                if 0 < k <= scale and math.floor(pre.crop_size / (k / scale)) == pre.resize_size]
+        if fits:
+            return min(fits, key=lambda c: abs(c - exact))
+    return exact
+
+
+def eval_transform(pre: Preprocessing, in_chans: int | None = None):
+    """PIL image -> float tensor (C, crop, crop) as `pre` says: resize (shorter side to resize_size, or
+    both sides: squash) with PIL's filter of that name (antialiased), centre crop (torchvision's:
+    the offset rounded), then [0, 1] and (x - mean) / std in torch's float32 operations (those of
+    ToTensor and Normalize), grey replicated up to `in_chans`."""
+    from torchvision.transforms import InterpolationMode, v2
+
+    size = pre.resize_size if pre.resize_mode == "shorter" else (pre.resize_size, pre.resize_size)
+    return v2.Compose([v2.Resize(size, interpolation=InterpolationMode(pre.interpolation), antialias=True),
+                       v2.CenterCrop(pre.crop_size), ExactNormalise(pre.mean, pre.std, in_chans)])
+
+
+class ExactNormalise:
+    """PIL image -> (pixel / 255 - mean) / std as float32 (C, H, W): torchvision's ToTensor + Normalize,
+    operation for operation (so equal to theirs bit for bit), grey replicated up to `in_chans`."""
+
+    def __init__(self, mean: Sequence[float], std: Sequence[float], in_chans: int | None):
+        self.mean = torch.tensor(mean, dtype=torch.float32).view(-1, 1, 1)
+        self.std = torch.tensor(std, dtype=torch.float32).view(-1, 1, 1)
+        self.in_chans = in_chans
+
+    def __call__(self, img) -> torch.Tensor:
+        import numpy as np
+
+        a = torch.from_numpy(np.array(img, dtype=np.uint8, copy=True))
+        x = (a[None] if a.ndim == 2 else a.permute(2, 0, 1)).contiguous().float().div(255)
+        c = x.shape[0]
+        return match_channels(x.sub_(self.mean[:c]).div_(self.std[:c]), self.in_chans)
 
 
 def open_image(path: str, mode: str = "RGB"):

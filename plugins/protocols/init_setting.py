@@ -8,9 +8,11 @@ checkpoint's own evaluation transform."""
 from __future__ import annotations
 
 import hashlib
+import re
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from torch import nn
 
@@ -111,15 +113,20 @@ class InitWeights:
         return self.report.preprocessing if self.report else None
 
 
-def load_init(ctx: ProtocolContext, init: str, *, protocol: str) -> dict[str, float]:
-    """Load `init` into the cell's model (see `init_weights`); returns the pre-training cost."""
-    return init_weights(ctx, init, protocol=protocol).pretrain
+def load_init(ctx: ProtocolContext, init: str, *, protocol: str) -> dict[str, Any]:
+    """Load `init` into the cell's model (see `init_weights`); returns the pre-training cost, and under
+    `checkpoint` where the weights came from (a JSON object: the record's `checkpoint` field, which the
+    worker takes out of the metrics: benchbench.record.split_result)."""
+    loaded = init_weights(ctx, init, protocol=protocol)
+    return {**loaded.pretrain, **({"checkpoint": loaded.provenance.to_json()} if loaded.provenance else {})}
 
 
-def init_weights(ctx: ProtocolContext, init: str, *, protocol: str) -> InitWeights:
-    """Load `init` into the cell's model, keeping its own head (the checkpoint's is dropped); position
-    embeddings are resized to the model's resolution. Returns the load's report (provenance, the
-    checkpoint's preprocessing) and what is known of the pre-training cost: pretrain_device_seconds,
+def init_weights(ctx: ProtocolContext, init: str, *, protocol: str, keep_head: bool = False) -> InitWeights:
+    """Load `init` into the cell's model, keeping its own head (the checkpoint's is dropped), or with
+    `keep_head` the checkpoint's (evaluation: its classes must be the dataset's, else a BenchError naming
+    both counts, before anything loads where the checkpoint says its classes); position embeddings are
+    resized to the model's resolution. Returns the load's report (provenance, the checkpoint's
+    preprocessing) and what is known of the pre-training cost: pretrain_device_seconds,
     pretrain_images_seen and pretrain_macs (MACs per image of the pre-training model, which may differ
     from this cell's at another resolution)."""
     model, run_dir, model_id, seed = ctx.model, ctx.run_dir, ctx.model_spec.id, ctx.seed
@@ -139,17 +146,19 @@ def init_weights(ctx: ProtocolContext, init: str, *, protocol: str) -> InitWeigh
                 f"dataset {dataset_id!r} with seed {seed}{saving} must run first in the same "
                 "run (put it in [suite] or an earlier [[group]] than this cell); "
                 + (f"checkpoints in this run: {', '.join(have)}" if have else "this run has no checkpoints yet"))
-        report = _load(model, str(path), ctx)
+        report = _load(model, str(path), ctx, keep_head)
         cost = _pretrain_cost(run_dir, model_id, dataset_id, seed, source)
         if cost:
             return InitWeights(report, cost)
     elif hub.is_hub_id(init):
-        report = _load(model, init, ctx)
+        report = _load(model, init, ctx, keep_head)
     else:
         path = Path(init).expanduser()
         if not path.is_file():
-            raise BenchError(f"{protocol}: init = {init!r}: no such file {path.resolve()}")
-        report = _load(model, str(path), ctx)
+            raise BenchError(f"{protocol}: init = {init!r}: no such file {path.resolve()}; put the checkpoint "
+                             "there (`benchbench convert MODEL IN -o FILE` writes any format benchbench reads as "
+                             "safetensors), or set init to where it is")
+        report = _load(model, str(path), ctx, keep_head)
     # A checkpoint from `scratch` carries its training cost in its metadata; others carry none.
     out = {"pretrain_device_seconds": report.meta.get("train_device_seconds"),
            "pretrain_images_seen": report.meta.get("train_images_seen")}
@@ -164,15 +173,48 @@ def _catalog_models(ctx: ProtocolContext) -> list[ModelSpec]:
     return list(plugins.load().models)
 
 
-def _load(model: nn.Module, source: str, ctx: ProtocolContext) -> LoadReport:
+def _load(model: nn.Module, source: str, ctx: ProtocolContext, keep_head: bool = False) -> LoadReport:
     """Load a checkpoint whatever the model calls its head. A benchbench checkpoint names its number
     of classes: the model gets a head of that size, and everything loads (torchvision models' heads
     have no common prefix to drop); other files load with their `head.` weights dropped. The caller
-    resets the head afterwards either way."""
+    resets the head afterwards either way. With `keep_head`, the checkpoint's head is kept: the model
+    (built for the dataset's classes) must fit it (`_load_with_head`)."""
     classes = checkpoint_meta(source).get("num_classes")
     kw = dict(candidates=lambda: _catalog_models(ctx))
-    if (isinstance(classes, int) and not isinstance(classes, bool) and classes > 0
-            and isinstance(model, ClassifierModel)):
+    if keep_head:
+        return _load_with_head(model, source, ctx, classes if _count(classes) else None, kw)
+    if _count(classes) and isinstance(model, ClassifierModel):
         model.reset_head(classes)
         return load_weights(model, source, ctx.model_spec, **kw)
     return load_weights(model, source, ctx.model_spec, drop_head=True, **kw)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _load_with_head(model: nn.Module, source: str, ctx: ProtocolContext, classes: int | None,
+                    kw: dict[str, Any]) -> LoadReport:
+    """The whole checkpoint, head included, into a model built for the dataset's classes. A checkpoint
+    that names its classes (ours) is refused before loading when they differ; for others a head that
+    does not fit is found by loading: what fits without the head says it is only the head."""
+    spec = ctx.dataset_spec
+    if classes is not None and classes != spec.num_classes:
+        raise BenchError(class_mismatch(source, classes, spec.id, spec.num_classes))
+    try:  # no search for the nearest architecture yet: only the head may differ
+        return load_weights(model, source, ctx.model_spec)
+    except BenchError as exc:
+        first = str(exc)
+    load_weights(model, source, ctx.model_spec, drop_head=True, **kw)  # the body does not fit: that error
+    shapes = [line.strip() for line in first.splitlines() if ": checkpoint [" in line]
+    found = re.search(r"checkpoint \[(\d+)", shapes[0]) if shapes else None
+    raise BenchError(class_mismatch(source, int(found.group(1)) if found else None, spec.id, spec.num_classes)
+                     + (f" ({'; '.join(shapes[:2])})" if shapes else ""))
+
+
+def class_mismatch(source: str, classes: int | None, dataset_id: str, dataset_classes: int) -> str:
+    """Why a checkpoint's head cannot score a dataset's classes, and what to do."""
+    have = f"a head of {classes} classes" if classes else "a head that does not fit"
+    return (f"checkpoint {source} has {have}, dataset {dataset_id!r} has {dataset_classes}; evaluate scores "
+            "a checkpoint on the classes it was trained for: evaluate it on a dataset of the same classes in "
+            "the same order (e.g. an ImageNet-1k checkpoint on imagenet), or fine-tune it (protocol finetune)")
