@@ -99,4 +99,5 @@ def register_protocols(register) -> None:
         estimate=estimate,
         trains=False,
         roles=FORWARD_ROLES,
+        reads=("test",),
     ))
