@@ -310,6 +310,26 @@ def test_timm_state_dict_loads_under_model_prefix(zoo):
         torch.testing.assert_close(model(x), reference(x))
 
 
+def test_a_timm_checkpoint_file_loads_through_the_timm_layout(zoo, tmp_path):
+    """timm's own .safetensors (its names, no `model.` prefix) loads into timm/<name> by the spec's layout,
+    with provenance; the logits equal timm's model with the same weights."""
+    from safetensors.torch import save_file
+
+    from benchbench.checkpoints import load_weights
+
+    torch.manual_seed(0)
+    reference = timm.create_model("resnet18", num_classes=10).eval()
+    path = tmp_path / "resnet18.safetensors"
+    save_file({k: v.contiguous() for k, v in reference.state_dict().items()}, str(path))
+    spec = zoo.models.get("timm/resnet18")
+    model = spec.build(num_classes=10, image_size=32).eval()
+    report = load_weights(model, path, spec)
+    assert report.provenance.layout == "timm" and report.provenance.format == "safetensors"
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), reference(x))
+
+
 def test_position_embeddings_are_sized_for_the_resolution(zoo):
     with torch.device("meta"):
         model = zoo.models.get("timm/vit_base_patch16_224").build(image_size=64)

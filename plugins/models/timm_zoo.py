@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
 from torch import nn
 
 from benchbench import hookimpl
 from benchbench.errors import BenchError, unknown_message
-from benchbench.specs import ModelSpec, Preprocessing
+from benchbench.specs import ModelSpec, Preprocessing, StateDictLayout
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -210,6 +210,20 @@ def _pretrained_fields(cfg: Any, model_id: str) -> dict[str, Any]:
         raise BenchError(f"model {model_id!r}: its pretrained config cannot be expressed: {exc}") from None
 
 
+def _is_timm_state_dict(state_dict: Mapping[str, Any]) -> bool:
+    """timm's own names: the wrapper's, less its `model.` prefix."""
+    return bool(state_dict) and not any(k.startswith("model.") for k in state_dict)
+
+
+def _from_timm(state_dict: Mapping[str, Any], model: nn.Module, config: Mapping[str, Any]) -> dict[str, Any]:
+    return {f"model.{k}": v for k, v in state_dict.items()}
+
+
+# A timm checkpoint (.safetensors, .pth, hf-hub:timm/...) loads into timm/<name>[.<tag>] as it is: the
+# model is timm's own, kept whole under `model.`.
+TIMM_LAYOUT = StateDictLayout("timm", _is_timm_state_dict, _from_timm)
+
+
 def bind(arg: str) -> TimmSpec:
     """The spec of `timm/<arg>`, `arg` being `<name>` or `<name>.<tag>`: checked against timm's
     registry (a did-you-mean otherwise), nothing built."""
@@ -233,7 +247,8 @@ def bind(arg: str) -> TimmSpec:
         # from scratch is built for the dataset's channels
         in_chans=3 if tag else None,
         description=what, marker="P", color="tab:olive",
-        timm_name=name, pretrained_tag=tag, **(_pretrained_fields(cfg, model_id) if tag else {}),
+        timm_name=name, pretrained_tag=tag, state_dict_layouts=(TIMM_LAYOUT,),
+        **(_pretrained_fields(cfg, model_id) if tag else {}),
     )
 
 
