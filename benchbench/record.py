@@ -5,6 +5,8 @@ which version wrote it:
 - 3 (current): adds `precision`, the precision the cell ran at as resolved on its device ("fp32",
   "bf16", ...; never "auto"), or absent for a protocol without one. Up to schema 2 the built-in
   protocols kept it only as their `precision` setting: `upgrade` resolves that by the record's device.
+  Optional `predictions`: the cell's per-image predictions file (benchbench.predictions), as
+  {"path": relative to the run, "sha256": hex digest, "images": count}; absent where none was kept.
 - 2: adds `accuracies`, {metric: label} of the metrics that are accuracies in [0, 1],
   declared by the protocol's spec (`ProtocolSpec.accuracies`); label "" is the cell's main top-1.
 - 1: no `accuracies`. Read through `upgrade`: the metric `top1` is the main accuracy, and a metric
@@ -31,7 +33,7 @@ from benchbench.errors import BenchError
 
 SCHEMA = 3
 STATUSES = ("ok", "failed")
-OPTIONAL = ("env", "executor", "node", "job_id", "attempts", "precision")  # left out of the JSON when None
+OPTIONAL = ("env", "executor", "node", "job_id", "attempts", "precision", "predictions")  # left out of the JSON when None
 _SHOT = re.compile(r"^\w+?_(\d+)shot_top1$")
 
 
@@ -76,6 +78,7 @@ class Record:
     node: str | None = None
     job_id: str | None = None
     attempts: int | None = None
+    predictions: Mapping[str, Any] | None = None  # {"path", "sha256", "images"} of its predictions file
     schema: int = SCHEMA
 
     @property
@@ -131,6 +134,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "precision": _OPT_STR,
     "traceback": _OPT_STR, "started_at": _OPT_STR, "finished_at": _OPT_STR, "wall_seconds": (int, float, type(None)),
     "suite": _OPT_STR, "run_id": _OPT_STR, "quick": (bool,), "env": (Mapping, type(None)), "schema": (int,),
+    "predictions": (Mapping, type(None)),
 }
 _JSON_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true/false", Mapping: "an object"}
 
