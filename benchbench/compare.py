@@ -242,15 +242,16 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, threshold: float = 5.0, *,
             extra = {"diff": (math.fsum(vb) / len(vb) - math.fsum(va) / len(va)), "diff_ci95": None,
                      "n_images": None}
             j = judge(va, vb, group, sign, rules)
-            if group == "accuracy" and kept:
+            if group == "accuracy" and kept and metric in accuracies:  # a declared top-1: its predictions
                 got = paired.pair((Path(dirs[0]), cells_a), (Path(dirs[1]), cells_b), metric)
                 if isinstance(got, str):
                     j = Judged(j.verdict, j.p_value, j.change, f"{j.rule} (not paired: {got})", j.test, j.effect,
                                j.floor, j.unit)
                 else:
                     t = paired.test(got)
-                    j = judge_paired(t, rules)
                     extra = {"diff": t.diff, "diff_ci95": list(t.ci95), "n_images": t.images}
+                    if t.a_only or t.b_only or j.verdict != "same":  # else: the same answer on every image
+                        j = judge_paired(t, rules)
             (mean_a, std_a), (mean_b, std_b) = _mean_std(va), _mean_std(vb)
             rows.append({"cell": labels[config], "model": first["model"], "dataset": first["dataset"],
                          "protocol": first["protocol"], "metric": metric, "group": group,
