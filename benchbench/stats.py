@@ -92,8 +92,9 @@ Z95 = NormalDist().inv_cdf(0.975)  # 1.959963984540054
 ECE_BINS = 15  # equal-width bins of p_top1, as the ViT-vs-CNN calibration literature reports ECE
 
 
-def wilson(hits: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a binomial proportion hits / n (95 % at the default z):
+def wilson(hits: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion hits / n (95 % at the default z; `hits` may be
+    a mean over seeds, not whole):
     (p + z^2/2n -/+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)."""
     if n <= 0 or not 0 <= hits <= n:
         raise ValueError(f"{hits} hits of {n}: need 0 <= hits <= n and n > 0")
@@ -105,7 +106,7 @@ def wilson(hits: int, n: int, z: float = Z95) -> tuple[float, float]:
     return max(0.0, (centre - half) / (1 + z2 / n)), min(1.0, (centre + half) / (1 + z2 / n))
 
 
-def wilson_bound(hits: int, n: int, z: float = Z95) -> float:
+def wilson_bound(hits: float, n: int, z: float = Z95) -> float:
     """The inner bound of the Wilson interval at 0 or n hits: n / (n + z^2) from n, z^2 / (n + z^2) from 0."""
     return n / (n + z * z) if hits == n else z * z / (n + z * z)
 

@@ -13,6 +13,7 @@ import time
 
 from benchbench import hookimpl
 from benchbench.predictions import METRIC as PREDICTIONS
+from benchbench.stats import ece
 from benchbench.settings import one_of, positive
 from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
 from benchbench_plugins.protocols.features import (RidgeRegression, extract, logistic_regression, predictions_of, top1,
@@ -62,7 +63,9 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
         "train_features_batch_size_used": train_f.batch_size,
     }
     metrics.update(pretrain)
-    metrics[PREDICTIONS] = predictions_of(scores, test_f.y, split_positions(test))  # a file beside the record
+    preds = predictions_of(scores, test_f.y, split_positions(test))
+    metrics[PREDICTIONS] = preds  # a file beside the record
+    metrics["ece"] = ece(preds.p_top1, preds.hits())  # of the softmax of the scores
     return metrics
 
 

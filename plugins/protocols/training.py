@@ -22,6 +22,7 @@ from benchbench.execution import Execution
 from benchbench.precision import DEFAULT, Precision, resolve
 from benchbench.predictions import METRIC as PREDICTIONS
 from benchbench.predictions import Predictions
+from benchbench.stats import ece
 from benchbench.specs import DataOptions, DatasetSpec, ProtocolContext
 from benchbench.step import Loss, cross_entropy, forward, train_step
 from benchbench_plugins.protocols.features import scored
@@ -255,7 +256,8 @@ def cell_splits(spec: DatasetSpec, data: DataOptions, s: Mapping[str, Any], seed
 
 def evaluate_timed(model: nn.Module, test: Dataset, ctx: ProtocolContext, *, rank: int = 0) -> dict[str, float]:
     """`evaluate` on the device clock, at the cell's precision, as a cell's metrics; on one process,
-    with each image's predictions under `benchbench.predictions.METRIC` (a file beside the record)."""
+    with each image's predictions under `benchbench.predictions.METRIC` (a file beside the record) and
+    their expected calibration error `ece` (benchbench.stats.ece)."""
     s = ctx.settings
     world = ctx.world.size if ctx.world is not None else 1
     with DeviceClock(ctx.device) as eval_clock:
@@ -266,6 +268,7 @@ def evaluate_timed(model: nn.Module, test: Dataset, ctx: ProtocolContext, *, ran
                                eval_device_seconds=eval_clock.seconds, eval_batch_size_used=acc.batch_size)
     if acc.predictions is not None:
         out[PREDICTIONS] = acc.predictions
+        out["ece"] = ece(acc.predictions.p_top1, acc.predictions.hits())
     return out
 
 
