@@ -18,6 +18,7 @@ LAYOUT_TITLES = {
     "paper-scaling": "Scaling (the paper's model-scaling table): model, epochs, accuracies, exaFLOPs",
     "data-scaling": "Data scaling: models x training-set sizes",
     "compute": "Compute: params, GMACs, pre-training exaFLOPs, throughput",
+    "intervals": "Intervals: top-1 with its Wilson 95 % interval, the seed spread apart, calibration (ECE)",
 }
 FIRST_HEADER = {"paper-transfer": "Dataset"}  # layouts whose first column has no heading of its own
 DOWNLOADS = (("csv", "csv", "CSV"), ("json", "json", "JSON"), ("latex", "tex", "LaTeX"), ("markdown", "md", "Markdown"))
