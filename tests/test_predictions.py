@@ -133,3 +133,29 @@ def test_linear_and_fewshot_cells_hand_their_predictions_to_the_record(catalog, 
     p = m[pf.METRIC]
     assert p.top5.shape[:3] == (2, 2, 16)
     assert p.hits()[1].mean() == pytest.approx(m["fewshot_2shot_top1"])
+
+
+def test_a_cells_record_names_its_predictions_file_written_before_it(catalog, tiny_data, tmp_path):
+    from benchbench.results import load
+    from benchbench.run.cell import make_cell
+    from benchbench.run.context import RunContext
+    from benchbench.run.worker import Job, execute
+    from benchbench.settings import resolve
+    from benchbench.specs import DataOptions
+    from benchbench.store import read_records
+
+    spec = catalog.protocols.get("linear")
+    cell = make_cell(spec, "vit-mu7", "fashion-mnist", 0, resolve(spec, {"test_subset": 20, "train_per_class": 3},
+                                                                   "linear"))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    context = RunContext(run_dir=run_dir, suite="t", device="cpu", data=DataOptions(root=tiny_data))
+    record = execute(Job(context, cell), catalog=catalog)
+    assert record.ok and pf.METRIC not in record.metrics and 0 <= record.metrics["ece"] <= 1
+    (stored,) = read_records(run_dir).records
+    ref = stored.predictions
+    assert ref["images"] == 20 and ref["sha256"] == pf.sha256_of(run_dir / ref["path"])
+    preds = pf.load(run_dir, ref, cell.key)
+    assert preds.hits().mean() == pytest.approx(record.metrics["top1"])
+    assert preds.index.max() < 10_000 and len(set(preds.index.tolist())) == 20  # positions in the test split
+    assert load(run_dir)["predictions"].iloc[0] == ref
