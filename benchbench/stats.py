@@ -127,12 +127,25 @@ def ece(p_top1: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS) -> float:
 # Two models on the same images
 
 
+EXACT_UP_TO = 20_000  # discordant pairs: beyond, the tail is summed in floating point (big integers get slow)
+
+
 def binomial_cdf_half(k: int, n: int) -> float:
-    """P(X <= k) for X ~ Binomial(n, 1/2), exactly (integer arithmetic, one rounding at the end)."""
+    """P(X <= k) for X ~ Binomial(n, 1/2): exactly up to EXACT_UP_TO trials (integer arithmetic, one
+    rounding at the end); beyond, the terms from k down, each from the next by C(n, i-1) = C(n, i) i /
+    (n - i + 1), starting from log C(n, k) - n log 2 (relative error below 1e-9)."""
     if k < 0:
         return 0.0
     if k >= n:
         return 1.0
+    if n > EXACT_UP_TO:
+        term = math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) - n * math.log(2))
+        total, i = 0.0, k
+        while i >= 0 and term > total * 1e-17:
+            total += term
+            term *= i / (n - i + 1)
+            i -= 1
+        return min(1.0, total)
     term, total = 1, 1
     for i in range(k):
         term = term * (n - i) // (i + 1)
