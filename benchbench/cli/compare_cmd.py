@@ -105,7 +105,7 @@ def run_models(args) -> int:
     df = versus(load_run(args.run_a), args.run_a, args.models, alpha=args.alpha)
     if args.json:
         keys = ("dataset", "protocol", "setting", "metric", "model_a", "model_b", "acc_a", "acc_b", "seeds", "test",
-                "p_value", "p_adjusted", "diff", "diff_ci95", "n_images", "mdd", "verdict")
+                "p_value", "p_adjusted", "diff", "diff_ci95", "n_images", "mdd", "how", "verdict")
         print(json.dumps({"run": args.run_a, "alpha": args.alpha, "correction": "holm",
                           "comparisons": [{k: _num(r[k]) for k in keys} for _, r in df.iterrows()]}, indent=1))
         return 0

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -27,7 +28,7 @@ from benchbench.specs import DataOptions, DatasetSpec, ProtocolContext
 from benchbench.step import Loss, cross_entropy, forward, train_step
 from benchbench_plugins.protocols.features import scored
 from benchbench_plugins.protocols.inference import at_largest_batch, eval_batch_sizes
-from benchbench_plugins.protocols.loader import Loader, workers
+from benchbench_plugins.protocols.loader import Loader, rank_part, workers
 from benchbench_plugins.protocols.subsets import random_subset, split_positions, training_subset
 from benchbench_plugins.protocols.training_settings import split_sizes
 
@@ -200,7 +201,8 @@ def evaluate(model: nn.Module, dataset: Dataset, device: torch.device, batch_siz
              keep_predictions: bool = False) -> Accuracy:
     """Top-1/top-5 over `dataset`; data-parallel (`world` > 1), each rank evaluates its part of each
     batch (every rank the same number of forward passes, as FSDP needs) and the counts are summed.
-    With `keep_predictions` (one process only), also each image's predictions (benchbench.predictions).
+    With `keep_predictions`, also each image's predictions (benchbench.predictions); data-parallel,
+    every rank's part gathered (a collective) and put back in dataset order on every rank.
 
     The counts, and the kept predictions, stay on the device and are read once at the end (a read per
     batch would wait for the device each time); the batch size is `batch_size`, or larger on CUDA
@@ -208,20 +210,43 @@ def evaluate(model: nn.Module, dataset: Dataset, device: torch.device, batch_siz
     model.eval()
     logits_of = forward(model, precision)
     sizes = eval_batch_sizes(batch_size, len(dataset), device, world)
-    keep = keep_predictions and world == 1
     with precision.matmul_mode():
         (counts, kept), size = at_largest_batch(
-            sizes, lambda size: _count_hits(logits_of, dataset, device, size, num_workers, rank, world, keep))
+            sizes, lambda size: _count_hits(logits_of, dataset, device, size, num_workers, rank, world,
+                                            keep_predictions))
     if world > 1:
         dist.all_reduce(counts)
     hit1, hit5, n = counts.tolist()
     if n == 0:
         raise ValueError("evaluation split is empty")
     preds = None
-    if kept is not None:
-        top, p_true, p_top1, y = (t.cpu().numpy() for t in kept)
-        preds = Predictions(split_positions(dataset).numpy(), y, top, p_true, p_top1)
+    if keep_predictions:
+        parts = tuple(t.cpu().numpy() for t in kept) if kept is not None else None
+        if world > 1:
+            parts = _gathered(parts, len(dataset), size, world)
+        if parts is not None:
+            top, p_true, p_top1, y = parts
+            preds = Predictions(split_positions(dataset).numpy(), y, top, p_true, p_top1)
     return Accuracy(top1=hit1 / n, top5=hit5 / n, images=n, batch_size=size, predictions=preds)
+
+
+def _gathered(parts: tuple[np.ndarray, ...] | None, n: int, batch_size: int, world: int
+              ) -> tuple[np.ndarray, ...] | None:
+    """Every rank's kept predictions (its `rank_part` of each batch of `batch_size`) in dataset order."""
+    every: list = [None] * world
+    dist.all_gather_object(every, parts)
+    if not any(p is not None for p in every):
+        return None
+    batches = torch.arange(n).split(batch_size)
+    template = next(p for p in every if p is not None)
+    out = [np.empty((n, *a.shape[1:]), dtype=a.dtype) for a in template]
+    for r, got in enumerate(every):
+        where = torch.cat([rank_part(b, r, world) for b in batches]).numpy()
+        if got is None:
+            continue
+        for full, mine in zip(out, got):
+            full[where] = mine
+    return tuple(out)
 
 
 def _count_hits(logits_of, dataset: Dataset, device: torch.device, batch_size: int, num_workers: int,
@@ -255,15 +280,15 @@ def cell_splits(spec: DatasetSpec, data: DataOptions, s: Mapping[str, Any], seed
 
 
 def evaluate_timed(model: nn.Module, test: Dataset, ctx: ProtocolContext, *, rank: int = 0) -> dict[str, float]:
-    """`evaluate` on the device clock, at the cell's precision, as a cell's metrics; on one process,
-    with each image's predictions under `benchbench.predictions.METRIC` (a file beside the record) and
+    """`evaluate` on the device clock, at the cell's precision, as a cell's metrics, with each image's
+    predictions under `benchbench.predictions.METRIC` (a file beside the record) and
     their expected calibration error `ece` (benchbench.stats.ece)."""
     s = ctx.settings
     world = ctx.world.size if ctx.world is not None else 1
     with DeviceClock(ctx.device) as eval_clock:
         acc = evaluate(model, test, ctx.device, s["eval_batch_size"], precision=precision_of(ctx),
                        num_workers=workers(s["num_workers"], test), rank=rank, world=world,
-                       keep_predictions=world == 1)
+                       keep_predictions=True)
     out: dict[str, Any] = dict(top1=acc.top1, top5=acc.top5, eval_images=acc.images,
                                eval_device_seconds=eval_clock.seconds, eval_batch_size_used=acc.batch_size)
     if acc.predictions is not None:
