@@ -32,11 +32,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Sequence
 
 import pandas as pd
-
-from pathlib import Path
 
 from benchbench import paired
 from benchbench.errors import BenchError

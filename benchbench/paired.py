@@ -5,7 +5,8 @@ A side is one configuration's cells (one per seed) in a run directory. Seeds pai
 same seed on both sides); within a cell, a few-shot slice's draws pair draw by draw. All the pairs are
 combined: McNemar's test counts the discordant images of every pair together (each (pair, image) one
 trial), the accuracy difference is the mean over pairs, and the bootstrap resamples images, each with
-all its pairs (benchbench.stats.paired_bootstrap). Which slice of a file is a metric's is decided from
+all its pairs where every seed was evaluated on the same images, else each seed's images on their own
+(a seeded test subset differs by seed; benchbench.stats.stratified_paired_bootstrap). Which slice of a file is a metric's is decided from
 the numbers: the slice whose share of right top-1s equals the recorded metric (the core reads no
 protocol's setting names). Whether two files are of the same images is decided from their `index`
 arrays. Anything that stops the pairing is a reason, in words, never an exception.
@@ -29,19 +30,22 @@ MATCH_TOLERANCE = 1e-9  # a slice is the metric's when their accuracies agree th
 
 @dataclass(frozen=True)
 class Paired:
-    """Two sides' right/wrong top-1s on the same images: (pairs, images) booleans, in one image order."""
+    """Two sides' right/wrong top-1s, image by image: per seed pair, (draws, images) booleans of A and of
+    B in one image order. `shared`: every seed was evaluated on the same images (then the bootstrap
+    resamples each image with all its pairs; else each seed's images on their own)."""
 
-    a: np.ndarray
-    b: np.ndarray
+    strata: tuple[tuple[np.ndarray, np.ndarray], ...]
     seeds: tuple[int, ...]
+    shared: bool
 
     @property
     def images(self) -> int:
-        return self.a.shape[1]
+        """Images per seed pair (the test set's size): the largest where seeds differ."""
+        return max(a.shape[1] for a, _ in self.strata)
 
     @property
     def pairs(self) -> int:
-        return self.a.shape[0]
+        return sum(a.shape[0] for a, _ in self.strata)
 
 
 @dataclass(frozen=True)
@@ -93,14 +97,14 @@ def _hits(run_dir: Path, row: Mapping[str, Any], metric: str) -> tuple[np.ndarra
 def pair(a: tuple[Path, pd.DataFrame], b: tuple[Path, pd.DataFrame], metric: str) -> Paired | str:
     """The cells of two sides (run directory, the configuration's rows: one per seed) paired for
     `metric`, or why they cannot be: no seed in common, a predictions file missing or bad, different
-    test images."""
+    test images on the two sides."""
     (dir_a, rows_a), (dir_b, rows_b) = a, b
     by_seed_a = {int(r["seed"]): r for _, r in rows_a.iterrows()}
     by_seed_b = {int(r["seed"]): r for _, r in rows_b.iterrows()}
     seeds = sorted(set(by_seed_a) & set(by_seed_b))
     if not seeds:
         return "no seed in common to pair"
-    out_a, out_b, order = [], [], None
+    strata, orders = [], []
     for seed in seeds:
         got_a, got_b = _hits(Path(dir_a), by_seed_a[seed], metric), _hits(Path(dir_b), by_seed_b[seed], metric)
         for got in (got_a, got_b):
@@ -113,28 +117,32 @@ def pair(a: tuple[Path, pd.DataFrame], b: tuple[Path, pd.DataFrame], metric: str
                     "common, by their index arrays)")
         if hits_a.shape[0] != hits_b.shape[0]:
             return f"seed {seed}: {hits_a.shape[0]} vs {hits_b.shape[0]} draws: nothing to pair draw by draw"
-        order_a = np.argsort(index_a, kind="stable")
-        if order is not None and not np.array_equal(index_a[order_a], order):
-            return f"seed {seed} was evaluated on other images than seed {seeds[0]}: seeds cannot be combined"
-        order = index_a[order_a]
-        out_a.append(hits_a[:, order_a])
-        out_b.append(hits_b[:, np.argsort(index_b, kind="stable")])
-    return Paired(np.concatenate(out_a), np.concatenate(out_b), tuple(seeds))
+        order_a, order_b = np.argsort(index_a, kind="stable"), np.argsort(index_b, kind="stable")
+        strata.append((hits_a[:, order_a], hits_b[:, order_b]))
+        orders.append(index_a[order_a])
+    shared = all(np.array_equal(o, orders[0]) for o in orders)
+    if shared:  # one stratum: an image is resampled with all its pairs
+        strata = [(np.concatenate([s[0] for s in strata]), np.concatenate([s[1] for s in strata]))]
+    return Paired(tuple(strata), tuple(seeds), shared)
 
 
 def test(paired: Paired, *, resamples: int = 10_000, seed: int = 0) -> PairedTest:
     """Exact McNemar (both sidednesses), the paired bootstrap interval and the minimum detectable
     difference of B against A."""
-    a, b = paired.a.astype(bool), paired.b.astype(bool)
-    b_only, a_only = int((b & ~a).sum()), int((a & ~b).sum())
+    b_only = sum(int((b.astype(bool) & ~a.astype(bool)).sum()) for a, b in paired.strata)
+    a_only = sum(int((a.astype(bool) & ~b.astype(bool)).sum()) for a, b in paired.strata)
     n = b_only + a_only
-    boot = stats.paired_bootstrap(a, b, resamples=resamples, seed=seed)
+    boot = stats.stratified_paired_bootstrap(paired.strata, resamples=resamples, seed=seed)
     one = stats.binomial_cdf_half(min(b_only, a_only), n)  # the tail B moved toward (symmetric at 1/2)
-    mdd = stats.min_detectable_difference(paired.images, n / (paired.pairs * paired.images))
+    trials = sum(a.size for a, _ in paired.strata)
+    mdd = stats.min_detectable_difference(paired.images, n / trials)
+    seeds = len(paired.seeds)
     how = ("one pair" if paired.pairs == 1 else
-           f"{paired.pairs} pairs ({len(paired.seeds)} seeds paired seed by seed"
-           + (", draws draw by draw" if paired.pairs > len(paired.seeds) else "")
-           + "): discordant images summed, difference averaged, images resampled with all their pairs")
+           f"{paired.pairs} pairs ({seeds} seed{'s' if seeds > 1 else ''} paired seed by seed"
+           + (", draws draw by draw" if paired.pairs > seeds else "")
+           + "): discordant images summed, difference averaged, "
+           + ("images resampled with all their pairs" if paired.shared else
+              "each seed's images (they differ) resampled on their own"))
     return PairedTest(diff=boot.diff, ci95=(boot.low, boot.high), b_only=b_only, a_only=a_only,
                       p_two_sided=stats.mcnemar(b_only, a_only), p_one_sided=one, mdd=mdd,
                       images=paired.images, pairs=paired.pairs, how=how)

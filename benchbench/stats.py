@@ -177,17 +177,33 @@ def paired_bootstrap(correct_a: np.ndarray, correct_b: np.ndarray, *, resamples:
     and the statistic is the mean over seed pairs. Vectorised: the statistic depends only on how often
     each distinct per-image difference is drawn, so each resample is one multinomial draw over those
     values (the same distribution as drawing image indices)."""
-    a, b = np.atleast_2d(np.asarray(correct_a, dtype=np.int64)), np.atleast_2d(np.asarray(correct_b, dtype=np.int64))
-    if a.shape != b.shape or a.shape[1] == 0:
-        raise ValueError(f"outcomes of shapes {a.shape} and {b.shape}: need the same, with images")
-    per_image = (b - a).sum(axis=0)  # integer: sum over seed pairs of the per-image difference
-    n, pairs = per_image.size, a.shape[0]
-    values, counts = np.unique(per_image, return_counts=True)
-    draws = np.random.default_rng(seed).multinomial(n, counts / n, size=resamples)
-    stats = draws @ values / (n * pairs)
+    return stratified_paired_bootstrap([(correct_a, correct_b)], resamples=resamples, seed=seed, level=level)
+
+
+def stratified_paired_bootstrap(strata, *, resamples: int = 10_000, seed: int = 0,
+                                level: float = 0.95) -> PairedBootstrap:
+    """`paired_bootstrap` over strata of different images (e.g. seeds evaluated on different test
+    subsets): `strata` is a sequence of (correct_a, correct_b), each as `paired_bootstrap` takes them;
+    each stratum's images are resampled on their own, and the statistic is the mean over strata of
+    each stratum's mean difference."""
+    rng = np.random.default_rng(seed)
+    observed, stats = [], np.zeros(resamples)
+    for correct_a, correct_b in strata:
+        a = np.atleast_2d(np.asarray(correct_a, dtype=np.int64))
+        b = np.atleast_2d(np.asarray(correct_b, dtype=np.int64))
+        if a.shape != b.shape or a.shape[1] == 0:
+            raise ValueError(f"outcomes of shapes {a.shape} and {b.shape}: need the same, with images")
+        per_image = (b - a).sum(axis=0)  # integer: sum over seed pairs of the per-image difference
+        n, pairs = per_image.size, a.shape[0]
+        values, counts = np.unique(per_image, return_counts=True)
+        stats += rng.multinomial(n, counts / n, size=resamples) @ values / (n * pairs)
+        observed.append(per_image.sum() / (n * pairs))
+    if not observed:
+        raise ValueError("no strata to resample")
+    stats /= len(observed)
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(stats, [tail, 100 - tail])
-    return PairedBootstrap(float(per_image.sum() / (n * pairs)), float(low), float(high), resamples)
+    return PairedBootstrap(float(np.mean(observed)), float(low), float(high), resamples)
 
 
 def min_detectable_difference(n: int, discordant_rate: float, *, alpha: float = 0.05, power: float = 0.8) -> float:

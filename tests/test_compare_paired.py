@@ -43,7 +43,7 @@ def _pattern(a_right: int, b_only: int, a_only: int, seed: int = 0) -> tuple[np.
 @pytest.fixture
 def run(tmp_path, make_record):
     """run(name, {model: [right per seed]}) -> a run directory with predictions for every cell."""
-    def write(name, cells, *, keep=True, index_shift=0):
+    def write(name, cells, *, keep=True, index_shift=0, per_seed_shift=0):
         path = tmp_path / name
         path.mkdir()
         for model, per_seed in cells.items():
@@ -51,7 +51,7 @@ def run(tmp_path, make_record):
                 rec = make_record(model, "d", "scratch", seed, float(right.mean()), settings={"lr": 0.1})
                 if keep:
                     preds = _hits(right)
-                    preds = replace(preds, index=preds.index + index_shift)
+                    preds = replace(preds, index=preds.index + index_shift + seed * per_seed_shift)
                     rec = replace(rec, predictions=pf.save(path, rec.key, preds))
                 append_record(path, rec)
         return path
@@ -95,6 +95,17 @@ def test_seeds_pair_seed_by_seed_and_discordant_images_add_up(run, capsys):
     assert row["p_value"] == pytest.approx(scipy_stats.binomtest(55, 77, 0.5).pvalue, rel=1e-9)
     assert row["diff"] == pytest.approx(((b0.mean() - a0.mean()) + (b1.mean() - a1.mean())) / 2)
     assert row["seeds"] == "2 vs 2"
+
+
+def test_seeds_on_different_test_subsets_pair_within_each_seed(run, capsys):
+    (a0, b0), (a1, b1) = _pattern(700, 30, 10, seed=1), _pattern(720, 25, 12, seed=2)
+    path = run("r", {"vit": [a0, a1], "bit": [b0, b1]}, per_seed_shift=N)  # seed 1 saw other images
+    assert main(["compare", str(path), "--models", "vit", "bit", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["comparisons"]
+    assert row["test"] == "exact McNemar (paired, two-sided)"
+    assert row["p_value"] == pytest.approx(scipy_stats.binomtest(55, 77, 0.5).pvalue, rel=1e-9)
+    assert row["diff"] == pytest.approx(((b0.mean() - a0.mean()) + (b1.mean() - a1.mean())) / 2)
+    assert "resampled on their own" in row["how"]
 
 
 def test_unknown_model_and_too_few_are_bad_input(run, capsys):

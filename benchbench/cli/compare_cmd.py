@@ -119,7 +119,8 @@ def run_models(args) -> int:
     tested = int(df["p_adjusted"].notna().sum())
     print(f"\n{len(df)} comparisons, {tested} tested; Holm's correction over the {tested} at alpha {args.alpha:g}. "
           "Paired: exact McNemar on the images both models were evaluated on, seeds paired seed by seed "
-          "(discordant images summed, the bootstrap resampling images with all their seeds); unpaired: Welch's "
+          "(discordant images summed; the bootstrap resamples images with all their seeds, or each seed's on "
+          "their own where seeds saw different images); unpaired: Welch's "
           "t-test over seeds. Detectable: the smallest difference the paired test finds with 80 % power.",
           file=sys.stderr)
     return 0
