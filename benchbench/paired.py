@@ -6,8 +6,8 @@ same seed on both sides); within a cell, a few-shot slice's draws pair draw by d
 combined: McNemar's test counts the discordant images of every pair together (each (pair, image) one
 trial), the accuracy difference is the mean over pairs, and the bootstrap resamples images, each with
 all its pairs where every seed was evaluated on the same images, else each seed's images on their own
-(a seeded test subset differs by seed; benchbench.stats.stratified_paired_bootstrap). Which slice of a file is a metric's is decided from
-the numbers: the slice whose share of right top-1s equals the recorded metric (the core reads no
+(a seeded test subset differs by seed; benchbench.stats.stratified_paired_bootstrap). Which slice of
+a file is a metric's is decided from the numbers: the slice whose share of right top-1s equals the recorded metric (the core reads no
 protocol's setting names). Whether two files are of the same images is decided from their `index`
 arrays. Anything that stops the pairing is a reason, in words, never an exception.
 """

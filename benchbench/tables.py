@@ -398,7 +398,8 @@ def intervals_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
                 continue
             images = _first(sel, "eval_images")
             low, high = wilson(mean * images, int(images)) if images and images > 0 else (math.nan, math.nan)
-            ece = _mean_std(sel["ece"])[0] if metric == "top1" and "ece" in sel and sel["ece"].notna().any() else math.nan
+            measured_ece = metric == "top1" and "ece" in sel and sel["ece"].notna().any()
+            ece = _mean_std(sel["ece"])[0] if measured_ece else math.nan
             data_rows.append({"model": m, "row": label, "dataset": d, "protocol": p, "metric": metric, "top1": mean,
                               "wilson_low": low, "wilson_high": high, "eval_images": images, "seeds": n,
                               "seed_std": std if n > 1 else math.nan, "ece": ece})

@@ -56,7 +56,8 @@ def _unpaired(va: list[float], vb: list[float], why: str) -> dict:
     if test is None:
         return {"test": "none (one seed, no paired predictions)" if min(len(va), len(vb)) < 2 else "exact (no spread)",
                 "p_value": math.nan, "how": why}
-    return {"test": "Welch's t-test (two-sided, over seeds)", "p_value": min(1.0, 2 * min(test.p_lower, 1 - test.p_lower)),
+    p_two_sided = min(1.0, 2 * min(test.p_lower, 1 - test.p_lower))
+    return {"test": "Welch's t-test (two-sided, over seeds)", "p_value": p_two_sided,
             "how": f"n = {len(va)} vs {len(vb)} seeds; not paired: {why}"}
 
 
@@ -71,6 +72,7 @@ def versus(df: pd.DataFrame, run_dir: str | Path, models: list[str], *, alpha: f
     parsed = {c: json.loads(c) for c in dict.fromkeys(configs)}
     varying = sorted({k for *_, s in parsed.values() for k in s
                       if len({json.dumps(t.get(k), default=str) for *_, t in parsed.values()}) > 1})
+    resolutions = len({p[2] for p in parsed.values()})
     for config, (dataset, protocol, res, settings) in parsed.items():
         cells = ok[configs == config]
         accuracies = {m: label for acc in cells["accuracies"] if isinstance(acc, dict) for m, label in acc.items()}
@@ -83,7 +85,7 @@ def versus(df: pd.DataFrame, run_dir: str | Path, models: list[str], *, alpha: f
                 if not va or not vb:
                     continue
                 row = {"dataset": dataset, "protocol": protocol,
-                       "setting": ", ".join([f"{res} px"] * (res is not None and len({p[2] for p in parsed.values()}) > 1)
+                       "setting": ", ".join([f"{res} px"] * (res is not None and resolutions > 1)
                                             + [f"{k}={settings.get(k, '-')}" for k in varying]),
                        "metric": metric, "model_a": model_a, "model_b": model_b,
                        "acc_a": sum(va) / len(va), "acc_b": sum(vb) / len(vb),

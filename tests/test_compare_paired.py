@@ -122,6 +122,13 @@ def test_models_without_predictions_use_welch_or_no_test(run, capsys):
     assert main(["compare", str(path), "--models", "vit", "bit", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)["comparisons"]
     assert row["test"].startswith("none") and row["p_value"] is None and row["verdict"] == "not tested"
+    # two seeds each, no predictions: Welch's two-sided t-test over the seeds' accuracies (scipy)
+    (a0, b0), (a1, b1) = _pattern(700, 30, 10, seed=1), _pattern(720, 25, 12, seed=2)
+    path = run("r2", {"vit": [a0, a1], "bit": [b0, b1]}, keep=False)
+    assert main(["compare", str(path), "--models", "vit", "bit", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["comparisons"]
+    ref = scipy_stats.ttest_ind([b0.mean(), b1.mean()], [a0.mean(), a1.mean()], equal_var=False).pvalue
+    assert row["test"] == "Welch's t-test (two-sided, over seeds)" and row["p_value"] == pytest.approx(ref, rel=1e-9)
 
 
 def test_run_against_run_pairs_images_and_gates(run, capsys):
