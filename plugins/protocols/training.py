@@ -23,8 +23,8 @@ from benchbench.execution import Execution
 from benchbench.precision import DEFAULT, Precision, resolve
 from benchbench.predictions import METRIC as PREDICTIONS
 from benchbench.predictions import Predictions
-from benchbench.stats import ece
 from benchbench.specs import DataOptions, DatasetSpec, ProtocolContext
+from benchbench.stats import ece
 from benchbench.step import Loss, cross_entropy, forward, train_step
 from benchbench_plugins.protocols.features import scored
 from benchbench_plugins.protocols.inference import at_largest_batch, eval_batch_sizes
@@ -193,7 +193,7 @@ class Accuracy:
     top5: float
     images: int
     batch_size: int = 0  # the batch size the counts were taken at (see inference.eval_batch_sizes)
-    predictions: Predictions | None = None  # per image, where kept (one process)
+    predictions: Predictions | None = None  # per image, where kept
 
 
 def evaluate(model: nn.Module, dataset: Dataset, device: torch.device, batch_size: int, *,
