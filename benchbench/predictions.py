@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import uuid
 import zipfile
 from dataclasses import dataclass, field
@@ -135,7 +136,7 @@ def save(run_dir: Path, key: str, preds: Predictions) -> dict[str, Any]:
     "sha256", "images"}."""
     folder = Path(run_dir) / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
-    name = f"{key}--{uuid.uuid4().hex[:8]}.npz"
+    name = f"{re.sub(r'[^A-Za-z0-9_.-]', '_', key)}--{uuid.uuid4().hex[:8]}.npz"  # a key is a hash; be safe
     tmp = folder / f".{name}.tmp"
     with open(tmp, "wb") as f:
         np.savez_compressed(f, **arrays(preds, key))
