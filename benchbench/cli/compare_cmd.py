@@ -117,7 +117,8 @@ def run_models(args) -> int:
                           "95 % CI (pts)", "Test", "p", "p (Holm)", "Detectable (pts)", "Verdict"],
                    tablefmt="github", disable_numparse=True))
     tested = int(df["p_adjusted"].notna().sum())
-    print(f"\n{len(df)} comparisons, {tested} tested; Holm's correction over the {tested} at alpha {args.alpha:g}. "
+    print(f"\n{plural(len(df), 'comparison')}, {tested} tested; Holm's correction over the {tested} at alpha "
+          f"{args.alpha:g}. "
           "Paired: exact McNemar on the images both models were evaluated on, seeds paired seed by seed "
           "(discordant images summed; the bootstrap resamples images with all their seeds, or each seed's on "
           "their own where seeds saw different images); unpaired: Welch's "
