@@ -17,7 +17,8 @@ FP8_INFERENCE = ("precision 'fp8' is torchao's float8 training (Linear layers wh
                  "matmuls run in float8 with dynamic scaling); fp8 inference is a different method that this "
                  "harness does not measure: use bf16 for inference")
 TABLE_FORMATS = ("markdown", "latex", "csv", "html", "json")
-TABLE_LAYOUTS = ("models", "summary", "paper-transfer", "paper-scaling", "data-scaling", "compute", "timm")
+TABLE_LAYOUTS = ("models", "summary", "paper-transfer", "paper-scaling", "data-scaling", "compute", "timm",
+                 "intervals")
 PLOT_KINDS = ("accuracy-vs-compute", "data-scaling")
 THROUGHPUT_MODES = ("infer", "train")
 

@@ -2,7 +2,10 @@
 
 - `accuracy-vs-compute`: the paper's Figure 5 shape: top-1 against pre-training exaFLOPs (log x),
   one marker style and colour per model family (the family's `ModelSpec.marker` and `color`, passed
-  in as `styles`), one panel per accuracy (dataset, or k-shot).
+  in as `styles`), one panel per accuracy (dataset, or k-shot). Each point carries the Wilson 95 %
+  interval of its top-1 over the test images as an error bar; the Pareto frontier (benchbench.frontier:
+  dominated only where another point is at least as cheap and its interval lies wholly above) is a
+  dashed line through its points, and dominated points are drawn hollow.
 - `data-scaling`: top-1 against training-set size (log x, ticks at the swept sizes), a line per
   model, error bars = std over seeds (the paper's Figures 3 and 4 at this machine's scale); a run whose cells all trained
   on one training-set size has nothing to draw and is refused.
@@ -28,7 +31,9 @@ import pandas as pd  # noqa: E402
 
 from benchbench.choices import PLOT_KINDS  # noqa: E402
 from benchbench.errors import BenchError  # noqa: E402
+from benchbench.frontier import Point, dominated_by  # noqa: E402
 from benchbench.specs import ModelSpec  # noqa: E402
+from benchbench.stats import wilson  # noqa: E402
 from benchbench.tables import (accuracy_rows, pretraining_exaflops, successful, train_size,  # noqa: E402
                                varying_setting_columns)
 
@@ -107,15 +112,27 @@ def accuracy_vs_compute(df: pd.DataFrame, title: str = "", styles: Styles | None
         sel = ok[(ok["dataset"] == d) & (ok["protocol"] == p) & ok[metric].notna()]
         # A point per configuration (model and the settings that vary), averaged over seeds.
         varying = varying_setting_columns(sel)
-        named, points = set(), []
+        named, points, drawn = set(), [], []
         for (model, *_), cells in sel.groupby(["model", *varying], sort=False, dropna=False):
             x, y = cells["_x"].mean(), cells[metric].mean() * 100
             fam = cells["model_family"].iloc[0]
-            marker, color = (styles or {}).get(fam, OTHER_STYLE)
-            handles.setdefault(fam, ax.scatter([x], [y], marker=marker, color=color, s=50, zorder=3))
+            low, high = _interval(cells, metric)
+            drawn.append((Point(str(len(drawn)), x, y, low, high), (styles or {}).get(fam, OTHER_STYLE), fam))
             if model not in named:
                 points.append((x, y, cells["model_name"].iloc[0]))
                 named.add(model)
+        shown = [(pt, style, fam) for pt, style, fam in drawn if pt.cost == pt.cost]  # no cost: nothing to place
+        beaten = dominated_by([pt for pt, _, _ in shown])
+        for (pt, (marker, color), fam), by in zip(shown, beaten):
+            if pt.low == pt.low:
+                ax.errorbar([pt.cost], [pt.accuracy], yerr=[[pt.accuracy - pt.low], [pt.high - pt.accuracy]],
+                            fmt="none", ecolor=color, elinewidth=1, capsize=2, zorder=2)
+            dot = ax.scatter([pt.cost], [pt.accuracy], marker=marker, s=50, zorder=3, edgecolors=color,
+                             facecolors=color if by is None else "none")
+            handles.setdefault(fam, dot)
+        front = sorted((pt.cost, pt.accuracy) for (pt, _, _), by in zip(shown, beaten) if by is None)
+        if len(front) > 1:
+            handles.setdefault("Pareto frontier", ax.plot(*zip(*front), ls="--", color="0.35", lw=1, zorder=1)[0])
         ax.set_xscale("log")
         ax.margins(x=0.12, y=0.12)
         xs = sel["_x"].dropna()
@@ -129,6 +146,16 @@ def accuracy_vs_compute(df: pd.DataFrame, title: str = "", styles: Styles | None
     _figure_legend(fig, handles)
     fig.tight_layout(rect=(0, 0.06 if rows == 1 else 0.03, 1, 1))
     return fig
+
+
+def _interval(cells: pd.DataFrame, metric: str) -> tuple[float, float]:
+    """The Wilson 95 % interval (in percent) of the cells' mean `metric` over their test images
+    (`eval_images`); NaNs where the cells did not record how many."""
+    images = cells["eval_images"].mean() if "eval_images" in cells else math.nan
+    if not images == images or images <= 0:
+        return math.nan, math.nan
+    low, high = wilson(cells[metric].mean() * int(images), int(images))
+    return low * 100, high * 100
 
 
 _SWEEP = ("this figure needs cells that sweep the training-set size, e.g. `[sweep] train_subset = [1000, 5000, "

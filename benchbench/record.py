@@ -11,6 +11,8 @@ which version wrote it:
   its images went through (crop_size, resize_size, resize_mode, interpolation, mean, std, crop_pct,
   source: benchbench.specs.Preprocessing). A protocol's run returns them as JSON objects under these
   names beside its metrics (`CELL_FIELDS`); the worker moves them here (`split_result`).
+  Optional `predictions`: the cell's per-image predictions file (benchbench.predictions), as
+  {"path": relative to the run, "sha256": hex digest, "images": count}; absent where none was kept.
 - 2: adds `accuracies`, {metric: label} of the metrics that are accuracies in [0, 1],
   declared by the protocol's spec (`ProtocolSpec.accuracies`); label "" is the cell's main top-1.
 - 1: no `accuracies`. Read through `upgrade`: the metric `top1` is the main accuracy, and a metric
@@ -37,7 +39,8 @@ from benchbench.errors import BenchError
 
 SCHEMA = 3
 STATUSES = ("ok", "failed")
-OPTIONAL = ("env", "executor", "node", "job_id", "attempts", "precision", "checkpoint", "preprocessing")
+OPTIONAL = ("env", "executor", "node", "job_id", "attempts", "precision", "checkpoint", "preprocessing",
+            "predictions")  # left out of the JSON when None
 # What a protocol's run may return beside its metrics, as JSON objects, for the record's own fields.
 CELL_FIELDS = ("checkpoint", "preprocessing")  # left out of the JSON when None
 _SHOT = re.compile(r"^\w+?_(\d+)shot_top1$")
@@ -87,6 +90,7 @@ class Record:
     # The weights the cell loaded and the evaluation transform it used (schema 3, optional).
     checkpoint: Mapping[str, Any] | None = None
     preprocessing: Mapping[str, Any] | None = None
+    predictions: Mapping[str, Any] | None = None  # {"path", "sha256", "images"} of its predictions file
     schema: int = SCHEMA
 
     @property
@@ -143,6 +147,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "traceback": _OPT_STR, "started_at": _OPT_STR, "finished_at": _OPT_STR, "wall_seconds": (int, float, type(None)),
     "suite": _OPT_STR, "run_id": _OPT_STR, "quick": (bool,), "env": (Mapping, type(None)), "schema": (int,),
     "checkpoint": (Mapping, type(None)), "preprocessing": (Mapping, type(None)),
+    "predictions": (Mapping, type(None)),
 }
 _JSON_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true/false", Mapping: "an object"}
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 COLUMNS = ("suite", "run_id", "key", "model", "model_name", "model_family", "dataset", "dataset_name",
            "protocol", "seed", "resolution", "status", "error", "flops_status", "device", "precision", "wall_seconds",
-           "accuracies", "checkpoint", "preprocessing")
+           "accuracies", "checkpoint", "preprocessing", "predictions")
 
 
 def frame(records: list[Record]) -> pd.DataFrame:

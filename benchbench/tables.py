@@ -17,6 +17,9 @@ Layouts:
   millions, crop_pct, interpolation) plus our GMACs and evaluation img/s. `model` is the checkpoint's
   hub name (hf-hub:<org>/<name> -> <name>), else the model id. `reference_table` sets it beside a
   published table of the same columns (`benchbench table --reference FILE.csv`).
+- `intervals`: one row per model and accuracy: the top-1, its Wilson 95 % interval over the test
+  images, the spread over seeds apart from it (never merged into one "±"), and the expected
+  calibration error where the cells measured it (`ece`).
 
 Printed tables read cleanly: a missing value is "-" (never "nan"), a setting as recorded (300, not
 300.0). In markdown, LaTeX and HTML, a column that is the same in every row of a table with several
@@ -49,6 +52,7 @@ from tabulate import tabulate
 from benchbench.choices import TABLE_FORMATS, TABLE_LAYOUTS
 from benchbench.errors import BenchError
 from benchbench.settings import varying_settings
+from benchbench.stats import wilson
 
 FORMATS, LAYOUTS = TABLE_FORMATS, TABLE_LAYOUTS
 DAGGER = "†"
@@ -509,9 +513,39 @@ def _signed(x: float) -> str:
     return MISSING if _missing(x) else f"{x:+.3f}"
 
 
+def intervals_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
+    """One row per model and accuracy: mean top-1, the Wilson 95 % interval of that top-1 as a binomial
+    over one test set's images (`eval_images`), the sample std over seeds (a separate column), and the
+    mean ECE (`ece`) where measured."""
+    ok = successful(df)
+    data_rows, rows = [], []
+    for label, d, p, metric in accuracy_rows(ok):
+        for m in dict.fromkeys(ok["model"]):
+            sel = ok[(ok["dataset"] == d) & (ok["protocol"] == p) & (ok["model"] == m)]
+            mean, std, n = _mean_std(sel[metric]) if metric in sel else (math.nan, math.nan, 0)
+            if n == 0 or math.isnan(mean):
+                continue
+            images = _first(sel, "eval_images")
+            low, high = wilson(mean * images, int(images)) if images and images > 0 else (math.nan, math.nan)
+            measured_ece = metric == "top1" and "ece" in sel and sel["ece"].notna().any()
+            ece = _mean_std(sel["ece"])[0] if measured_ece else math.nan
+            data_rows.append({"model": m, "row": label, "dataset": d, "protocol": p, "metric": metric, "top1": mean,
+                              "wilson_low": low, "wilson_high": high, "eval_images": images, "seeds": n,
+                              "seed_std": std if n > 1 else math.nan, "ece": ece})
+            rows.append([sel["model_name"].iloc[0], label, _num(mean * 100, ".2f"),
+                         MISSING if math.isnan(low) else f"[{low * 100:.2f}, {high * 100:.2f}]",
+                         MISSING if math.isnan(images) else f"{int(images):,}", str(n),
+                         _num(std * 100, ".2f") if n > 1 else MISSING, _num(ece * 100, ".2f")])
+    headers = ["Model", "Accuracy", "Top-1 (%)", "Wilson 95 % (%)", "Test images", "Seeds", "Seed std (pts)",
+               "ECE (%)"]
+    notes = ["Wilson 95 %: the top-1 as a binomial over the test images; seed std: the spread over seeds, "
+             "shown apart (the two are not merged). ECE: 15 equal-width bins of the top-1 probability."]
+    return Table(pd.DataFrame(data_rows), headers, rows, notes)
+
+
 BUILDERS = {"models": model_table, "summary": summary_table, "paper-transfer": transfer_table,
             "paper-scaling": scaling_table, "data-scaling": data_scaling_table, "compute": compute_table,
-            "timm": timm_table}
+            "timm": timm_table, "intervals": intervals_table}
 
 
 def build_table(df: pd.DataFrame, layout: str = "models", force_flops: bool = False) -> Table:

@@ -48,6 +48,12 @@ def test_two_devices_train_the_weights_one_device_trains_float64(run_suite, rank
     assert m["train_img_per_s"] == pytest.approx(m["train_images_seen"] / m["train_device_seconds"])
     assert m["train_img_per_s_per_device"] == pytest.approx(m["train_img_per_s"] / 2)
     assert m["train_peak_mem_mb_per_device"] > 0
+    # each rank's predictions gathered back in dataset order: the single process's, image by image
+    from benchbench.predictions import load
+
+    p1, p2 = load(one_dir, one.predictions, one.key), load(two_dir, two.predictions, two.key)
+    assert (p1.index == p2.index).all() and (p1.top5 == p2.top5).all() and (p1.label == p2.label).all()
+    assert p2.p_true == pytest.approx(p1.p_true, rel=1e-6) and p2.hits().mean() == two.metrics["top1"]
     assert ranks.leftovers() == []
 
 

@@ -93,7 +93,9 @@ def test_run_page_tables_are_the_tables_and_downloads(site, report_runs):
     # The suite's own layout first; every layout that applies has a section.
     layouts = re.findall(r'<h3 id="layout-([\w-]+)"', html)
     assert layouts[0] == "models" and set(layouts) == {"models", "summary", "paper-transfer", "paper-scaling",
-                                                       "data-scaling", "compute"}
+                                                       "data-scaling", "compute", "intervals"}
+    # Wilson intervals and the seed spread, apart, as the intervals layout builds them
+    assert _rows(html, "table-intervals") == build_table(results.load(report_runs.base), "intervals").rows
     # The figure that applies inline, with its title; data-scaling needs a sweep of training-set sizes, and
     # every cell here trained on 600 images, so the page says why that figure is not drawn.
     assert html.count("<svg") == 1 and '<title>Accuracy against training-set size</title>' not in html

@@ -1,15 +1,20 @@
-"""`benchbench compare RUN_A RUN_B [--gate G] [--threshold PTS] [--alpha A] [--min-effect PTS]
-[--timing-threshold PCT] [--all]`.
+"""`benchbench compare RUN_A RUN_B [--models M ...] [--gate G] [--threshold PTS] [--alpha A]
+[--min-effect PTS] [--timing-threshold PCT] [--all] [--json]`, and
+`benchbench compare RUN --models A B [C ...] [--alpha A] [--json]` (models against models, every pair).
 
-Exit status: 0 no regression in a gated group (also when only ungated groups regressed), 1 at
+Exit status, two runs: 0 no regression in a gated group (also when only ungated groups regressed), 1 at
 least one gated regression, 2 the runs cannot be compared (no cell in common, a bad option or path).
+One run with --models: 0 when it ran, 2 for bad input (an unknown model, fewer than two).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import sys
 
 from benchbench.cli.common import load_run, named_plugins
+from benchbench.errors import BenchError
 from benchbench.text import plural
 
 GATE_CHOICES = ("accuracy", "model", "timing", "all")
@@ -17,9 +22,15 @@ GATE_CHOICES = ("accuracy", "model", "timing", "all")
 
 def add_parser(sub, parent) -> None:
     p = sub.add_parser("compare", parents=[parent],
-                       help="compare two runs, seeds aggregated; exit 1 when B regressed against A beyond noise")
-    p.add_argument("run_a", metavar="RUN_A", help="the baseline run directory")
-    p.add_argument("run_b", metavar="RUN_B", help="the run to judge")
+                       help="compare two runs (exit 1 when B regressed against A beyond noise), or models "
+                            "within a run (--models); paired tests where predictions were kept")
+    p.add_argument("run_a", metavar="RUN_A", help="the baseline run directory (or the one run, with --models)")
+    p.add_argument("run_b", metavar="RUN_B", nargs="?", help="the run to judge")
+    p.add_argument("--models", nargs="+", metavar="MODEL",
+                   help="one run: compare these models, every pair, on the configurations they share (Holm "
+                        "across all); two runs: compare only these models' cells")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object: each comparison's test, p_value, p_adjusted, diff, diff_ci95, n_images")
     p.add_argument("--gate", action="append", choices=GATE_CHOICES, metavar="GROUP",
                    help="which metric groups decide the exit status: accuracy, model (params, MACs), timing "
                         "(img/s, seconds, memory, MFU), all; repeatable (default: accuracy and model)")
@@ -72,13 +83,67 @@ def _value(mean: float, std: float, n: int, group: str) -> str:
     return text
 
 
+def _num(x):
+    """A JSON number, or null for NaN/None."""
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+def _ci(ci) -> str:
+    return "" if not isinstance(ci, list) else f"[{ci[0] * 100:+.2f}, {ci[1] * 100:+.2f}]"
+
+
+def _p(p) -> str:
+    return "-" if p is None or (isinstance(p, float) and math.isnan(p)) else f"{p:.3g}"
+
+
+def run_models(args) -> int:
+    """Models against models within one run (benchbench.versus)."""
+    from tabulate import tabulate
+
+    from benchbench.versus import versus
+
+    df = versus(load_run(args.run_a), args.run_a, args.models, alpha=args.alpha)
+    if args.json:
+        keys = ("dataset", "protocol", "setting", "metric", "model_a", "model_b", "acc_a", "acc_b", "seeds", "test",
+                "p_value", "p_adjusted", "diff", "diff_ci95", "n_images", "mdd", "how", "verdict")
+        print(json.dumps({"run": args.run_a, "alpha": args.alpha, "correction": "holm",
+                          "comparisons": [{k: _num(r[k]) for k in keys} for _, r in df.iterrows()]}, indent=1))
+        return 0
+    rows = [[r.dataset + (f" ({r.setting})" if r.setting else ""), r.protocol, r.metric, f"{r.model_b} vs {r.model_a}",
+             f"{r.acc_b * 100:.2f} vs {r.acc_a * 100:.2f}", f"{r.diff * 100:+.2f}", _ci(r.diff_ci95), r.test,
+             _p(r.p_value), _p(r.p_adjusted), "-" if math.isnan(r.mdd) else f"{r.mdd * 100:.2f}", r.verdict]
+            for r in df.itertuples()]
+    print(tabulate(rows, ["Dataset", "Protocol", "Metric", "B vs A", "Top-1 % (B vs A)", "B - A (pts)",
+                          "95 % CI (pts)", "Test", "p", "p (Holm)", "Detectable (pts)", "Verdict"],
+                   tablefmt="github", disable_numparse=True))
+    tested = int(df["p_adjusted"].notna().sum())
+    print(f"\n{plural(len(df), 'comparison')}, {tested} tested; Holm's correction over the {tested} at alpha "
+          f"{args.alpha:g}. "
+          "Paired: exact McNemar on the images both models were evaluated on, seeds paired seed by seed "
+          "(discordant images summed; the bootstrap resamples images with all their seeds, or each seed's on "
+          "their own where seeds saw different images); unpaired: Welch's "
+          "t-test over seeds. Detectable: the smallest difference the paired test finds with 80 % power.",
+          file=sys.stderr)
+    return 0
+
+
 def run(args) -> int:
     from tabulate import tabulate
 
     from benchbench.compare import compare
 
+    if args.run_b is None:
+        if not args.models:
+            raise BenchError("compare: give two runs (RUN_A RUN_B), or one run and --models A B [C ...]")
+        return run_models(args)
     cat = named_plugins(args)
     a, b = load_run(args.run_a), load_run(args.run_b)
+    if args.models:
+        from benchbench.versus import check_models
+
+        for df, run_dir in ((a, args.run_a), (b, args.run_b)):
+            check_models(df, args.models, run_dir)
+        a, b = a[a["model"].isin(args.models)], b[b["model"].isin(args.models)]
     if _settings_apart(a, b):  # one run's records predate a setting: match them at its default
         from benchbench.results import with_default_settings
 
@@ -87,8 +152,17 @@ def run(args) -> int:
             a, b = with_default_settings(a, cat), with_default_settings(b, cat)
     gates = _gates(args.gate)
     df = compare(a, b, args.threshold, alpha=args.alpha, min_effect=args.min_effect,
-                 timing_threshold=args.timing_threshold, gates=gates)
+                 timing_threshold=args.timing_threshold, gates=gates, dirs=(args.run_a, args.run_b))
     cells = df["cell"].nunique()
+    gated = int((df["regression"] & df["gated"]).sum())
+    if args.json:
+        keys = ("cell", "metric", "group", "mean_a", "mean_b", "test", "p_value", "p_adjusted", "diff", "diff_ci95",
+                "n_images", "verdict", "regression", "gated", "rule")
+        print(json.dumps({"run_a": args.run_a, "run_b": args.run_b, "correction": "holm (accuracy comparisons)",
+                          "regressions_gated": gated,
+                          "comparisons": [{k: _num(r[k]) for k in keys} for _, r in df.iterrows()]}, indent=1,
+                         default=str))
+        return 1 if gated else 0
     if (df["verdict"] == "same").all():
         print(f"identical: the {plural(cells, 'cell')} the two runs share have the same values in all "
               f"{plural(len(df), 'comparison')} (cell x metric)")
@@ -97,10 +171,9 @@ def run(args) -> int:
         verdicts = ["REGRESSION" if r.regression and r.gated else "regression (not gated)" if r.regression
                     else r.verdict for r in shown.itertuples()]
         rows = [[r.cell, r.metric, _value(r.mean_a, r.std_a, r.n_a, r.group), _value(r.mean_b, r.std_b, r.n_b, r.group),
-                 r.change, v, r.rule] for r, v in zip(shown.itertuples(), verdicts)]
-        print(tabulate(rows, ["Cell", "Metric", "A", "B", "B vs A", "Verdict", "Rule"], tablefmt="github",
+                 r.change, v, r.test, r.rule] for r, v in zip(shown.itertuples(), verdicts)]
+        print(tabulate(rows, ["Cell", "Metric", "A", "B", "B vs A", "Verdict", "Test", "Rule"], tablefmt="github",
                        disable_numparse=True))
-    gated = int((df["regression"] & df["gated"]).sum())
     ungated = int((df["regression"] & ~df["gated"]).sum())
     unjudged = int((df["verdict"] == "unjudged").sum())
     lines = [f"{plural(cells, 'cell')} (seeds aggregated), {plural(len(df), 'comparison')} (cell x metric); "

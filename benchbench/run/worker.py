@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from benchbench import precision as precision_policy
+from benchbench import predictions as predictions_file
 from benchbench import threads
 from benchbench.compute import derived
 from benchbench.deadline import CellTimeLimit, time_limit
@@ -83,6 +84,7 @@ def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict 
     metrics: dict[str, Any] = {}
     described: dict[str, Any] = {}  # the record's checkpoint and preprocessing, where the protocol names them
     status, error, trace, flops_status, precision = "failed", None, None, None, None
+    predictions = None
     limit = None
     try:
         with time_limit(cell.time_limit_s) as limit:  # off unless the suite or --cell-time-limit sets one
@@ -98,9 +100,12 @@ def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict 
             flops_status = macs.status
             ctx = protocol_context(job, catalog, device, model, params=metrics["params"])
             precision = ctx.precision
-            result, described = split_result(protocol.run(ctx))
-            metrics.update(result)
+            measured, described = split_result(protocol.run(ctx))
+            kept = measured.pop(predictions_file.METRIC, None)  # per-image predictions: a file, not a metric
+            metrics.update(measured)
             metrics.update(derived(metrics, choices.world.size))
+            if kept is not None:  # written before the record that names it
+                predictions = predictions_file.save(job.context.run_dir, cell.key, kept)
         status = "ok"
     except KeyboardInterrupt:
         raise
@@ -114,7 +119,7 @@ def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict 
         job, catalog, status=status, metrics=metrics, resolution=shape["image_size"], device=str(device),
         precision=None if precision is None else precision.name, flops_status=flops_status, error=error,
         traceback=trace, started_at=started_at, finished_at=now(), wall_seconds=time.perf_counter() - start,
-        env={"threads": {**chosen.env(), "used": threads.used()}}, **described)
+        env={"threads": {**chosen.env(), "used": threads.used()}}, predictions=predictions, **described)
 
 
 def protocol_context(job: Job, catalog: Catalog, device: torch.device, model: torch.nn.Module, *,

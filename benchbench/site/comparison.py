@@ -59,7 +59,7 @@ def compare_runs(a, b, slug: str, threshold: float) -> Comparison:
 
     out = Comparison(a, b, slug, threshold)
     try:
-        result = compare(frame(a.last), frame(b.last), threshold)
+        result = compare(frame(a.last), frame(b.last), threshold, dirs=(a.path, b.path))  # paired where kept
     except BenchError as exc:
         out.error = str(exc)
         return out

@@ -19,6 +19,7 @@ LAYOUT_TITLES = {
     "data-scaling": "Data scaling: models x training-set sizes",
     "compute": "Compute: params, GMACs, pre-training exaFLOPs, throughput",
     "timm": "Checkpoints as timm's results CSVs: top-1/top-5, params, crop_pct, interpolation, GMACs, img/s",
+    "intervals": "Intervals: top-1 with its Wilson 95 % interval, the seed spread apart, calibration (ECE)",
 }
 FIRST_HEADER = {"paper-transfer": "Dataset"}  # layouts whose first column has no heading of its own
 DOWNLOADS = (("csv", "csv", "CSV"), ("json", "json", "JSON"), ("latex", "tex", "LaTeX"), ("markdown", "md", "Markdown"))

@@ -21,6 +21,7 @@ from torch.utils.data import Dataset
 
 from benchbench.clock import DeviceClock
 from benchbench.precision import Precision
+from benchbench.predictions import Predictions, stack
 from benchbench_plugins.protocols.inference import at_largest_batch, eval_batch_sizes
 from benchbench_plugins.protocols.loader import Loader
 
@@ -133,6 +134,21 @@ def logistic_regression(x: torch.Tensor, y: torch.Tensor, num_classes: int, l2: 
     return whiten, torch.cat([w.detach(), b.detach()[None] / BIAS_FEATURE])
 
 
+def scored(scores: torch.Tensor, y: torch.Tensor, k: int = 5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per image: the top-k class ids by score (N, k; column 0 the top-1, as `topk` orders them), and the
+    softmax probabilities of the true class and of the top-1 class (N,), float32, on the scores' device."""
+    scores = scores.float()
+    top = scores.topk(min(k, scores.shape[1]), dim=1).indices
+    log_p = scores.log_softmax(dim=1)
+    return top, log_p.gather(1, y[:, None].long())[:, 0].exp(), log_p.gather(1, top[:, :1])[:, 0].exp()
+
+
+def predictions_of(scores: torch.Tensor, y: torch.Tensor, index: torch.Tensor) -> Predictions:
+    """The per-image predictions of `scores` (N, classes) on images `index` (their split positions)."""
+    top, p_true, p_top1 = (t.cpu().numpy() for t in scored(scores, y))
+    return Predictions(index.cpu().numpy(), y.cpu().numpy(), top, p_true, p_top1)
+
+
 def top1(scores: torch.Tensor, y: torch.Tensor) -> float:
     return float((scores.argmax(1) == y).double().mean())
 
@@ -173,18 +189,31 @@ def shot_draws(labels: torch.Tensor, num_classes: int, shots: list[int], seeds: 
 class FewShotResult:
     top1: dict[int, list[float]]  # k -> top-1 of each draw
     seconds: float
+    predictions: Predictions | None = None  # axes ("shot", "draw"), when `index` was given
 
 
 def fewshot_eval(train: Features, test: Features, num_classes: int, draws: list[dict[int, np.ndarray]],
-                 l2: float, rows: dict[int, int] | None = None) -> FewShotResult:
+                 l2: float, rows: dict[int, int] | None = None, index: torch.Tensor | None = None) -> FewShotResult:
     """Top-1 on `test` of the ridge classifier of every draw and k. `rows` maps a training index in
-    `draws` to its row in `train.x` (identity when None)."""
-    start = time.perf_counter()
+    `draws` to its row in `train.x` (identity when None). With `index` (the test images' positions in
+    their split), also every classifier's per-image predictions, by shot count and draw."""
+    start, bookkeeping = time.perf_counter(), 0.0
     out: dict[int, list[float]] = {}
+    kept: dict[int, list[Predictions]] = {}
     for draw in draws:
         for k, idx in draw.items():
             r = idx if rows is None else np.fromiter((rows[i] for i in idx), dtype=np.int64, count=len(idx))
             r = torch.from_numpy(np.asarray(r, dtype=np.int64))
             model = RidgeRegression(train.x[r], train.y[r], num_classes)
-            out.setdefault(k, []).append(top1(model.scores(test.x, l2), test.y))
-    return FewShotResult(out, time.perf_counter() - start)
+            scores = model.scores(test.x, l2)
+            out.setdefault(k, []).append(top1(scores, test.y))
+            if index is not None:  # timed apart: the solves' time stays what it was
+                mark = time.perf_counter()
+                kept.setdefault(k, []).append(predictions_of(scores, test.y, index))
+                bookkeeping += time.perf_counter() - mark
+    seconds = time.perf_counter() - start - bookkeeping
+    preds = None
+    if kept:
+        shots = sorted(kept)
+        preds = stack([stack(kept[k], "draw", list(range(len(kept[k])))) for k in shots], "shot", shots)
+    return FewShotResult(out, seconds, preds)

@@ -14,12 +14,13 @@ import statistics
 
 from benchbench import hookimpl
 from benchbench.errors import BenchError
+from benchbench.predictions import METRIC as PREDICTIONS
 from benchbench.settings import positive
 from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
 from benchbench_plugins.protocols.features import extract, fewshot_eval, shot_draws
 from benchbench_plugins.protocols.init_setting import init_setting, load_init
 from benchbench_plugins.protocols.loader import workers
-from benchbench_plugins.protocols.subsets import labels_of, random_subset, take
+from benchbench_plugins.protocols.subsets import labels_of, random_subset, split_positions, take
 from benchbench_plugins.protocols.training_settings import FORWARD_ROLES, data_settings, split_sizes, subset_settings
 
 MAX_SHOTS = 10_000
@@ -66,7 +67,8 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
     train_f = extract(ctx.model, take(train, used), device, s["batch_size"],
                       num_workers=workers(s["num_workers"], train), **kw)
     test_f = extract(ctx.model, test, device, s["batch_size"], num_workers=workers(s["num_workers"], test), **kw)
-    result = fewshot_eval(train_f, test_f, spec.num_classes, draws, s["l2_reg"], rows=rows)
+    result = fewshot_eval(train_f, test_f, spec.num_classes, draws, s["l2_reg"], rows=rows,
+                          index=split_positions(test))
 
     metrics: dict[str, float] = {}
     for k in shots:
@@ -84,6 +86,7 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
         train_features_batch_size_used=train_f.batch_size,
     )
     metrics.update(pretrain)
+    metrics[PREDICTIONS] = result.predictions  # by shot count and draw; a file beside the record
     return metrics
 
 

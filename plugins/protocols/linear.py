@@ -3,7 +3,8 @@
 `method = "ridge"` (default): the closed-form L2-regularised least squares of the few-shot evaluation
 (whitened features, bias feature, {-1, 1} targets; features.py), on every training image.
 `method = "logistic"`: multinomial logistic regression on the same whitened features by L-BFGS,
-minimising the summed cross-entropy + l2_reg * ||W||^2. Top-1/top-5 on the test split.
+minimising the summed cross-entropy + l2_reg * ||W||^2. Top-1/top-5 on the test split, and each test
+image's predictions (softmax of the scores; benchbench.predictions).
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from __future__ import annotations
 import time
 
 from benchbench import hookimpl
+from benchbench.predictions import METRIC as PREDICTIONS
+from benchbench.stats import ece
 from benchbench.settings import one_of, positive
 from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
-from benchbench_plugins.protocols.features import RidgeRegression, extract, logistic_regression, top1, topk
+from benchbench_plugins.protocols.features import (RidgeRegression, extract, logistic_regression, predictions_of, top1,
+                                                   topk)
 from benchbench_plugins.protocols.init_setting import init_setting, load_init
 from benchbench_plugins.protocols.loader import workers
-from benchbench_plugins.protocols.subsets import random_subset, training_subset
+from benchbench_plugins.protocols.subsets import random_subset, split_positions, training_subset
 from benchbench_plugins.protocols.training_settings import FORWARD_ROLES, data_settings, in_range, split_sizes, subset_settings
 
 SETTINGS = {
@@ -59,6 +63,9 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
         "train_features_batch_size_used": train_f.batch_size,
     }
     metrics.update(pretrain)
+    preds = predictions_of(scores, test_f.y, split_positions(test))
+    metrics[PREDICTIONS] = preds  # a file beside the record
+    metrics["ece"] = ece(preds.p_top1, preds.hits())  # of the softmax of the scores
     return metrics
 
 

@@ -29,8 +29,17 @@ def take(dataset: Dataset, indices) -> Dataset:
     if isinstance(dataset, TensorDataset):  # a copy keeps the class and its per-batch transform
         out = copy.copy(dataset)
         out.tensors = tuple(t[idx] for t in dataset.tensors)
+        out.split_positions = split_positions(dataset)[idx]  # the copy forgets where its examples came from
         return out
     return Subset(dataset, idx.tolist())
+
+
+def split_positions(dataset: Dataset) -> torch.Tensor:
+    """Each example's index in the split it was taken from (through `take` and Subset), as a long tensor."""
+    if isinstance(dataset, Subset):
+        return split_positions(dataset.dataset)[torch.as_tensor(dataset.indices, dtype=torch.long)]
+    kept = getattr(dataset, "split_positions", None)
+    return kept if kept is not None else torch.arange(len(dataset))
 
 
 def random_subset(dataset: Dataset, n: int, seed: int) -> Dataset:

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -20,11 +21,15 @@ from benchbench.clock import DeviceClock, sync
 from benchbench.errors import BenchError
 from benchbench.execution import Execution
 from benchbench.precision import DEFAULT, Precision, resolve
+from benchbench.predictions import METRIC as PREDICTIONS
+from benchbench.predictions import Predictions
 from benchbench.specs import DataOptions, DatasetSpec, ProtocolContext
+from benchbench.stats import ece
 from benchbench.step import Loss, cross_entropy, forward, train_step
+from benchbench_plugins.protocols.features import scored
 from benchbench_plugins.protocols.inference import at_largest_batch, eval_batch_sizes
-from benchbench_plugins.protocols.loader import Loader, workers
-from benchbench_plugins.protocols.subsets import random_subset, training_subset
+from benchbench_plugins.protocols.loader import Loader, rank_part, workers
+from benchbench_plugins.protocols.subsets import random_subset, split_positions, training_subset
 from benchbench_plugins.protocols.training_settings import split_sizes
 
 AUGMENT_SEED_OFFSET = 7_919  # the augmentation generator's seed: the cell's seed + this
@@ -188,44 +193,83 @@ class Accuracy:
     top5: float
     images: int
     batch_size: int = 0  # the batch size the counts were taken at (see inference.eval_batch_sizes)
+    predictions: Predictions | None = None  # per image, where kept
 
 
 def evaluate(model: nn.Module, dataset: Dataset, device: torch.device, batch_size: int, *,
-             precision: Precision, num_workers: int = 0, rank: int = 0, world: int = 1) -> Accuracy:
+             precision: Precision, num_workers: int = 0, rank: int = 0, world: int = 1,
+             keep_predictions: bool = False) -> Accuracy:
     """Top-1/top-5 over `dataset`; data-parallel (`world` > 1), each rank evaluates its part of each
     batch (every rank the same number of forward passes, as FSDP needs) and the counts are summed.
+    With `keep_predictions`, also each image's predictions (benchbench.predictions); data-parallel,
+    every rank's part gathered (a collective) and put back in dataset order on every rank.
 
-    The counts stay on the device and are read once at the end (a read per batch would wait for
-    the device each time); the batch size is `batch_size`, or larger on CUDA (inference.py)."""
+    The counts, and the kept predictions, stay on the device and are read once at the end (a read per
+    batch would wait for the device each time); the batch size is `batch_size`, or larger on CUDA
+    (inference.py)."""
     model.eval()
     logits_of = forward(model, precision)
     sizes = eval_batch_sizes(batch_size, len(dataset), device, world)
     with precision.matmul_mode():
-        counts, size = at_largest_batch(
-            sizes, lambda size: _count_hits(logits_of, dataset, device, size, num_workers, rank, world))
+        (counts, kept), size = at_largest_batch(
+            sizes, lambda size: _count_hits(logits_of, dataset, device, size, num_workers, rank, world,
+                                            keep_predictions))
     if world > 1:
         dist.all_reduce(counts)
     hit1, hit5, n = counts.tolist()
     if n == 0:
         raise ValueError("evaluation split is empty")
-    return Accuracy(top1=hit1 / n, top5=hit5 / n, images=n, batch_size=size)
+    preds = None
+    if keep_predictions:
+        parts = tuple(t.cpu().numpy() for t in kept) if kept is not None else None
+        if world > 1:
+            parts = _gathered(parts, len(dataset), size, world)
+        if parts is not None:
+            top, p_true, p_top1, y = parts
+            preds = Predictions(split_positions(dataset).numpy(), y, top, p_true, p_top1)
+    return Accuracy(top1=hit1 / n, top5=hit5 / n, images=n, batch_size=size, predictions=preds)
+
+
+def _gathered(parts: tuple[np.ndarray, ...] | None, n: int, batch_size: int, world: int
+              ) -> tuple[np.ndarray, ...] | None:
+    """Every rank's kept predictions (its `rank_part` of each batch of `batch_size`) in dataset order."""
+    every: list = [None] * world
+    dist.all_gather_object(every, parts)
+    if not any(p is not None for p in every):
+        return None
+    batches = torch.arange(n).split(batch_size)
+    template = next(p for p in every if p is not None)
+    out = [np.empty((n, *a.shape[1:]), dtype=a.dtype) for a in template]
+    for r, got in enumerate(every):
+        where = torch.cat([rank_part(b, r, world) for b in batches]).numpy()
+        if got is None:
+            continue
+        for full, mine in zip(out, got):
+            full[where] = mine
+    return tuple(out)
 
 
 def _count_hits(logits_of, dataset: Dataset, device: torch.device, batch_size: int, num_workers: int,
-                rank: int, world: int) -> torch.Tensor:
-    """(top-1 hits, top-5 hits, images) over `dataset` as one long tensor on `device`."""
+                rank: int, world: int, keep: bool = False) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
+    """(top-1 hits, top-5 hits, images) over `dataset` as one long tensor on `device`; with `keep`, also
+    per image, in dataset order: (top-5 class ids, p_true, p_top1, label) on `device`."""
     counts = torch.zeros(3, dtype=torch.long, device=device)
+    kept: list[tuple[torch.Tensor, ...]] = []
     loader = Loader(dataset, batch_size, num_workers=num_workers, pin_memory=device.type == "cuda",
                     rank=rank, world=world, device=device)
     for x, y in loader:
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         logits = logits_of(x)
-        k = min(5, logits.shape[1])
-        correct = logits.float().topk(k, dim=1).indices.eq(y[:, None])
+        if keep:
+            top, p_true, p_top1 = scored(logits, y)
+            kept.append((top.to(torch.int32), p_true, p_top1, y))
+        else:
+            top = logits.float().topk(min(5, logits.shape[1]), dim=1).indices
+        correct = top.eq(y[:, None])
         counts[0] += correct[:, 0].sum()
         counts[1] += correct.any(dim=1).sum()
         counts[2] += len(y)
-    return counts
+    return counts, (tuple(torch.cat(parts) for parts in zip(*kept)) if kept else None)
 
 
 def cell_splits(spec: DatasetSpec, data: DataOptions, s: Mapping[str, Any], seed: int) -> tuple[Dataset, Dataset]:
@@ -236,14 +280,21 @@ def cell_splits(spec: DatasetSpec, data: DataOptions, s: Mapping[str, Any], seed
 
 
 def evaluate_timed(model: nn.Module, test: Dataset, ctx: ProtocolContext, *, rank: int = 0) -> dict[str, float]:
-    """`evaluate` on the device clock, at the cell's precision, as a cell's metrics."""
+    """`evaluate` on the device clock, at the cell's precision, as a cell's metrics, with each image's
+    predictions under `benchbench.predictions.METRIC` (a file beside the record) and
+    their expected calibration error `ece` (benchbench.stats.ece)."""
     s = ctx.settings
+    world = ctx.world.size if ctx.world is not None else 1
     with DeviceClock(ctx.device) as eval_clock:
         acc = evaluate(model, test, ctx.device, s["eval_batch_size"], precision=precision_of(ctx),
-                       num_workers=workers(s["num_workers"], test), rank=rank,
-                       world=ctx.world.size if ctx.world is not None else 1)
-    return dict(top1=acc.top1, top5=acc.top5, eval_images=acc.images, eval_device_seconds=eval_clock.seconds,
-                eval_batch_size_used=acc.batch_size)
+                       num_workers=workers(s["num_workers"], test), rank=rank, world=world,
+                       keep_predictions=True)
+    out: dict[str, Any] = dict(top1=acc.top1, top5=acc.top5, eval_images=acc.images,
+                               eval_device_seconds=eval_clock.seconds, eval_batch_size_used=acc.batch_size)
+    if acc.predictions is not None:
+        out[PREDICTIONS] = acc.predictions
+        out["ece"] = ece(acc.predictions.p_top1, acc.predictions.hits())
+    return out
 
 
 def estimate(settings: Mapping[str, Any], dataset_spec: DatasetSpec) -> dict[str, float]:
