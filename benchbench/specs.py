@@ -228,6 +228,9 @@ class DatasetSpec:
     # A parametric dataset ("imagefolder:<path>"): bind(arg) returns the DatasetSpec of that
     # argument, with id "<id>:<arg>". None for ordinary datasets.
     bind: Callable[[str], "DatasetSpec"] | None = None
+    # The class identifiers in label order (ImageNet's sets: wnids), which a model's output classes are
+    # matched against (benchbench.classmap); None: the classes are known by index only.
+    class_ids: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
