@@ -98,8 +98,8 @@ def class_map(model_classes: int | Sequence[str], dataset_classes: int | Sequenc
     missing = [c for c in dataset_classes if c not in position]
     if missing:
         raise BenchError(
-            f"cannot map a model with {n_model} output classes ({how}) onto a dataset with {n_data} classes: "
-            f"{len(missing)} of the dataset's classes are not among the model's, first "
+            f"cannot map a model with {n_model} output classes onto a dataset with {n_data} classes: "
+            f"{len(missing)} of the dataset's classes are not among the model's ({how}), first "
             + ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
     indices = tuple(position[c] for c in dataset_classes)
     if indices == tuple(range(n_model)):
