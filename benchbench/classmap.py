@@ -71,9 +71,9 @@ class ClassMap:
 def _named(model_classes: int, dataset_size: int) -> tuple[tuple[str, ...] | None, str]:
     """The ids that a head of `model_classes` outputs stands for, and how that was decided."""
     if model_classes == 1000:
-        return IMAGENET_1K, "1000-class head: ImageNet-1k's wnids in sorted order"
+        return IMAGENET_1K, "1000-class head: ILSVRC-2012's wnids in sorted order"
     if model_classes == 1001:
-        return (BACKGROUND, *IMAGENET_1K), "1001-class head: background at 0, then ImageNet-1k's wnids"
+        return (BACKGROUND, *IMAGENET_1K), "1001-class head: background at 0, then ILSVRC-2012's wnids"
     return None, f"a {model_classes}-class head names no classes"
 
 
@@ -92,7 +92,7 @@ def class_map(model_classes: int | Sequence[str], dataset_classes: int | Sequenc
         raise BenchError(
             f"cannot map a model with {n_model} output classes onto a dataset with {n_data} classes: "
             + ("the dataset names no class ids" if isinstance(dataset_classes, int) else how)
-            + f"; a head maps by class id when it has the dataset's {n_data} classes, ImageNet-1k's 1000 or 1001 "
+            + f"; a head maps by class id when it has the dataset's {n_data} classes, ILSVRC-2012's 1000 or 1001 "
             "(background first), or names its classes")
     position = {c: i for i, c in enumerate(model_ids)}
     missing = [c for c in dataset_classes if c not in position]

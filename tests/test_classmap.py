@@ -70,7 +70,7 @@ def test_a_head_that_names_its_classes_maps_by_id():
 @pytest.mark.parametrize("head, message", [
     (21841, "a 21841-class head names no classes"),
     (10, "a 10-class head names no classes"),
-    (1000, "2 of the dataset's classes are not among the model's (1000-class head: ImageNet-1k's wnids in sorted "
+    (1000, "2 of the dataset's classes are not among the model's (1000-class head: ILSVRC-2012's wnids in sorted "
            "order), first cat, dog"),
 ])
 def test_heads_that_do_not_map_are_refused_naming_the_counts(head, message):

@@ -326,6 +326,9 @@ def test_every_dataset_declares_the_protocols_splits(catalog):
     for spec in catalog.datasets:
         if spec.bind is not None or spec.id == "jft-300m":
             continue
+        if spec.splits == ("test",):  # an evaluation set (ImageNet-V2, -R, ...): tests/test_imagenet_sets.py
+            assert spec.class_ids is not None and "test" in spec.num_examples, spec.id
+            continue
         assert {"train", "test"} <= set(spec.splits), spec.id
         assert set(spec.num_examples) >= {"train", "test"}, spec.id
         assert spec.num_classes > 0 and spec.image_size > 0 and spec.in_chans in (1, 3), spec.id

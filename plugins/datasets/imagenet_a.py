@@ -26,8 +26,8 @@ WHERE = "https://github.com/hendrycks/natural-adv-examples (imagenet-a.tar)"
 
 def load(split: str, options: DataOptions) -> FolderImages:
     check_test_split(ID, split)
-    root = find_root(ID, options, ("imagenet-a",), lambda d: (d / WNIDS[0]).is_dir(), "ImageNet-A wnid folders",
-                     LAYOUT, WHERE)
+    root = find_root(ID, options, ("imagenet-a",), lambda d: any((d / w).is_dir() for w in WNIDS),
+                     "ImageNet-A wnid folders", LAYOUT, WHERE)
     return class_folders(ID, root, WNIDS, photo_transform(options, NATIVE), layout=LAYOUT)
 
 

@@ -25,8 +25,8 @@ WHERE = "https://github.com/hendrycks/imagenet-r (imagenet-r.tar)"
 
 def load(split: str, options: DataOptions) -> FolderImages:
     check_test_split(ID, split)
-    root = find_root(ID, options, ("imagenet-r",), lambda d: (d / WNIDS[0]).is_dir(), "ImageNet-R wnid folders",
-                     LAYOUT, WHERE)
+    root = find_root(ID, options, ("imagenet-r",), lambda d: any((d / w).is_dir() for w in WNIDS),
+                     "ImageNet-R wnid folders", LAYOUT, WHERE)
     return class_folders(ID, root, WNIDS, photo_transform(options, NATIVE), layout=LAYOUT)
 
 

@@ -24,7 +24,8 @@ WHERE = "https://github.com/HaohanWang/ImageNet-Sketch (ImageNet-Sketch.zip)"
 def load(split: str, options: DataOptions) -> FolderImages:
     check_test_split(ID, split)
     root = find_root(ID, options, ("sketch", "imagenet-sketch/sketch", "imagenet-sketch", "ImageNet-Sketch"),
-                     lambda d: (d / IMAGENET_1K[0]).is_dir(), "ImageNet-Sketch wnid folders", LAYOUT, WHERE)
+                     lambda d: any((d / w).is_dir() for w in IMAGENET_1K), "ImageNet-Sketch wnid folders", LAYOUT,
+                     WHERE)
     return class_folders(ID, root, IMAGENET_1K, photo_transform(options, NATIVE), layout=LAYOUT)
 
 
