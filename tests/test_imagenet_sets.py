@@ -127,7 +127,24 @@ def test_imagenet_v2_labels_are_the_folders_numbers(v2_root, no_cache):
     assert y == 200 and x.shape == (3, 8, 8) and abs(red_of(x) - 200) < 3  # JPEG: within a few levels
 
 
+CHECKS = [(imagenet_v2.checker(v), imagenet_v2.loader(v)) for v in imagenet_v2.VARIANTS] + [
+    (m.available, m.load) for m in (imagenet_real, imagenet_r, imagenet_a, imagenet_sketch)]
+
+
+@pytest.mark.parametrize("available, load", CHECKS)
+def test_available_raises_what_load_raises(tmp_path, no_cache, available, load):
+    """What a run checks before its first cell (DatasetSpec.available) is the loader's own error."""
+    with pytest.raises(BenchError) as checked:
+        available("test", DataOptions(root=tmp_path))
+    with pytest.raises(BenchError) as loaded:
+        load("test", DataOptions(root=tmp_path))
+    assert str(checked.value) == str(loaded.value) and "--data-root" in str(checked.value)
+    with pytest.raises(BenchError, match="evaluation set with only a 'test' split"):
+        available("train", DataOptions(root=tmp_path))
+
+
 def test_imagenet_v2_variants_find_their_own_folders(v2_root, no_cache):
+    imagenet_v2.checker("imagenet-v2-top-images")("test", DataOptions(root=v2_root))
     with pytest.raises(BenchError) as err:
         imagenet_v2.loader("imagenet-v2")("test", DataOptions(root=v2_root))
     text = str(err.value)
@@ -148,6 +165,7 @@ def test_imagenet_v2_refuses_a_partial_or_foreign_layout(tmp_path, no_cache):
 def test_imagenet_r_and_a_are_labelled_in_their_200_wnids_order(tmp_path, no_cache, module, folder, ext):
     write_folders(tmp_path / folder, module.WNIDS, ext)
     (tmp_path / folder / "README.txt").write_text("the release's readme is no class")
+    module.available("test", DataOptions(root=tmp_path))
     ds = module.load("test", DataOptions(root=tmp_path, image_size=8, in_chans=3))
     assert len(ds) == 200 and ds.classes == list(module.WNIDS) and ds.targets == list(range(200))
     x, y = ds[150]
@@ -175,6 +193,7 @@ def test_imagenet_r_missing_says_where_to_get_it(tmp_path, no_cache):
 
 def test_imagenet_sketch_is_labelled_in_imagenet_order(tmp_path, no_cache):
     write_folders(tmp_path / "sketch", IMAGENET_1K, "JPEG")
+    imagenet_sketch.available("test", DataOptions(root=tmp_path))
     ds = imagenet_sketch.load("test", DataOptions(root=tmp_path, image_size=8, in_chans=3))
     assert len(ds) == 1000 and ds.targets == list(range(1000)) and ds.classes == list(IMAGENET_1K)
     assert ds[999][1] == 999 and abs(red_of(ds[999][0]) - 999 % 256) < 3
@@ -197,6 +216,7 @@ def write_real(root: Path, sets: dict[int, list[int]]) -> None:
 def test_imagenet_real_label_sets_follow_the_file_numbers(tmp_path, no_cache):
     # image 1000 is in class 0's folder, image 999 in class 1's, image 1 in class 999's
     write_real(tmp_path, {1000: [0, 5], 999: [7], 1: [998, 999], 500: []})
+    imagenet_real.available("test", DataOptions(root=tmp_path))
     ds = imagenet_real.load("test", DataOptions(root=tmp_path, image_size=8, in_chans=3))
     assert len(ds) == len(ds.label_sets) == 1000 and ds.targets == list(range(1000))
     assert ds.label_sets[0] == (0, 5) and ds.label_sets[1] == (7,) and ds.label_sets[999] == (998, 999)

@@ -10,6 +10,8 @@ no automatic download.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from benchbench import hookimpl
 from benchbench.specs import DataOptions, DatasetSpec
 from benchbench_plugins.datasets.evalsets import (NATIVE, SPLITS, check_test_split, class_folders, find_root,
@@ -24,11 +26,20 @@ LAYOUT = "DIR/imagenet-a/<wnid>/*.jpg (200 wnid folders)"
 WHERE = "https://github.com/hendrycks/natural-adv-examples (imagenet-a.tar)"
 
 
+def locate(options: DataOptions) -> Path:
+    return find_root(ID, options, ("imagenet-a",), lambda d: any((d / w).is_dir() for w in WNIDS),
+                     "ImageNet-A wnid folders", LAYOUT, WHERE)
+
+
+def available(split: str, options: DataOptions) -> None:
+    """Raises load's error when the split or the folder is not there (DatasetSpec.available)."""
+    check_test_split(ID, split)
+    locate(options)
+
+
 def load(split: str, options: DataOptions) -> FolderImages:
     check_test_split(ID, split)
-    root = find_root(ID, options, ("imagenet-a",), lambda d: any((d / w).is_dir() for w in WNIDS),
-                     "ImageNet-A wnid folders", LAYOUT, WHERE)
-    return class_folders(ID, root, WNIDS, photo_transform(options, NATIVE), layout=LAYOUT)
+    return class_folders(ID, locate(options), WNIDS, photo_transform(options, NATIVE), layout=LAYOUT)
 
 
 @hookimpl

@@ -9,6 +9,8 @@ evaluates. Download: https://people.eecs.berkeley.edu/~hendrycks/imagenet-r.tar;
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from benchbench import hookimpl
 from benchbench.specs import DataOptions, DatasetSpec
 from benchbench_plugins.datasets.evalsets import (NATIVE, SPLITS, check_test_split, class_folders, find_root,
@@ -23,11 +25,20 @@ LAYOUT = "DIR/imagenet-r/<wnid>/*.jpg (200 wnid folders)"
 WHERE = "https://github.com/hendrycks/imagenet-r (imagenet-r.tar)"
 
 
+def locate(options: DataOptions) -> Path:
+    return find_root(ID, options, ("imagenet-r",), lambda d: any((d / w).is_dir() for w in WNIDS),
+                     "ImageNet-R wnid folders", LAYOUT, WHERE)
+
+
+def available(split: str, options: DataOptions) -> None:
+    """Raises load's error when the split or the folder is not there (DatasetSpec.available)."""
+    check_test_split(ID, split)
+    locate(options)
+
+
 def load(split: str, options: DataOptions) -> FolderImages:
     check_test_split(ID, split)
-    root = find_root(ID, options, ("imagenet-r",), lambda d: any((d / w).is_dir() for w in WNIDS),
-                     "ImageNet-R wnid folders", LAYOUT, WHERE)
-    return class_folders(ID, root, WNIDS, photo_transform(options, NATIVE), layout=LAYOUT)
+    return class_folders(ID, locate(options), WNIDS, photo_transform(options, NATIVE), layout=LAYOUT)
 
 
 @hookimpl

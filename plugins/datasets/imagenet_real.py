@@ -84,12 +84,24 @@ def image_number(path: str) -> int:
     return int(match.group(1))
 
 
-def load(split: str, options: DataOptions) -> RealImages:
-    check_test_split(ID, split)
+def locate(options: DataOptions) -> tuple[Path, Path]:
+    """(the folder holding val/, the path of real.json)."""
     root = find_root(ID, options, ("imagenet", "ILSVRC2012", "imagenet-1k"), lambda d: (d / "val").is_dir(),
                      "ImageNet validation images (val/<wnid>/)", VAL_LAYOUT, WHERE_VAL)
     real = find_root(ID, options, ("imagenet", "reassessed-imagenet", "ILSVRC2012", "imagenet-1k"),
                      lambda d: (d / "real.json").is_file(), "real.json", JSON_LAYOUT, WHERE_JSON) / "real.json"
+    return root, real
+
+
+def available(split: str, options: DataOptions) -> None:
+    """Raises load's error when the split or the files are not there (DatasetSpec.available)."""
+    check_test_split(ID, split)
+    locate(options)
+
+
+def load(split: str, options: DataOptions) -> RealImages:
+    check_test_split(ID, split)
+    root, real = locate(options)
     sets = read_real_json(real)
     images = class_folders(ID, root / "val", IMAGENET_1K, photo_transform(options, NATIVE), layout=VAL_LAYOUT)
     numbers = [image_number(path) for path, _ in images.samples]

@@ -8,6 +8,8 @@ labelled in ImageNet-1k's order (the wnids sorted). Download: https://github.com
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from benchbench import hookimpl
 from benchbench.classmap import IMAGENET_1K
 from benchbench.specs import DataOptions, DatasetSpec
@@ -21,12 +23,21 @@ LAYOUT = "DIR/sketch/<wnid>/*.JPEG (1000 wnid folders; also found as DIR/imagene
 WHERE = "https://github.com/HaohanWang/ImageNet-Sketch (ImageNet-Sketch.zip)"
 
 
-def load(split: str, options: DataOptions) -> FolderImages:
-    check_test_split(ID, split)
-    root = find_root(ID, options, ("sketch", "imagenet-sketch/sketch", "imagenet-sketch", "ImageNet-Sketch"),
+def locate(options: DataOptions) -> Path:
+    return find_root(ID, options, ("sketch", "imagenet-sketch/sketch", "imagenet-sketch", "ImageNet-Sketch"),
                      lambda d: any((d / w).is_dir() for w in IMAGENET_1K), "ImageNet-Sketch wnid folders", LAYOUT,
                      WHERE)
-    return class_folders(ID, root, IMAGENET_1K, photo_transform(options, NATIVE), layout=LAYOUT)
+
+
+def available(split: str, options: DataOptions) -> None:
+    """Raises load's error when the split or the folder is not there (DatasetSpec.available)."""
+    check_test_split(ID, split)
+    locate(options)
+
+
+def load(split: str, options: DataOptions) -> FolderImages:
+    check_test_split(ID, split)
+    return class_folders(ID, locate(options), IMAGENET_1K, photo_transform(options, NATIVE), layout=LAYOUT)
 
 
 @hookimpl

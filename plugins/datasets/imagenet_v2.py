@@ -37,6 +37,14 @@ def locate(dataset_id: str, options: DataOptions) -> Path:
                      f"{WHERE} (imagenetv2-{variant}.tar.gz)")
 
 
+def checker(dataset_id: str):
+    def available(split: str, options: DataOptions) -> None:
+        """Raises load's error when the split or the folder is not there (DatasetSpec.available)."""
+        check_test_split(dataset_id, split)
+        locate(dataset_id, options)
+    return available
+
+
 def loader(dataset_id: str):
     def load(split: str, options: DataOptions) -> FolderImages:
         check_test_split(dataset_id, split)
