@@ -119,3 +119,23 @@ def test_real_json_as_timm_ships_it_counts_46837_labelled_images():
     # predicting each image's first ReaL label is right on every labelled image, and only those count
     score = real_accuracy([s[0] if s else 0 for s in sets], sets)
     assert (score.correct, score.counted, score.images) == (46_837, 46_837, 50_000)
+
+
+def test_real_accuracy_equals_timms_real_labels_scorer():
+    """timm's RealLabelsImagenet (what its validate.py --real-labels uses) on the same predictions."""
+    import json
+
+    sets = json.loads((TIMM_INFO / "imagenet_real_labels.json").read_text())
+    # right on every third labelled image, else a label that is right only by chance
+    predictions = [s[0] if s and i % 3 == 0 else (7 * i) % 1000 for i, s in enumerate(sets)]
+    timm_real = timm_data.RealLabelsImagenet([f"ILSVRC2012_val_{i + 1:08d}.JPEG" for i in range(50_000)],
+                                             real_json=str(TIMM_INFO / "imagenet_real_labels.json"), topk=(1,))
+    for start in range(0, 50_000, 10_000):
+        one_hot = torch.zeros(10_000, 1000)
+        one_hot[torch.arange(10_000), torch.tensor(predictions[start:start + 10_000])] = 1.0
+        timm_real.add_result(one_hot)
+    ours = real_accuracy(predictions, sets)
+    assert ours.counted == len(timm_real.is_correct[1]) == 46_837
+    assert ours.correct == sum(timm_real.is_correct[1])
+    assert 100 * ours.top1 == pytest.approx(timm_real.get_accuracy(k=1), abs=1e-9)
+    assert 0.33 < ours.top1 < 0.5
