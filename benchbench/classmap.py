@@ -68,7 +68,7 @@ class ClassMap:
         return logits.index_select(-1, torch.tensor(self.indices, device=logits.device))
 
 
-def _named(model_classes: int, dataset_size: int) -> tuple[tuple[str, ...] | None, str]:
+def _named(model_classes: int) -> tuple[tuple[str, ...] | None, str]:
     """The ids that a head of `model_classes` outputs stands for, and how that was decided."""
     if model_classes == 1000:
         return IMAGENET_1K, "1000-class head: ILSVRC-2012's wnids in sorted order"
@@ -82,10 +82,10 @@ def class_map(model_classes: int | Sequence[str], dataset_classes: int | Sequenc
     naming both counts and the first classes missing, when they do not map."""
     n_data = dataset_classes if isinstance(dataset_classes, int) else len(dataset_classes)
     n_model = model_classes if isinstance(model_classes, int) else len(model_classes)
-    if isinstance(model_classes, int) and n_model == n_data:
+    if n_model == n_data and (isinstance(model_classes, int) or isinstance(dataset_classes, int)):
         return ClassMap(tuple(range(n_model)), n_model, "identity: the head has the dataset's classes")
     if isinstance(model_classes, int):
-        model_ids, how = _named(n_model, n_data)
+        model_ids, how = _named(n_model)
     else:
         model_ids, how = tuple(model_classes), f"the model's {n_model} class ids"
     if isinstance(dataset_classes, int) or model_ids is None:

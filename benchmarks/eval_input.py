@@ -23,10 +23,12 @@ typical size; seeded smooth colour fields with noise, quality 90) into DIR/valid
 
 Both read timm's `resolve_data_config` for the model (input size, crop_pct, interpolation, mean/std).
 Each round times both sides' whole evaluation call (listing, loader and worker start, every batch,
-the model), alternating which goes first; the first `--warmup-rounds` are not counted. It prints one
-JSON object: each side's img/s (median and range over rounds), the ratio benchbench / timm (median
-of the per-round ratios, and their range), and whether top-1 agrees image for image (matched by file
-path), with the largest logit difference.
+the model), alternating which goes first; the first `--warmup-rounds` are not counted. validate.py
+also runs the model once on a random batch before its loop (its "warm-up"): the ratio is given with
+and without that forward's time (measured by the hooks). It prints one JSON object: each side's
+img/s (median and range over rounds), the ratio benchbench / timm (median of the per-round ratios,
+and their range), and whether top-1 agrees image for image (matched by file path), with the largest
+logit difference.
 """
 
 from __future__ import annotations
@@ -118,22 +120,31 @@ def load_vendored():
 
 
 class Recorder:
-    """A forward hook that keeps each batch's logits on the host."""
+    """Forward hooks that keep each call's logits on the host and its duration."""
 
     def __init__(self):
         self.batches: list[torch.Tensor] = []
+        self.seconds: list[float] = []
+        self._start = 0.0
 
-    def __call__(self, module, inputs, output):
+    def before(self, module, inputs):
+        self._start = time.perf_counter()
+
+    def after(self, module, inputs, output):
         self.batches.append(output.detach().float().cpu())
+        self.seconds.append(time.perf_counter() - self._start)
 
 
-def run_timm(validate, timm, model_name: str, weights: Path, cfg: argparse.Namespace) -> tuple[float, dict]:
-    """(seconds of one validate(args) call, {path: logits}) for timm's validate.py."""
+def run_timm(validate, timm, model_name: str, weights: Path,
+             cfg: argparse.Namespace) -> tuple[float, float, dict]:
+    """(seconds of one validate(args) call, the seconds of its warm-up forward, {path: logits}) for
+    timm's validate.py."""
     recorder = Recorder()
 
     def create_model(*args, **kwargs):
         model = timm.create_model(*args, **kwargs)
-        model.register_forward_hook(recorder)
+        model.register_forward_pre_hook(recorder.before)
+        model.register_forward_hook(recorder.after)
         return model
 
     validate.create_model = create_model
@@ -145,9 +156,11 @@ def run_timm(validate, timm, model_name: str, weights: Path, cfg: argparse.Names
     results = validate.validate(args)
     seconds = time.perf_counter() - start
     files = timm.data.create_dataset("", root=str(cfg.dir), split="validation").filenames(absolute=True)
-    logits = torch.cat(recorder.batches[-math.ceil(len(files) / cfg.batch_size):])  # the warm-up batch first
+    batches = math.ceil(len(files) / cfg.batch_size)
+    assert len(recorder.batches) == batches + 1, "validate.py's warm-up forward, then one per batch"
+    logits = torch.cat(recorder.batches[1:])
     assert len(logits) == len(files), (len(logits), len(files), results)
-    return seconds, {str(Path(f).resolve()): row for f, row in zip(files, logits)}
+    return seconds, recorder.seconds[0], {str(Path(f).resolve()): row for f, row in zip(files, logits)}
 
 
 def run_ours(timm, model_name: str, weights: Path, transform, cfg: argparse.Namespace) -> tuple[float, dict]:
@@ -205,21 +218,26 @@ def main() -> None:
     transform, transform_note = our_transform(pre, probe)
     validate = load_vendored()
 
-    rows = {"timm": [], "benchbench": []}
-    ratios, last = [], {}
+    rows = {"timm": [], "timm_less_warmup": [], "benchbench": []}
+    ratios = {"timm": [], "timm_less_warmup": []}
+    last = {}
     for r in range(cfg.warmup_rounds + cfg.rounds):
         order = ("timm", "benchbench") if r % 2 == 0 else ("benchbench", "timm")
         took = {}
         for side in order:
-            seconds, last[side] = (run_timm(validate, timm, cfg.model, weights, cfg) if side == "timm"
-                                   else run_ours(timm, cfg.model, weights, transform, cfg))
+            if side == "timm":
+                seconds, warmup_s, last[side] = run_timm(validate, timm, cfg.model, weights, cfg)
+                took["timm_less_warmup"] = cfg.images / (seconds - warmup_s)
+            else:
+                seconds, last[side] = run_ours(timm, cfg.model, weights, transform, cfg)
             took[side] = cfg.images / seconds
         print(f"round {r}{' (warm-up)' if r < cfg.warmup_rounds else ''}: "
               + ", ".join(f"{s} {v:.1f} img/s" for s, v in took.items()), file=sys.stderr)
         if r >= cfg.warmup_rounds:
             for side, v in took.items():
                 rows[side].append(v)
-            ratios.append(took["benchbench"] / took["timm"])
+            for side in ratios:
+                ratios[side].append(took["benchbench"] / took[side])
 
     paths = sorted(last["timm"])
     assert paths == sorted(last["benchbench"]), "the two sides read different files"
@@ -234,7 +252,10 @@ def main() -> None:
         "benchbench_transform": transform_note, "timm_validate": TIMM_VALIDATE, "timm_version": timm.__version__,
         "torch_version": torch.__version__,
         "timm_img_per_s": spread(rows["timm"]), "benchbench_img_per_s": spread(rows["benchbench"]),
-        "ratio_benchbench_over_timm": spread(ratios),
+        "ratio_benchbench_over_timm": spread(ratios["timm"]),
+        # validate.py runs one untimed-by-it forward on a random batch first; without it:
+        "timm_img_per_s_less_its_warmup_forward": spread(rows["timm_less_warmup"]),
+        "ratio_benchbench_over_timm_less_its_warmup_forward": spread(ratios["timm_less_warmup"]),
         "top1_agree": int((a.argmax(1) == b.argmax(1)).sum()), "top1_compared": len(paths),
         "max_abs_logit_diff": float((a - b).abs().max()),
     }

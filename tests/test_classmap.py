@@ -23,10 +23,11 @@ def test_imagenet_1k_wnids_are_timms_in_label_order():
 
 
 def test_a_head_with_the_datasets_classes_is_the_identity():
-    for head, data in ((1000, IMAGENET_1K), (10, 10), (3, ("a", "b", "c"))):
+    for head, data in ((1000, IMAGENET_1K), (10, 10), (3, ("a", "b", "c")), (("x", "y"), 2)):
         m = class_map(head, data)
-        assert m.identity and m.indices == tuple(range(head)) and m.num_classes == head
-        x = torch.randn(2, head)
+        n = head if isinstance(head, int) else len(head)
+        assert m.identity and m.indices == tuple(range(n)) and m.num_classes == n
+        x = torch.randn(2, n)
         assert m.apply(x) is x
 
 

@@ -55,7 +55,8 @@ def class_folders(dataset_id: str, directory: Path, folders: Sequence[str], tran
         raise BenchError(f"{dataset_id}: {directory} has folders that are none of its {len(folders)} classes: "
                          + ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
                          + (f" (did you mean {hint!r}?)" if hint else "") + f"; expected {layout}")
-    missing = [f for f in folders if f not in set(present)]
+    found = set(present)
+    missing = [f for f in folders if f not in found]
     if missing:
         raise BenchError(f"{dataset_id}: {directory} lacks {len(missing)} of its {len(folders)} class folders, "
                          "first " + ", ".join(missing[:5]) + f"; expected {layout} (the published release has "
