@@ -51,7 +51,7 @@ from safetensors.torch import load_file, save_file
 from benchbench.envinfo import device_name
 from benchbench.specs import DataOptions, Preprocessing
 from benchbench_plugins.datasets.folders import FolderImages, folder_classes
-from benchbench_plugins.datasets.transforms import NormalisedTensor, photo_transform
+from benchbench_plugins.datasets.transforms import BatchTransform, NormalisedTensor, photo_transform
 from benchbench_plugins.protocols.loader import Loader
 
 VENDORED = Path(__file__).resolve().parent / "vendor" / "validate.py"
@@ -95,6 +95,15 @@ def explicit_transform(pre: Preprocessing):
     return v2.Compose([v2.Resize(pre.resize_size, interpolation=InterpolationMode(pre.interpolation),
                                  antialias=True),
                        v2.CenterCrop(pre.crop_size), NormalisedTensor(pre.mean, pre.std, 3)])
+
+
+def uint8_transform(pre: Preprocessing):
+    """The same resize and crop, kept as a uint8 (C, H, W) tensor: a quarter of the bytes from the workers."""
+    from torchvision.transforms import InterpolationMode, v2
+
+    return v2.Compose([v2.Resize(pre.resize_size, interpolation=InterpolationMode(pre.interpolation),
+                                 antialias=True),
+                       v2.CenterCrop(pre.crop_size), v2.PILToTensor()])
 
 
 def our_transform(pre: Preprocessing, probe: Path) -> tuple[object, str]:
@@ -163,8 +172,10 @@ def run_timm(validate, timm, model_name: str, weights: Path,
     return seconds, recorder.seconds[0], {str(Path(f).resolve()): row for f, row in zip(files, logits)}
 
 
-def run_ours(timm, model_name: str, weights: Path, transform, cfg: argparse.Namespace) -> tuple[float, dict]:
-    """(seconds of one evaluation, {path: logits}) for benchbench's folder loading."""
+def run_ours(timm, model_name: str, weights: Path, transforms: tuple, cfg: argparse.Namespace) -> tuple[float, dict]:
+    """(seconds of one evaluation, {path: logits}) for benchbench's folder loading: `transforms` is
+    (per image in the workers, per batch after the move to the device or None)."""
+    transform, per_batch = transforms
     device = torch.device(cfg.device)
     start = time.perf_counter()
     directory = cfg.dir / "validation"
@@ -172,11 +183,13 @@ def run_ours(timm, model_name: str, weights: Path, transform, cfg: argparse.Name
     model = timm.create_model(model_name)
     model.load_state_dict(load_file(weights))
     model.to(device).eval()
+    per_batch = None if per_batch is None else per_batch.to(device)
     loader = Loader(ds, cfg.batch_size, num_workers=cfg.workers, pin_memory=device.type == "cuda")
     out = []
     with torch.inference_mode():
         for x, _ in loader:
-            out.append(model(x.to(device, non_blocking=True)).float().cpu())
+            x = x.to(device, non_blocking=True)
+            out.append(model(x if per_batch is None else per_batch(x)).float().cpu())
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
@@ -200,6 +213,8 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--warmup-rounds", type=int, default=1)
+    p.add_argument("--sides", nargs="+", default=["benchbench", "benchbench_uint8"],
+                   choices=["benchbench", "benchbench_uint8"], help="benchbench's pipelines to time beside timm's")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     cfg = p.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # random weights: nothing is downloaded
@@ -218,31 +233,41 @@ def main() -> None:
     transform, transform_note = our_transform(pre, probe)
     validate = load_vendored()
 
-    rows = {"timm": [], "timm_less_warmup": [], "benchbench": []}
-    ratios = {"timm": [], "timm_less_warmup": []}
+    ours = {"benchbench": (transform, None),
+            # the same pixels carried as uint8 from the workers, normalised per batch (BatchTransform)
+            "benchbench_uint8": (uint8_transform(pre), BatchTransform(mean=pre.mean, std=pre.std))}
+    sides = ["timm", *[s for s in ours if s in cfg.sides]]
+    rows = {s: [] for s in [*sides, "timm_less_warmup"]}
+    ratios = {f"{s}/{t}": [] for s in ours if s in sides for t in ("timm", "timm_less_warmup")}
     last = {}
     for r in range(cfg.warmup_rounds + cfg.rounds):
-        order = ("timm", "benchbench") if r % 2 == 0 else ("benchbench", "timm")
+        order = sides[r % len(sides):] + sides[:r % len(sides)]  # each side first in turn
         took = {}
         for side in order:
             if side == "timm":
                 seconds, warmup_s, last[side] = run_timm(validate, timm, cfg.model, weights, cfg)
                 took["timm_less_warmup"] = cfg.images / (seconds - warmup_s)
             else:
-                seconds, last[side] = run_ours(timm, cfg.model, weights, transform, cfg)
+                seconds, last[side] = run_ours(timm, cfg.model, weights, ours[side], cfg)
             took[side] = cfg.images / seconds
         print(f"round {r}{' (warm-up)' if r < cfg.warmup_rounds else ''}: "
               + ", ".join(f"{s} {v:.1f} img/s" for s, v in took.items()), file=sys.stderr)
         if r >= cfg.warmup_rounds:
             for side, v in took.items():
                 rows[side].append(v)
-            for side in ratios:
-                ratios[side].append(took["benchbench"] / took[side])
+            for key in ratios:
+                mine, theirs = key.split("/")
+                ratios[key].append(took[mine] / took[theirs])
 
     paths = sorted(last["timm"])
-    assert paths == sorted(last["benchbench"]), "the two sides read different files"
-    a = torch.stack([last["timm"][k] for k in paths])
-    b = torch.stack([last["benchbench"][k] for k in paths])
+    reference_logits = torch.stack([last["timm"][k] for k in paths])
+    agreement = {}
+    for side in sides[1:]:
+        assert paths == sorted(last[side]), f"{side} read other files than timm"
+        logits = torch.stack([last[side][k] for k in paths])
+        agreement[side] = {"top1_agree": int((logits.argmax(1) == reference_logits.argmax(1)).sum()),
+                           "top1_compared": len(paths),
+                           "max_abs_logit_diff": float((logits - reference_logits).abs().max())}
     report = {
         "model": cfg.model, "images": cfg.images, "image_size_px": [500, 375], "device": cfg.device,
         "device_name": device_name(torch.device(cfg.device)), "workers": cfg.workers,
@@ -251,13 +276,10 @@ def main() -> None:
                           "mean": pre.mean, "std": pre.std},
         "benchbench_transform": transform_note, "timm_validate": TIMM_VALIDATE, "timm_version": timm.__version__,
         "torch_version": torch.__version__,
-        "timm_img_per_s": spread(rows["timm"]), "benchbench_img_per_s": spread(rows["benchbench"]),
-        "ratio_benchbench_over_timm": spread(ratios["timm"]),
-        # validate.py runs one untimed-by-it forward on a random batch first; without it:
-        "timm_img_per_s_less_its_warmup_forward": spread(rows["timm_less_warmup"]),
-        "ratio_benchbench_over_timm_less_its_warmup_forward": spread(ratios["timm_less_warmup"]),
-        "top1_agree": int((a.argmax(1) == b.argmax(1)).sum()), "top1_compared": len(paths),
-        "max_abs_logit_diff": float((a - b).abs().max()),
+        # img/s of each side's whole call; timm_less_warmup: validate.py's, less its warm-up forward
+        "img_per_s": {side: spread(v) for side, v in rows.items()},
+        "ratio": {key: spread(v) for key, v in ratios.items()},
+        "agreement_with_timm": agreement,
     }
     text = json.dumps(report, indent=2)
     print(text)
