@@ -10,6 +10,7 @@ https://huggingface.co/datasets/vaishaal/ImageNetV2 (imagenetv2-<variant>.tar.gz
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from benchbench import hookimpl
@@ -37,20 +38,26 @@ def locate(dataset_id: str, options: DataOptions) -> Path:
                      f"{WHERE} (imagenetv2-{variant}.tar.gz)")
 
 
+def available(dataset_id: str, split: str, options: DataOptions) -> None:
+    """Raises load's error when the split or the folder is not there (DatasetSpec.available)."""
+    check_test_split(dataset_id, split)
+    locate(dataset_id, options)
+
+
+def load(dataset_id: str, split: str, options: DataOptions) -> FolderImages:
+    check_test_split(dataset_id, split)
+    return class_folders(dataset_id, locate(dataset_id, options), FOLDERS, photo_transform(options, NATIVE),
+                         layout=layout(VARIANTS[dataset_id]))
+
+
 def checker(dataset_id: str):
-    def available(split: str, options: DataOptions) -> None:
-        """Raises load's error when the split or the folder is not there (DatasetSpec.available)."""
-        check_test_split(dataset_id, split)
-        locate(dataset_id, options)
-    return available
+    """`available` of one variant, as DatasetSpec.available takes it (picklable)."""
+    return partial(available, dataset_id)
 
 
 def loader(dataset_id: str):
-    def load(split: str, options: DataOptions) -> FolderImages:
-        check_test_split(dataset_id, split)
-        return class_folders(dataset_id, locate(dataset_id, options), FOLDERS, photo_transform(options, NATIVE),
-                             layout=layout(VARIANTS[dataset_id]))
-    return load
+    """`load` of one variant, as DatasetSpec.load takes it (picklable)."""
+    return partial(load, dataset_id)
 
 
 @hookimpl
