@@ -233,6 +233,9 @@ class DatasetSpec:
     # options.download, a dataset that can download counts as available). Runs check it for every cell
     # before the first one starts. None: the data is always there (bundled, synthetic).
     available: Callable[[str, DataOptions], None] | None = None
+    # The class identifiers in label order (ImageNet's sets: wnids), which a model's output classes are
+    # matched against (benchbench.classmap); None: the classes are known by index only.
+    class_ids: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

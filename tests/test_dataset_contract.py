@@ -43,8 +43,56 @@ def _flowers(root, datafiles):
 
 def _imagenet(root, datafiles):
     image = datafiles.solid((10, 20, 30), size=(8, 8))
-    classes = {f"n{i:08d}": [image] for i in range(1000)}
+    from benchbench.classmap import IMAGENET_1K
+
+    classes = {wnid: [image] for wnid in IMAGENET_1K}
     datafiles.write_class_folders(root / "imagenet", {"train": classes, "val": classes})
+    return root
+
+
+def _one_jpeg_each(root, folders, ext, name=lambda i: f"img{i}"):
+    """One real JPEG (encoded once) in each of `folders` under root."""
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (12, 10), (200, 100, 0)).save(buf, format="JPEG")
+    for i, folder in enumerate(folders):
+        (root / folder).mkdir(parents=True)
+        (root / folder / f"{name(i)}.{ext}").write_bytes(buf.getvalue())
+
+
+def _v2(variant):
+    def make(root, datafiles):
+        _one_jpeg_each(root / f"imagenetv2-{variant}-format-val", [str(i) for i in range(1000)], "jpeg")
+        return root
+    return make
+
+
+def _subset(folder, wnids_of):
+    def make(root, datafiles):
+        from benchbench_plugins.datasets.evalsets import subset_wnids
+
+        _one_jpeg_each(root / folder, subset_wnids(wnids_of), "jpg")
+        return root
+    return make
+
+
+def _sketch(root, datafiles):
+    from benchbench.classmap import IMAGENET_1K
+
+    _one_jpeg_each(root / "sketch", IMAGENET_1K, "JPEG")
+    return root
+
+
+def _real(root, datafiles):
+    import json
+
+    from benchbench.classmap import IMAGENET_1K
+
+    _one_jpeg_each(root / "imagenet" / "val", IMAGENET_1K, "JPEG", name=lambda i: f"ILSVRC2012_val_{i + 1:08d}")
+    (root / "imagenet" / "real.json").write_text(json.dumps([[i % 1000] for i in range(50_000)]))
     return root
 
 
@@ -52,6 +100,9 @@ def _imagenet(root, datafiles):
 MAKERS = {
     "fashion-mnist": _fashion, "cifar10": _cifar("cifar10"), "cifar100": _cifar("cifar100"),
     "oxford-iiit-pets": _pets, "flowers102": _flowers, "imagenet": _imagenet, "digits": None, "synthetic": None,
+    "imagenet-v2": _v2("matched-frequency"), "imagenet-v2-threshold0.7": _v2("threshold0.7"),
+    "imagenet-v2-top-images": _v2("top-images"), "imagenet-r": _subset("imagenet-r", "imagenet_r"),
+    "imagenet-a": _subset("imagenet-a", "imagenet_a"), "imagenet-sketch": _sketch, "imagenet-real": _real,
 }
 # Registered, but with nothing to load: their own tests cover them.
 NOT_LOADABLE = {"jft-300m": "Google-internal: refused with a message", "imagefolder": "parametric: imagefolder:<path>"}

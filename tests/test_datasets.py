@@ -223,7 +223,9 @@ def test_flowers_missing(tmp_path, no_cache):
 def imagenet_root(tmp_path_factory, datafiles):
     """1000 wnid folders of one 8x8 PNG each in train/ and val/, pixel = class index mod 256."""
     root = tmp_path_factory.mktemp("imagenet-data") / "imagenet"
-    wnids = [f"n{i:08d}" for i in range(1000)]
+    from benchbench.classmap import IMAGENET_1K
+
+    wnids = IMAGENET_1K
     for split in ("train", "val"):
         for i, w in enumerate(wnids):
             d = root / split / w
@@ -245,11 +247,25 @@ def test_imagenet_wrong_layouts(tmp_path, datafiles, no_cache):
     datafiles.write_class_folders(tmp_path / "imagenet", {"train": {"n1": [datafiles.solid(0, (4, 4))]},
                                                           "val": {}})
     (tmp_path / "imagenet" / "val").mkdir(exist_ok=True)
-    with pytest.raises(BenchError, match="1 class folders, expected 1000"):
+    with pytest.raises(BenchError, match="1 class folders, expected ILSVRC-2012's 1000 wnids.*not ImageNet wnids: n1"):
         imagenet.load("train", DataOptions(root=tmp_path))
+    with pytest.raises(BenchError, match="val has no class folders"):
+        imagenet.load("test", DataOptions(root=tmp_path))
     with pytest.raises(BenchError) as err:
         imagenet.load("train", DataOptions(root=tmp_path / "nothing"))
     assert "no automatic download" in str(err.value) and "train/<wnid>" in str(err.value)
+
+
+def test_imagenet_evaluation_needs_only_val(tmp_path, datafiles, no_cache):
+    """Evaluating a checkpoint reads val/ alone: most people who evaluate have no copy of the 1.28M
+    training images."""
+    from benchbench.classmap import IMAGENET_1K
+
+    datafiles.write_class_folders(tmp_path / "imagenet", {"val": {w: [datafiles.solid(1, (4, 4))] for w in IMAGENET_1K}})
+    imagenet.available("test", DataOptions(root=tmp_path))
+    assert len(imagenet.load("test", DataOptions(root=tmp_path, image_size=4))) == 1000
+    with pytest.raises(BenchError, match="no train/ class folders"):
+        imagenet.available("train", DataOptions(root=tmp_path))
 
 
 # --- imagefolder:<path> ---------------------------------------------------------------------------------------
@@ -325,6 +341,9 @@ def test_synthetic_is_deterministic_per_index():
 def test_every_dataset_declares_the_protocols_splits(catalog):
     for spec in catalog.datasets:
         if spec.bind is not None or spec.id == "jft-300m":
+            continue
+        if spec.splits == ("test",):  # an evaluation set (ImageNet-V2, -R, ...): tests/test_imagenet_sets.py
+            assert spec.class_ids is not None and "test" in spec.num_examples, spec.id
             continue
         assert {"train", "test"} <= set(spec.splits), spec.id
         assert set(spec.num_examples) >= {"train", "test"}, spec.id

@@ -270,3 +270,92 @@ def test_a_timm_config_beside_the_file_gives_the_transform(tmp_path, catalog, da
         pre = fields["preprocessing"]
         assert (pre["crop_size"], pre["resize_size"], pre["interpolation"]) == (*expected, "bicubic")
         assert pre["mean"] == [0.1, 0.2, 0.3] and "config.json" in pre["source"]
+
+
+def _jpegs(root: Path, folders, ext: str, name=lambda i: f"img{i}") -> None:
+    """One real JPEG in each folder, a colour of its own."""
+    from PIL import Image
+
+    for i, folder in enumerate(folders):
+        (root / folder).mkdir(parents=True)
+        Image.new("RGB", (30, 24), (i % 256, (7 * i) % 256, (13 * i) % 256)).save(root / folder / f"{name(i)}.{ext}")
+
+
+def _imagenet_head(catalog, tmp_path) -> tuple[nn.Module, Path]:
+    """vit-mu7 with a 1000-class head, random weights, saved as a bare state dict (as another library's
+    file: its classes are found from the head's shape)."""
+    torch.manual_seed(3)
+    model = catalog.models.get("vit-mu7").build(num_classes=1000, image_size=28, in_chans=3).eval()
+    with torch.no_grad():  # the paper's head starts at zero: every class would tie
+        model.head.weight.normal_(0.0, 1.0)
+    torch.save(model.state_dict(), tmp_path / "in1k.pth")
+    return model, tmp_path / "in1k.pth"
+
+
+def _images(dataset) -> tuple[torch.Tensor, torch.Tensor]:
+    xs, ys = zip(*(dataset[i] for i in range(len(dataset))))
+    return torch.stack(xs), torch.tensor(ys)
+
+
+def test_an_imagenet_head_scores_imagenet_r_on_its_200_wnids(tmp_path, catalog):
+    """A 1000-class head on ImageNet-R: its logits at the positions of R's 200 wnids among ILSVRC-2012's
+    sorted 1000, in R's label order (computed here from the vendored lists); image for image."""
+    from benchbench.classmap import IMAGENET_1K
+    from benchbench.predictions import METRIC
+    from benchbench_plugins.datasets import imagenet_r
+
+    _jpegs(tmp_path / "data" / "imagenet-r", imagenet_r.WNIDS, "jpg")
+    model, path = _imagenet_head(catalog, tmp_path)
+    data = DataOptions(root=tmp_path / "data", image_size=28, in_chans=3)
+    metrics, fields = split_result(evaluate.run(context_for(
+        catalog, "evaluate", "vit-mu7", "imagenet-r", {"init": str(path), "eval_batch_size": 64, "resolution": 28}, data=data,
+        show_progress=False)))
+    x, y = _images(imagenet_r.load("test", data))
+    positions = torch.tensor([IMAGENET_1K.index(w) for w in imagenet_r.WNIDS])
+    with torch.no_grad():
+        expected = model(x)[:, positions].argmax(1)
+    preds = metrics[METRIC]
+    assert preds.top5[:, 0].tolist() == expected[torch.as_tensor(preds.index.astype(np.int64))].tolist()
+    assert metrics["top1"] == pytest.approx((expected == y).float().mean().item())
+    assert fields["checkpoint"]["class_map"].startswith("1000 -> 200 by class id")
+    assert metrics["params"] == sum(p.numel() for p in model.parameters())  # the checkpoint's 1000-class head
+
+
+def test_imagenet_real_scores_the_label_sets(tmp_path, catalog):
+    """ReaL: top-1 right when in the image's set, over the images that have one; the single-label figures
+    are kept apart; the predictions file holds the labelled images with `correct`."""
+    import json
+
+    from benchbench.classmap import IMAGENET_1K
+    from benchbench.predictions import METRIC
+    from benchbench_plugins.datasets import imagenet_real
+
+    _jpegs(tmp_path / "data" / "imagenet" / "val", IMAGENET_1K, "JPEG", name=lambda i: f"ILSVRC2012_val_{i + 1:08d}")
+    model, path = _imagenet_head(catalog, tmp_path)
+    data = DataOptions(root=tmp_path / "data", image_size=28, in_chans=3)
+    # image i (class i's folder) gets the set {its own prediction} for even i, none for i % 4 == 1, and
+    # {the class after its prediction} (wrong) for i % 4 == 3; a first file only to read the images
+    (tmp_path / "data" / "imagenet" / "real.json").write_text(json.dumps([[0]] * 50_000))
+    x, y = _images(imagenet_real.load("test", data))
+    with torch.no_grad():
+        predicted = model(x).argmax(1).tolist()
+    sets = [[p] if i % 2 == 0 else [] if i % 4 == 1 else [(p + 1) % 1000] for i, p in enumerate(predicted)]
+    (tmp_path / "data" / "imagenet" / "real.json").write_text(json.dumps(sets + [[]] * 49_000))
+    metrics, _ = split_result(evaluate.run(context_for(
+        catalog, "evaluate", "vit-mu7", "imagenet-real", {"init": str(path), "eval_batch_size": 100, "resolution": 28}, data=data,
+        show_progress=False)))
+    assert metrics["labelled_images"] == 750 and metrics["top1"] == pytest.approx(500 / 750)
+    assert metrics["top1_val_labels"] == pytest.approx(np.mean([p == i for i, p in enumerate(predicted)]))
+    assert "top5" not in metrics
+    preds = metrics[METRIC]
+    assert len(preds.index) == 750 and preds.correct.sum() == 500
+    assert set(preds.index.tolist()) == {i for i in range(1000) if i % 4 != 1}
+
+
+def test_a_head_that_names_other_classes_is_refused_before_any_image(tmp_path, catalog):
+    spec = catalog.models.get("vit-mu7")
+    torch.save(spec.build(num_classes=10, image_size=28, in_chans=3).state_dict(), tmp_path / "ten.pth")
+    with pytest.raises(BenchError, match=r"head of 10 classes, dataset 'imagenet-r' has 200.*names no classes"):
+        evaluate.run(context_for(catalog, "evaluate", "vit-mu7", "imagenet-r", {"init": str(tmp_path / "ten.pth"), "resolution": 28},
+                                 data=DataOptions(root=Path("/nonexistent"), image_size=28, in_chans=3),
+                                 show_progress=False))

@@ -8,25 +8,36 @@ every training protocol uses), the evaluation's img/s on the device clock with i
 threads and precision (the record's), params and GMACs (the runner's, as for every protocol), and the
 record's `checkpoint` (provenance) and `preprocessing` (the transform used).
 
-Class spaces: the logits go through `class_map`'s function (logits over the checkpoint's classes ->
-logits over the dataset's) when it returns one; today it does only for the identity (the same number
-of classes), which it leaves out. A mapping by class id (ImageNet wnids: 1001-class checkpoints, 21k
-heads, 200-class subsets) plugs in there.
+Class spaces: the checkpoint's head is kept whatever its size when its classes map onto the
+dataset's (benchbench.classmap: an ILSVRC-2012 head of 1000 or 1001 classes onto ImageNet-V2, -R, -A,
+Sketch by wnid, a timm tag's named classes), its logits restricted and ordered to the dataset's labels;
+refused before any image is read otherwise. The record's `checkpoint` says how (`class_map`).
+
+Multi-label sets (a test split with `label_sets`, as ImageNet-ReaL): `top1` is the set accuracy
+(benchbench.multilabel: the top-1 right when in the image's set, over images with a non-empty set, as
+the paper's Table 2 reports ReaL), the predictions file keeps those images with `correct`, and the
+single-label figures stay as `top1_val_labels` and `top5_val_labels`.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
 
 import torch
 from torch import nn
 
 from benchbench import hookimpl
 from benchbench.errors import BenchError
+from benchbench.meters.params import count_params
+from benchbench.multilabel import real_accuracy
+from benchbench.predictions import METRIC as PREDICTIONS, Predictions
 from benchbench.settings import positive
+from benchbench.stats import ece
 from benchbench.specs import DatasetSpec, ProtocolContext, ProtocolSpec, Setting
-from benchbench_plugins.protocols.init_setting import INIT_HELP, InitWeights, init_setting, init_weights
+from benchbench_plugins.protocols.init_setting import INIT_HELP, init_setting, init_weights
 from benchbench_plugins.protocols.preprocessing_setting import choose_preprocessing, in_memory, preprocessing_settings
 from benchbench_plugins.protocols.subsets import random_subset
 from benchbench_plugins.protocols.training import evaluate_timed
@@ -54,11 +65,26 @@ class MappedLogits(nn.Module):
         return self.logits_map(self.model(x))
 
 
-def class_map(loaded: InitWeights, dataset: DatasetSpec) -> LogitsMap | None:
-    """The function from the checkpoint's logits to the dataset's classes; None for the identity. The
-    checkpoint was loaded into a model of the dataset's classes (init_weights refused any other head),
-    so it is the identity today."""
-    return None
+def set_scored(metrics: dict[str, Any], label_sets: Sequence[Sequence[int]]) -> dict[str, Any]:
+    """The metrics of a multi-label split: top-1 against each image's label set over the images that
+    have one (benchbench.multilabel.real_accuracy), the predictions kept for those images with
+    `correct`, the single-label top-1/top-5 renamed `*_val_labels`."""
+    preds: Predictions = metrics[PREDICTIONS]
+    sets = [label_sets[int(i)] for i in preds.index]
+    top1 = preds.top5[:, 0]
+    score = real_accuracy(top1.tolist(), sets)
+    if score.top1 is None:
+        raise BenchError("evaluate: none of the evaluated images has a label in its label set (real.json); "
+                         "check the labels file")
+    keep = np.array([len(s) > 0 for s in sets])
+    correct = np.array([int(p) in set(int(x) for x in s) for p, s in zip(top1, sets)])[keep]
+    kept = Predictions(index=preds.index[keep], label=preds.label[keep], top5=preds.top5[keep],
+                       p_true=preds.p_true[keep], p_top1=preds.p_top1[keep], correct=correct)
+    out = {k: v for k, v in metrics.items() if k not in ("top1", "top5")}
+    out.update(top1=score.top1, top1_val_labels=metrics["top1"], top5_val_labels=metrics["top5"],
+               labelled_images=score.counted, ece=ece(kept.p_top1, kept.hits()))
+    out[PREDICTIONS] = kept
+    return out
 
 
 def run(ctx: ProtocolContext) -> dict[str, Any]:
@@ -66,16 +92,21 @@ def run(ctx: ProtocolContext) -> dict[str, Any]:
     if not s["init"]:
         raise BenchError("evaluate: set init: " + INIT_HELP)
     loaded = init_weights(ctx, s["init"], protocol="evaluate", keep_head=True)
-    logits_map = class_map(loaded, spec)
+    logits_map = None if loaded.classes is None or loaded.classes.identity else loaded.classes.apply
     pre = choose_preprocessing(s, loaded=loaded, model_spec=ctx.model_spec, size=ctx.data.image_size)
     data = replace(ctx.data, preprocessing=pre, augment=False)
-    test = random_subset(spec.load("test", data), s["test_subset"], ctx.seed + 1)
+    split = spec.load("test", data)
+    test = random_subset(split, s["test_subset"], ctx.seed + 1)
     model = ctx.model if logits_map is None else MappedLogits(ctx.model, logits_map)
     metrics: dict[str, Any] = evaluate_timed(model, test, replace(ctx, data=data))
+    if getattr(split, "label_sets", None) is not None:
+        metrics = set_scored(metrics, split.label_sets)
     metrics["eval_img_per_s"] = metrics["eval_images"] / metrics["eval_device_seconds"]
     metrics["eval_threads"] = torch.get_num_threads()
+    metrics["params"] = count_params(ctx.model)  # with the checkpoint's head, whatever the dataset's classes
     if loaded.provenance is not None:
-        metrics["checkpoint"] = loaded.provenance.to_json()
+        metrics["checkpoint"] = {**loaded.provenance.to_json(),
+                                 **({"class_map": loaded.classes.note} if loaded.classes else {})}
     if pre is not None and not in_memory(test):
         metrics["preprocessing"] = pre.to_json()
     return metrics

@@ -18,6 +18,7 @@ from torch import nn
 
 from benchbench import hub
 from benchbench.checkpoints import LoadReport, Provenance, checkpoint_meta, load_weights
+from benchbench.classmap import BACKGROUND, ClassMap, class_map
 from benchbench.errors import BenchError
 from benchbench.run.context import Plugins
 from benchbench.specs import ClassifierModel, ModelSpec, Preprocessing, ProtocolContext, Setting
@@ -101,6 +102,8 @@ class InitWeights:
 
     report: LoadReport | None = None
     pretrain: dict[str, float] = field(default_factory=dict)
+    # With keep_head: the classes the loaded head outputs, and how they map onto the dataset's labels
+    classes: ClassMap | None = None
 
     @property
     def provenance(self) -> Provenance | None:
@@ -146,24 +149,24 @@ def init_weights(ctx: ProtocolContext, init: str, *, protocol: str, keep_head: b
                 f"dataset {dataset_id!r} with seed {seed}{saving} must run first in the same "
                 "run (put it in [suite] or an earlier [[group]] than this cell); "
                 + (f"checkpoints in this run: {', '.join(have)}" if have else "this run has no checkpoints yet"))
-        report = _load(model, str(path), ctx, keep_head)
+        report, classes = _load(model, str(path), ctx, keep_head)
         cost = _pretrain_cost(run_dir, model_id, dataset_id, seed, source)
         if cost:
-            return InitWeights(report, cost)
+            return InitWeights(report, cost, classes)
     elif hub.is_hub_id(init):
-        report = _load(model, init, ctx, keep_head)
+        report, classes = _load(model, init, ctx, keep_head)
     else:
         path = Path(init).expanduser()
         if not path.is_file():
             raise BenchError(f"{protocol}: init = {init!r}: no such file {path.resolve()}; put the checkpoint "
                              "there (`benchbench convert MODEL IN -o FILE` writes any format benchbench reads as "
                              "safetensors), or set init to where it is")
-        report = _load(model, str(path), ctx, keep_head)
+        report, classes = _load(model, str(path), ctx, keep_head)
     # A checkpoint from `scratch` carries its training cost in its metadata; others carry none.
     out = {"pretrain_device_seconds": report.meta.get("train_device_seconds"),
            "pretrain_images_seen": report.meta.get("train_images_seen")}
     return InitWeights(report, {k: float(v) for k, v in out.items()
-                                if isinstance(v, (int, float)) and not isinstance(v, bool)})
+                                if isinstance(v, (int, float)) and not isinstance(v, bool)}, classes)
 
 
 def _catalog_models(ctx: ProtocolContext) -> list[ModelSpec]:
@@ -173,20 +176,21 @@ def _catalog_models(ctx: ProtocolContext) -> list[ModelSpec]:
     return list(plugins.load().models)
 
 
-def _load(model: nn.Module, source: str, ctx: ProtocolContext, keep_head: bool = False) -> LoadReport:
+def _load(model: nn.Module, source: str, ctx: ProtocolContext,
+          keep_head: bool = False) -> tuple[LoadReport, ClassMap | None]:
     """Load a checkpoint whatever the model calls its head. A benchbench checkpoint names its number
     of classes: the model gets a head of that size, and everything loads (torchvision models' heads
     have no common prefix to drop); other files load with their `head.` weights dropped. The caller
     resets the head afterwards either way. With `keep_head`, the checkpoint's head is kept: the model
-    (built for the dataset's classes) must fit it (`_load_with_head`)."""
+    gets a head of the checkpoint's classes, which must map onto the dataset's (`_load_with_head`)."""
     classes = checkpoint_meta(source).get("num_classes")
     kw = dict(candidates=lambda: _catalog_models(ctx))
     if keep_head:
         return _load_with_head(model, source, ctx, classes if _count(classes) else None, kw)
     if _count(classes) and isinstance(model, ClassifierModel):
         model.reset_head(classes)
-        return load_weights(model, source, ctx.model_spec, **kw)
-    return load_weights(model, source, ctx.model_spec, drop_head=True, **kw)
+        return load_weights(model, source, ctx.model_spec, **kw), None
+    return load_weights(model, source, ctx.model_spec, drop_head=True, **kw), None
 
 
 def _count(value: Any) -> bool:
@@ -194,27 +198,57 @@ def _count(value: Any) -> bool:
 
 
 def _load_with_head(model: nn.Module, source: str, ctx: ProtocolContext, classes: int | None,
-                    kw: dict[str, Any]) -> LoadReport:
-    """The whole checkpoint, head included, into a model built for the dataset's classes. A checkpoint
-    that names its classes (ours) is refused before loading when they differ; for others a head that
-    does not fit is found by loading: what fits without the head says it is only the head."""
+                    kw: dict[str, Any]) -> tuple[LoadReport, ClassMap]:
+    """The whole checkpoint, head included. Its classes (ours name them; for others a head that does not
+    fit the model built for the dataset's classes is found by loading: what fits without the head says
+    it is only the head) must map onto the dataset's (benchbench.classmap: the same count, ILSVRC-2012's
+    1000 or 1001 wnids onto a set named by wnid, a timm tag's named classes), else a BenchError before any
+    image is read; the model then gets a head of the checkpoint's classes."""
     spec = ctx.dataset_spec
-    if classes is not None and classes != spec.num_classes:
-        raise BenchError(class_mismatch(source, classes, spec.id, spec.num_classes))
-    try:  # no search for the nearest architecture yet: only the head may differ
-        return load_weights(model, source, ctx.model_spec)
+    if classes is None:
+        try:  # no search for the nearest architecture yet: only the head may differ
+            return load_weights(model, source, ctx.model_spec), head_classes(ctx, spec.num_classes, source)
+        except BenchError as exc:
+            first = str(exc)
+        load_weights(model, source, ctx.model_spec, drop_head=True, **kw)  # the body does not fit: that error
+        shapes = [line.strip() for line in first.splitlines() if ": checkpoint [" in line]
+        found = re.search(r"checkpoint \[(\d+)", shapes[0]) if shapes else None
+        if found is None:
+            raise BenchError(class_mismatch(source, None, spec.id, spec.num_classes)
+                             + (f" ({'; '.join(shapes[:2])})" if shapes else ""))
+        classes = int(found.group(1))
+        try:
+            mapping = head_classes(ctx, classes, source)
+        except BenchError as exc:
+            raise BenchError(f"{exc} ({'; '.join(shapes[:2])})") from None
+    else:
+        mapping = head_classes(ctx, classes, source)
+    if classes != spec.num_classes:
+        if not isinstance(model, ClassifierModel):
+            raise BenchError(class_mismatch(source, classes, spec.id, spec.num_classes)
+                             + f" (model {ctx.model_spec.id!r} cannot change its head)")
+        model.reset_head(classes)
+    return load_weights(model, source, ctx.model_spec, **kw), mapping
+
+
+def head_classes(ctx: ProtocolContext, classes: int, source: str) -> ClassMap:
+    """How a head of `classes` outputs maps onto the cell's dataset: by the model spec's named classes
+    where it has them for that head (a timm tag's `pretrained_classes`), else by count (ILSVRC-2012's
+    1000 or 1001); a BenchError saying why not and what to do."""
+    spec = ctx.dataset_spec
+    named = getattr(ctx.model_spec, "pretrained_classes", None)
+    wnids = named.wnids() if named is not None and named.num_classes == classes else None
+    model_classes = (BACKGROUND,) * named.label_offset + wnids if wnids else classes
+    try:
+        return class_map(model_classes, spec.class_ids or spec.num_classes)
     except BenchError as exc:
-        first = str(exc)
-    load_weights(model, source, ctx.model_spec, drop_head=True, **kw)  # the body does not fit: that error
-    shapes = [line.strip() for line in first.splitlines() if ": checkpoint [" in line]
-    found = re.search(r"checkpoint \[(\d+)", shapes[0]) if shapes else None
-    raise BenchError(class_mismatch(source, int(found.group(1)) if found else None, spec.id, spec.num_classes)
-                     + (f" ({'; '.join(shapes[:2])})" if shapes else ""))
+        raise BenchError(class_mismatch(source, classes, spec.id, spec.num_classes) + f" ({exc})") from None
 
 
 def class_mismatch(source: str, classes: int | None, dataset_id: str, dataset_classes: int) -> str:
     """Why a checkpoint's head cannot score a dataset's classes, and what to do."""
     have = f"a head of {classes} classes" if classes else "a head that does not fit"
     return (f"checkpoint {source} has {have}, dataset {dataset_id!r} has {dataset_classes}; evaluate scores "
-            "a checkpoint on the classes it was trained for: evaluate it on a dataset of the same classes in "
-            "the same order (e.g. an ImageNet-1k checkpoint on imagenet), or fine-tune it (protocol finetune)")
+            "a checkpoint on the classes it was trained for: evaluate it on a dataset whose classes it names "
+            "(e.g. an ImageNet-1k checkpoint on imagenet, imagenet-v2, imagenet-r), or fine-tune it (protocol "
+            "finetune)")
