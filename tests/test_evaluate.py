@@ -95,7 +95,8 @@ def test_a_converted_checkpoint_scores_its_training_cells_accuracy(run_suite, ca
     assert scored.metrics["eval_batch_size_used"] == 7 and scored.precision == "fp32"
     assert scored.metrics["params"] == trained.metrics["params"] and scored.metrics["gmacs"] == trained.metrics["gmacs"]
     assert scored.checkpoint == {"source": str(out), "file": str(out.resolve()), "revision": None, "commit": None,
-                                 "sha256": _sha256(out), "format": "safetensors", "layout": "benchbench/1"}
+                                 "sha256": _sha256(out), "format": "safetensors", "layout": "benchbench/1",
+                                 "class_map": "identity: the head has the dataset's classes"}
     assert scored.preprocessing is None  # in-memory images take no photo transform
     assert trained.checkpoint is None
     capsys.readouterr()
@@ -233,9 +234,13 @@ def test_records_carry_checkpoint_and_preprocessing_and_old_ones_read():
 @pytest.mark.slow  # about 8 s: the dry run counts the MACs of six ImageNet-size models
 def test_the_pretrained_suite_names_what_it_needs(tmp_path, capsys):
     """Without ImageNet or the checkpoints here, its dry run lists every checkpoint a cell loads (and its
-    resolution), and its comments say where the data and each kind of checkpoint go."""
-    assert main(["run", "pretrained", "--dry-run", "--results", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
+    resolution), then names each dataset that is missing and how to provide it (status 2: nothing would
+    run); its comments say where the data and each kind of checkpoint go."""
+    (tmp_path / "data").mkdir()
+    assert main(["run", "pretrained", "--dry-run", "--results", str(tmp_path), "--data-root", str(tmp_path / "data")]) == 2
+    out, err = capsys.readouterr()
+    for dataset in ("imagenet", "imagenet-real", "imagenet-v2", "imagenet-r", "imagenet-a", "imagenet-sketch"):
+        assert f"6 cells read dataset '{dataset}', which is not here" in err
     suite = (Path(__file__).resolve().parent.parent / "suites" / "pretrained.toml").read_text()
     doc = tomllib.loads(suite)
     inits = [doc["settings"]["evaluate"]["init"], *(g["settings"]["evaluate"]["init"] for g in doc["group"])]
