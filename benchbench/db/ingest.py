@@ -1,0 +1,88 @@
+"""Loading records into the results database, idempotently: a record already there (same identity:
+suite, run id, key and attempt; benchbench.db.schema) is left alone, so ingesting twice adds nothing,
+and concurrent ingesters and drivers never duplicate a row.
+
+Records are read through the store's reader (benchbench.store.read_records), which skips a torn last
+line or a line that is no record with a problem naming the file and line; the rest is ingested. The
+run's files are only read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from sqlalchemy import Connection
+from sqlalchemy.dialects import postgresql, sqlite
+
+from benchbench.db.connect import Database, db_errors
+from benchbench.db.rows import record_row
+from benchbench.db.schema import records
+from benchbench.errors import BenchError
+from benchbench.record import Record
+from benchbench.store import RECORDS, read_records, run_dirs_under
+
+BATCH = 5000  # rows per INSERT statement batch, in one transaction per run
+
+
+@dataclass
+class IngestResult:
+    runs: int = 0
+    read: int = 0  # records read
+    added: int = 0  # rows inserted (the rest were there already)
+    problems: list[str] = field(default_factory=list)  # "file:line: why; ignored"
+
+
+def _insert(conn: Connection, rows: Sequence[dict]) -> int:
+    """Insert `rows`, skipping any whose identity is there; the number inserted."""
+    dialect = conn.dialect.name
+    if dialect == "sqlite":
+        statement = sqlite.insert(records).on_conflict_do_nothing(index_elements=["suite", "run_id", "key", "job"])
+    elif dialect == "postgresql":
+        statement = postgresql.insert(records).on_conflict_do_nothing(constraint="records_identity")
+    else:
+        raise BenchError(f"results database dialect {dialect!r} is not supported; use SQLite or PostgreSQL")
+    added = 0
+    for start in range(0, len(rows), BATCH):
+        result = conn.execute(statement, list(rows[start:start + BATCH]))
+        added += max(result.rowcount, 0)
+    return added
+
+
+def insert_records(db: Database, recs: Iterable[Record], run_dir: str = "") -> int:
+    """Insert `recs` (of one run directory) in one transaction; the number of new rows."""
+    rows = [record_row(r, run_dir) for r in recs]
+    if not rows:
+        return 0
+    with db_errors(db.where), db.engine.begin() as conn:
+        return _insert(conn, rows)
+
+
+def run_dirs(paths: Iterable[str | Path]) -> list[Path]:
+    """The run directories named by `paths`: each a run directory or a results root holding runs."""
+    out: list[Path] = []
+    for path in map(Path, paths):
+        if not path.exists():
+            raise BenchError(f"{path}: no such file or directory; pass a run directory (results/<suite>/<run-id>) "
+                             "or a results root")
+        if (path / RECORDS).exists():
+            out.append(path)
+            continue
+        found = run_dirs_under(path)
+        if not found:
+            raise BenchError(f"{path}: no run directories (folders with {RECORDS}) here or below")
+        out.extend(found)
+    return list(dict.fromkeys(out))
+
+
+def ingest(db: Database, paths: Iterable[str | Path]) -> IngestResult:
+    """Every record of every run directory under `paths` into `db`; one transaction per run."""
+    result = IngestResult()
+    for run_dir in run_dirs(paths):
+        read = read_records(run_dir)
+        result.runs += 1
+        result.read += len(read.records)
+        result.problems += read.problems
+        result.added += insert_records(db, read.records, str(run_dir.resolve()))
+    return result
