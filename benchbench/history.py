@@ -11,6 +11,7 @@ worse for the figure is a regression, named by the first run (and commit) after 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence
@@ -121,7 +122,7 @@ def history(records: Sequence[Record], metric: str, threshold: float = 0.05) -> 
         point = _point(record, metric, timing)
         if point is not None:
             by_series.setdefault((record.key, point.environment), []).append(point)
-            settings.setdefault(record.key, dict(record.settings))
+            settings.setdefault(record.key, {"seed": record.seed, **record.settings})
     if not by_series:
         known = sorted({m for r in records for m in r.metrics if _value(r, m) is not None})
         nearest = did_you_mean(metric, known)
@@ -145,13 +146,14 @@ def environments(series: Sequence[Series]) -> dict[str, list[str]]:
 def since_time(series: Sequence[Series], since: str) -> str:
     """The finish time of the point `since` names (a run id, a commit or its prefix of 7+ characters, or
     an ISO date/time given as such); BenchError when no point matches."""
-    try:
-        datetime.fromisoformat(since)
-        return since
-    except ValueError:
-        pass
     matches = [p for s in series for p in s.points
                if p.run_id == since or (p.commit and len(since) >= 7 and p.commit.startswith(since))]
+    if not matches and re.match(r"^\d{4}-\d\d-\d\d", since):  # a date (run ids are 20261101-120000)
+        try:
+            datetime.fromisoformat(since)
+            return since
+        except ValueError:
+            pass
     if not matches:
         known = sorted({p.run_id for s in series for p in s.points})
         nearest = did_you_mean(since, known)

@@ -132,9 +132,12 @@ def _check_sqlite_file(path: Path, write: bool, where: str) -> None:
     if head and head != SQLITE_MAGIC:
         raise DbError(f"results database {where}: {path} is not an SQLite database (left as it is); name "
                       "another file, or move this one away")
-    if write and not (os.access(path, os.W_OK) and os.access(parent, os.W_OK)):
-        raise DbError(f"results database {where}: read-only ({path if not os.access(path, os.W_OK) else parent}"
-                      " cannot be written); make it writable, or name another database")
+    if write:
+        # the mode bits too: root may write any file, but a file marked read-only is meant to stay so
+        for p in (path, parent):
+            if not os.access(p, os.W_OK) or not p.stat().st_mode & 0o222:
+                raise DbError(f"results database {where}: read-only ({p} cannot be written); make it writable, or "
+                              "name another database")
 
 
 def _sqlite_engine(url: URL, path: Path | None, write: bool, mounts: Path) -> tuple[Engine, str]:
@@ -170,8 +173,14 @@ def open_database(url: str, *, write: bool, mounts: Path = MOUNTS) -> Database:
         raise DbError(f"--db {url!r}: not a database URL; write sqlite:///PATH/benchbench.db or "
                       "postgresql://USER@HOST/NAME") from None
     where = shown(parsed)
+    backend = parsed.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise DbError(f"results database {where}: {backend!r} databases are not supported; use sqlite:///PATH or "
+                      "postgresql://USER@HOST/NAME")
+    if parsed.drivername == "postgresql":  # SQLAlchemy's default driver is psycopg2; benchbench[postgres] has psycopg 3
+        parsed = parsed.set(drivername="postgresql+psycopg")
     try:
-        if parsed.get_backend_name() == "sqlite":
+        if backend == "sqlite":
             path = _sqlite_path(parsed)
             if path is not None:
                 _check_sqlite_file(path, write, where)
