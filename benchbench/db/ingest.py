@@ -43,10 +43,12 @@ def _insert(conn: Connection, rows: Sequence[dict]) -> int:
         statement = postgresql.insert(records).on_conflict_do_nothing(constraint="records_identity")
     else:
         raise BenchError(f"results database dialect {dialect!r} is not supported; use SQLite or PostgreSQL")
+    # RETURNING names the rows inserted (a skipped one returns nothing): a count every driver gives alike,
+    # where executemany's rowcount does not
+    statement = statement.returning(records.c.id)
     added = 0
     for start in range(0, len(rows), BATCH):
-        result = conn.execute(statement, list(rows[start:start + BATCH]))
-        added += max(result.rowcount, 0)
+        added += len(conn.execute(statement, list(rows[start:start + BATCH])).all())
     return added
 
 
