@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from typing import Any
@@ -11,6 +12,12 @@ from benchbench.record import Record
 from benchbench.specs import Export
 
 IDENTITY_TAG = "benchbench.identity"
+
+
+def identity(export: Export, record: Record) -> str:
+    """The cell's identity in a tracker, as 16 hex digits (a tracker's filters and ids take no quotes,
+    brackets or slashes, which cell keys and suite names may hold)."""
+    return hashlib.sha1(export.identity(record).encode()).hexdigest()[:16]
 
 
 def _text(value: Any) -> str:

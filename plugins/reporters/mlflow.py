@@ -48,7 +48,7 @@ def export(ex: Export) -> Exported:
                          else client.create_experiment(name, artifact_location=_artifact_location(uri)))
         created = existing = 0
         for record in ex.records:
-            identity = ex.identity(record).replace("'", "\\'")
+            identity = cells.identity(ex, record)
             if client.search_runs([experiment_id], f"tags.`{cells.IDENTITY_TAG}` = '{identity}'", max_results=1):
                 existing += 1
                 continue
@@ -60,7 +60,7 @@ def export(ex: Export) -> Exported:
             for path in ex.artifacts:
                 client.log_artifact(run_id, str(path))
             # the identity last: a run cut short before here is exported again, not taken as done
-            client.log_batch(run_id, tags=[RunTag(cells.IDENTITY_TAG, ex.identity(record))])
+            client.log_batch(run_id, tags=[RunTag(cells.IDENTITY_TAG, identity)])
             client.set_terminated(run_id, "FINISHED" if record.ok else "FAILED", end_time=stamp)
             created += 1
     except (MlflowException, OSError) as error:

@@ -6,18 +6,14 @@ never makes two runs of one cell. Needs `pip install 'benchbench[wandb]'`."""
 
 from __future__ import annotations
 
-import hashlib
 import os
+import shutil
 from pathlib import Path
 
 from benchbench import hookimpl
 from benchbench.errors import BenchError
 from benchbench.specs import Export, Exported, ReporterSpec
 from benchbench_plugins.reporters import cells
-
-
-def run_id(ex: Export, record) -> str:
-    return hashlib.sha1(ex.identity(record).encode()).hexdigest()[:16]
 
 
 def offline_runs(directory: Path, rid: str) -> list[Path]:
@@ -40,7 +36,7 @@ def export(ex: Export) -> Exported:
     os.environ.setdefault("WANDB_SILENT", "true")
     created = existing = 0
     for record in ex.records:
-        rid = run_id(ex, record)
+        rid = cells.identity(ex, record)
         if offline_runs(directory, rid):
             existing += 1
             continue
@@ -53,9 +49,9 @@ def export(ex: Export) -> Exported:
             values = cells.metrics(record)
             run.log(values)
             run.summary.update({**values, **{f"tag.{k}": v for k, v in cells.tags(record, ex).items()},
-                                cells.IDENTITY_TAG: ex.identity(record)})
-            for path in ex.artifacts:
-                run.save(str(path), base_path=str(Path(path).parent), policy="now")
+                                cells.IDENTITY_TAG: rid})
+            for path in ex.artifacts:  # the run's files folder: what `wandb sync` uploads with it
+                shutil.copy2(path, Path(run.dir) / Path(path).name)
             run.finish(exit_code=0 if record.ok else 1)
         except (wandb.Error, OSError) as error:
             first = (str(error).strip().splitlines() or [type(error).__name__])[0]
