@@ -239,3 +239,20 @@ def test_run_db_default_is_beside_the_results(run_suite, gated):
     gated.suite(run_suite, 1, None)
     assert run_suite.run("--db") == 0
     assert _sql(run_suite.results / "benchbench.db", "select count(*) from records") == [(1,)]
+
+
+def test_a_row_gives_back_its_record_exactly(report_runs, db_path):
+    from benchbench.db.query import Filters, select_records
+    from benchbench.db.rows import record_line
+    from benchbench.store import read_records
+
+    db_path.parent.mkdir()
+    db = open_database(f"sqlite:///{db_path}", write=True)
+    try:
+        ingest(db, [report_runs.base, report_runs.failed])
+        back = select_records(db, Filters())
+    finally:
+        db.close()
+    written = read_records(report_runs.base).records + read_records(report_runs.failed).records
+    assert sorted(back, key=repr) == sorted(written, key=repr)
+    assert all(record_line(r) == r.to_json() for r in written)

@@ -22,6 +22,7 @@ from sqlalchemy import Engine, create_engine, event, exc
 from sqlalchemy.engine import URL, make_url
 
 from benchbench.db.migrate import migrate, refuse_newer, version_of
+from benchbench.db.rows import dumps
 from benchbench.errors import BenchError
 
 DB_FILE = "benchbench.db"
@@ -144,7 +145,7 @@ def _sqlite_engine(url: URL, path: Path | None, write: bool, mounts: Path) -> tu
     journal = "delete" if path is not None and on_network_fs(path.parent, mounts) else "wal"
     if path is not None and not write:  # read-only: SQLite is never asked to write (no journal change)
         url = url.set(database=f"file:{path}?mode=ro", query={"uri": "true"})
-    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
+    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S}, json_serializer=dumps)
 
     @event.listens_for(engine, "connect")
     def _connect(dbapi_connection, record):  # noqa: ANN001 - SQLAlchemy's callback signature
@@ -186,7 +187,7 @@ def open_database(url: str, *, write: bool, mounts: Path = MOUNTS) -> Database:
                 _check_sqlite_file(path, write, where)
             engine, journal = _sqlite_engine(parsed, path, write, mounts)
         else:
-            engine, journal = create_engine(parsed, pool_pre_ping=True,
+            engine, journal = create_engine(parsed, pool_pre_ping=True, json_serializer=dumps,
                                             connect_args={"connect_timeout": CONNECT_TIMEOUT_S}), None
     except exc.NoSuchModuleError:
         raise DbError(f"results database {where}: no SQLAlchemy driver for {parsed.drivername!r} is installed "

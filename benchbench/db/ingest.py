@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from sqlalchemy import Connection
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import JSON, Boolean, Connection, DateTime
+from sqlalchemy.dialects import postgresql
 
 from benchbench.db.connect import Database, db_errors
-from benchbench.db.rows import record_row
+from benchbench.db.rows import dumps, record_row
 from benchbench.db.schema import records
 from benchbench.errors import BenchError
 from benchbench.record import Record
@@ -34,12 +34,48 @@ class IngestResult:
     problems: list[str] = field(default_factory=list)  # "file:line: why; ignored"
 
 
+_JSON = tuple(c.name for c in records.columns if isinstance(c.type, JSON))
+_COLUMNS = tuple(c.name for c in records.columns if c.name != "id")
+_SQLITE_INSERT = (f"INSERT INTO records ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
+                  "ON CONFLICT (suite, run_id, key, job) DO NOTHING")
+
+
+_JSON_AT = tuple(i for i, c in enumerate(_COLUMNS) if c in _JSON)
+_TIME_AT = tuple(i for i, c in enumerate(_COLUMNS) if isinstance(records.c[c].type, DateTime))
+_BOOL_AT = tuple(i for i, c in enumerate(_COLUMNS) if isinstance(records.c[c].type, Boolean))
+
+
+def _sqlite_params(row: dict) -> list:
+    """A row's values as SQLAlchemy's SQLite types store them (JSON text, DATETIME text, 0/1)."""
+    out = [row.get(c) for c in _COLUMNS]
+    for i in _JSON_AT:
+        if out[i] is not None:
+            out[i] = dumps(out[i])
+    for i in _TIME_AT:
+        if out[i] is not None:
+            out[i] = out[i].isoformat(sep=" ", timespec="microseconds")
+    for i in _BOOL_AT:
+        if out[i] is not None:
+            out[i] = int(out[i])
+    return out
+
+
+def _insert_sqlite(conn: Connection, rows: Sequence[dict]) -> int:
+    """SQLite's bulk path: one prepared statement through the driver's executemany (SQLAlchemy's
+    per-row parameter processing costs more than the insert); inside the IMMEDIATE transaction, the
+    change count is this writer's alone."""
+    cursor = conn.connection.driver_connection
+    before = cursor.total_changes
+    conn.exec_driver_sql(_SQLITE_INSERT, [tuple(_sqlite_params(row)) for row in rows])
+    return cursor.total_changes - before
+
+
 def _insert(conn: Connection, rows: Sequence[dict]) -> int:
     """Insert `rows`, skipping any whose identity is there; the number inserted."""
     dialect = conn.dialect.name
     if dialect == "sqlite":
-        statement = sqlite.insert(records).on_conflict_do_nothing(index_elements=["suite", "run_id", "key", "job"])
-    elif dialect == "postgresql":
+        return _insert_sqlite(conn, rows)
+    if dialect == "postgresql":
         statement = postgresql.insert(records).on_conflict_do_nothing(constraint="records_identity")
     else:
         raise BenchError(f"results database dialect {dialect!r} is not supported; use SQLite or PostgreSQL")

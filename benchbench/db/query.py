@@ -67,7 +67,7 @@ def _setting_matches(settings: dict, name: str, text: str) -> bool:
 
 def select_records(db: Database, filters: Filters) -> list[Record]:
     """The matching records, oldest first (by finish time, then row)."""
-    q = select(records.c.record, records.c.settings)
+    q = select(records.c.record, records.c.settings, records.c.env, records.c.metrics)
     for column, values in ((records.c.model, filters.models), (records.c.dataset, filters.datasets),
                            (records.c.protocol, filters.protocols), (records.c.run_id, filters.runs),
                            (records.c.status, filters.statuses)):
@@ -81,7 +81,7 @@ def select_records(db: Database, filters: Filters) -> list[Record]:
     with db_errors(db.where), db.engine.connect() as conn:
         rows = conn.execute(q).all()
     out = []
-    for line, settings in rows:
+    for rest, settings, env, metrics in rows:
         if all(_setting_matches(settings or {}, n, v) for n, v in filters.settings):
-            out.append(row_record(line))
+            out.append(row_record(rest, settings, env, metrics))
     return out

@@ -3,14 +3,16 @@ and its JSON parts whole."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
 from benchbench.db.schema import METRIC_COLUMNS
-from benchbench.record import Record
+from benchbench.record import OPTIONAL, Record
 
 
 def job_of(record: Record, line: dict[str, Any]) -> str:
@@ -45,17 +47,38 @@ def _json_safe(value: Any) -> Any:
     """NaN and infinities as strings: JSON columns (PostgreSQL's above all) take no NaN."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {k: _json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_json_safe(v) for v in value]
     return value
 
 
+_FIELDS = tuple(f.name for f in dataclasses.fields(Record))
+
+
+def record_line(record: Record) -> dict[str, Any]:
+    """`record.to_json()` without its deep copy (the row only serialises it): the same keys and values."""
+    line = {name: getattr(record, name) for name in _FIELDS}
+    for name in OPTIONAL:
+        if line[name] is None:
+            del line[name]
+    return line
+
+
+def dumps(value: Any) -> str:
+    """JSON text for a JSON column: NaN and infinities as strings (PostgreSQL's JSON takes none, and
+    strict readers of SQLite's neither); the engines serialise with this too."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        return json.dumps(_json_safe(value), allow_nan=False)
+
+
 def record_row(record: Record, run_dir: str = "") -> dict[str, Any]:
     """The row of `record`; `run_dir` is where it was read from (its name is the run id of a record
     that does not carry one)."""
-    line = _json_safe(record.to_json())
+    line = record_line(record)
     env = record.env or {}
     versions = env.get("versions") if isinstance(env.get("versions"), dict) else {}
     metrics = record.metrics
@@ -70,7 +93,7 @@ def record_row(record: Record, run_dir: str = "") -> dict[str, Any]:
         "wall_seconds": _number(record.wall_seconds), "error": record.error, "quick": record.quick,
         "executor": record.executor, "node": record.node, "job_id": record.job_id, "run_dir": run_dir or None,
         "settings": line["settings"], "env": line.get("env"), "metrics": line["metrics"],
-        "accuracies": line["accuracies"], "record": line,
+        "record": {k: v for k, v in line.items() if k not in SPLIT},
     }
     for name, kind in METRIC_COLUMNS.items():
         value = _number(metrics.get(name))
@@ -78,6 +101,12 @@ def record_row(record: Record, run_dir: str = "") -> dict[str, Any]:
     return row
 
 
-def row_record(line: dict[str, Any]) -> Record:
-    """The record a row's `record` column holds."""
+SPLIT = ("settings", "env", "metrics")  # parts of the JSON line kept in columns of their own
+
+
+def row_record(rest: dict[str, Any], settings: Any, env: Any, metrics: Any) -> Record:
+    """The record of a row, from its `record` column and the parts kept apart."""
+    line = {**rest, "settings": settings, "metrics": metrics}
+    if env is not None:
+        line["env"] = env
     return Record.from_json(line)

@@ -4,8 +4,10 @@
 key, and the attempt, which is the scheduler's job id where the record has one, else
 "start:<started_at>" (a failed cell and its retry on resume are two records of the same key without a
 job id, started at different times), else "line:<sha1 of the record's JSON>". The typed columns
-follow the record's own field and metric names (units in the names); `settings`, `env`, `metrics`,
-`accuracies` and `record` (the whole JSON line, from which every other column is derived) are JSON.
+follow the record's own field and metric names (units in the names); `settings`, `env` and `metrics`
+are the record's own, whole, as JSON, and `record` is the rest of its JSON line: `record` with those
+three put back is the line exactly (benchbench.db.rows.row_record), from which every other column is
+derived.
 `schema_version`: one row, the layout's version (`VERSION`).
 """
 
@@ -64,7 +66,6 @@ records = Table(
     Column("settings", JSON, nullable=False),
     Column("env", JSON),
     Column("metrics", JSON, nullable=False),
-    Column("accuracies", JSON),
     Column("record", JSON, nullable=False),
     UniqueConstraint("suite", "run_id", "key", "job", name="records_identity"),
 )
