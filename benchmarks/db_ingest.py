@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -58,17 +59,18 @@ def main() -> None:
     p.add_argument("--records", type=int, default=100_000)
     p.add_argument("--runs", type=int, default=100)
     p.add_argument("--dir", help="work folder (default: a temporary one)")
+    p.add_argument("--jobs", type=int, help="processes reading runs (default: as `benchbench db ingest`)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         root = Path(tmp)
         runs = write_runs(root / "results", args.records, args.runs)
         db = open_database(f"sqlite:///{root / 'benchbench.db'}", write=True)
         try:
+            t, cpu = time.perf_counter(), time.process_time()
+            first = ingest(db, runs, args.jobs)
+            first_s, first_cpu = time.perf_counter() - t, time.process_time() - cpu
             t = time.perf_counter()
-            first = ingest(db, runs)
-            first_s = time.perf_counter() - t
-            t = time.perf_counter()
-            again = ingest(db, runs)
+            again = ingest(db, runs, args.jobs)
             again_s = time.perf_counter() - t
             t = time.perf_counter()
             found = select_records(db, Filters(models=("m7",), datasets=("d3",), protocols=("scratch",),
@@ -79,10 +81,12 @@ def main() -> None:
             db.close()
     print(json.dumps({
         "records": first.read, "added": first.added, "ingest_s": round(first_s, 3),
-        "ingest_records_per_s": round(first.read / first_s), "reingest_added": again.added,
+        "ingest_records_per_s": round(first.read / first_s),
+        "ingest_records_per_cpu_s_of_this_process": round(first.read / first_cpu), "reingest_added": again.added,
         "reingest_records_per_s": round(again.read / again_s), "history_query_s": round(query_s, 3),
         "history_series": len(series), "history_points": sum(len(s.points) for s in series),
         "history_regressions": sum(len(s.regressions) for s in series),
+        "cpus": len(os.sched_getaffinity(0)), "load_average_1min": os.getloadavg()[0],
     }, indent=2))
 
 

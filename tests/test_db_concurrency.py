@@ -82,3 +82,24 @@ def test_eight_concurrent_run_db_drivers_on_sqlite(run_suite, gated, tmp_path):
     with sqlite3.connect(path) as conn:
         assert conn.execute("select count(*), count(distinct suite || run_id || key || job), count(distinct suite) "
                             "from records").fetchone() == (3 * WRITERS, 3 * WRITERS, WRITERS)
+
+
+@pytest.mark.slow  # starts worker interpreters
+def test_runs_read_in_worker_processes_ingest_the_same_rows(tmp_path, make_record):
+    from benchbench.db.connect import open_database
+    from benchbench.db.ingest import ingest
+
+    runs = write_runs(tmp_path / "results", make_record, runs=3, per_run=20)
+    tables = []
+    for jobs in (1, 3):
+        path = tmp_path / f"jobs{jobs}.db"
+        db = open_database(f"sqlite:///{path}", write=True)
+        try:
+            assert ingest(db, runs, jobs).added == 60
+            assert ingest(db, runs, jobs).added == 0
+        finally:
+            db.close()
+        with sqlite3.connect(path) as conn:
+            tables.append(conn.execute("select suite, run_id, key, job, record, settings, metrics from records "
+                                       "order by id").fetchall())
+    assert tables[0] == tables[1] and len(tables[0]) == 60

@@ -38,6 +38,9 @@ def add_parser(sub, parent) -> None:
     ingest = commands.add_parser("ingest", parents=[parent, options],
                                  help="load the records of run directories (or every run under a results root)")
     ingest.add_argument("paths", nargs="+", metavar="RUN_DIR_OR_ROOT")
+    ingest.add_argument("--jobs", type=int, metavar="N",
+                        help="processes reading runs (default: one per CPU, up to 8, when the records add up to "
+                             "16 MiB or more; else 1)")
     ingest.set_defaults(func=run_ingest)
     query = commands.add_parser("query", parents=[parent, options], help="print records as a table")
     for flag, dest in (("--model", "models"), ("--dataset", "datasets"), ("--protocol", "protocols"),
@@ -63,7 +66,7 @@ def run_ingest(args) -> int:
     dirs = run_dirs(args.paths)  # a path that names no run fails before the database is touched
     db = open_database(db_url(args), write=True)
     try:
-        result = ingest(db, dirs)
+        result = ingest(db, dirs, args.jobs)
     finally:
         db.close()
     for problem in result.problems:

@@ -9,7 +9,10 @@ run's files are only read.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -24,6 +27,7 @@ from benchbench.record import Record
 from benchbench.store import RECORDS, read_records, run_dirs_under
 
 BATCH = 5000  # rows per INSERT statement batch, in one transaction per run
+PARALLEL_BYTES = 16 << 20  # records files at least this large in all are read by worker processes
 
 
 @dataclass
@@ -88,13 +92,17 @@ def _insert(conn: Connection, rows: Sequence[dict]) -> int:
     return added
 
 
-def insert_records(db: Database, recs: Iterable[Record], run_dir: str = "") -> int:
-    """Insert `recs` (of one run directory) in one transaction; the number of new rows."""
-    rows = [record_row(r, run_dir) for r in recs]
+def insert_rows(db: Database, rows: Sequence[dict]) -> int:
+    """Insert rows (benchbench.db.rows.record_row) in one transaction; the number of new ones."""
     if not rows:
         return 0
     with db_errors(db.where), db.engine.begin() as conn:
         return _insert(conn, rows)
+
+
+def insert_records(db: Database, recs: Iterable[Record], run_dir: str = "") -> int:
+    """Insert `recs` (of one run directory) in one transaction; the number of new rows."""
+    return insert_rows(db, [record_row(r, run_dir) for r in recs])
 
 
 def run_dirs(paths: Iterable[str | Path]) -> list[Path]:
@@ -114,13 +122,39 @@ def run_dirs(paths: Iterable[str | Path]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
-def ingest(db: Database, paths: Iterable[str | Path]) -> IngestResult:
-    """Every record of every run directory under `paths` into `db`; one transaction per run."""
+def read_rows(run_dir: Path) -> tuple[list[str], int, list[dict]]:
+    """A run's problems, its number of records, and their rows (the part of ingesting that needs no
+    database: run in worker processes for a large ingest)."""
+    read = read_records(run_dir)
+    where = str(Path(run_dir).resolve())
+    return read.problems, len(read.records), [record_row(r, where) for r in read.records]
+
+
+def _workers(dirs: list[Path], jobs: int | None) -> int:
+    """Processes reading runs: `jobs`, or by default one per CPU (up to 8) for an ingest of at least
+    PARALLEL_BYTES of records (a worker's start costs about what it reads of smaller ones)."""
+    if jobs is not None:
+        return max(1, min(jobs, len(dirs)))
+    size = sum((d / RECORDS).stat().st_size for d in dirs if (d / RECORDS).is_file())
+    return min(8, len(os.sched_getaffinity(0)), len(dirs)) if size >= PARALLEL_BYTES else 1
+
+
+def ingest(db: Database, paths: Iterable[str | Path], jobs: int | None = None) -> IngestResult:
+    """Every record of every run directory under `paths` into `db`; one transaction per run. Runs are
+    read (parsed, checked, made rows) in `jobs` worker processes (None: by size, `_workers`), started
+    fresh ("spawn": a forked child must not inherit the database's open connection); this process
+    inserts, in the runs' order."""
+    dirs = run_dirs(paths)
     result = IngestResult()
-    for run_dir in run_dirs(paths):
-        read = read_records(run_dir)
-        result.runs += 1
-        result.read += len(read.records)
-        result.problems += read.problems
-        result.added += insert_records(db, read.records, str(run_dir.resolve()))
+    workers = _workers(dirs, jobs)
+    pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn")) if workers > 1 else None
+    try:
+        for problems, n, rows in (pool.map(read_rows, dirs) if pool else map(read_rows, dirs)):
+            result.runs += 1
+            result.read += n
+            result.problems += problems
+            result.added += insert_rows(db, rows)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     return result
