@@ -137,12 +137,8 @@ def test_wrong_password_and_no_server_are_one_line(postgres, report_runs, capsys
         assert err.count("\n") == 1 and message in err and PASSWORD not in err and "wrong-password" not in err
 
 
-def test_eight_concurrent_ingesters_on_postgres(postgres, tmp_path, make_record):
-    from importlib.util import module_from_spec, spec_from_file_location
-
-    spec = spec_from_file_location("concurrency", Path(__file__).with_name("test_db_concurrency.py"))
-    helpers = module_from_spec(spec)
-    spec.loader.exec_module(helpers)
+def test_eight_concurrent_ingesters_on_postgres(postgres, tmp_path, make_record, db_writers):
+    helpers = db_writers
     runs = helpers.write_runs(tmp_path / "results", make_record, runs=4, per_run=50)
     url = postgres.url("concurrent")
     added = helpers.concurrent_ingest(url, runs)
@@ -150,12 +146,8 @@ def test_eight_concurrent_ingesters_on_postgres(postgres, tmp_path, make_record)
     assert _count(url, "select count(*), count(distinct (suite, run_id, key, job)) from records") == (200, 200)
 
 
-def test_eight_concurrent_run_db_drivers_on_postgres(postgres, run_suite, gated):
-    from importlib.util import module_from_spec, spec_from_file_location
-
-    spec = spec_from_file_location("concurrency", Path(__file__).with_name("test_db_concurrency.py"))
-    helpers = module_from_spec(spec)
-    spec.loader.exec_module(helpers)
+def test_eight_concurrent_run_db_drivers_on_postgres(postgres, run_suite, gated, db_writers):
+    helpers = db_writers
     url = postgres.url("drivers")
     dirs = helpers.concurrent_drivers(run_suite, gated, url)
     assert len(dirs) == helpers.WRITERS
