@@ -15,7 +15,7 @@ import pytest
 
 from benchbench.cli import main
 from benchbench.db import schema
-from benchbench.db.connect import DbError, filesystem_type, open_database
+from benchbench.db.connect import filesystem_type, open_database
 from benchbench.db.ingest import ingest
 from benchbench.store import RECORDS
 
