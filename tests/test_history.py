@@ -129,3 +129,22 @@ def test_series_are_one_cell_each_and_unknown_metric_is_refused(make_record):
     with pytest.raises(BenchError, match="did you mean 'top1'"):
         history.history(records, "top"
                         "1x")
+
+
+def test_history_figure_has_a_panel_per_series_and_marks_each_regression(make_record, tmp_path):
+    from benchbench.history_figures import history_figure, save
+
+    records = (_records(make_record, [0.8] * 5 + [0.7] * 5, key="a", settings={"lr": 0.1})
+               + _records(make_record, [0.6] * 6, key="b", settings={"lr": 0.01}))
+    series = history.history(records, "top1")
+    fig = history_figure(series, "top1")
+    panels = {ax.get_title(loc="left"): ax for ax in fig.axes}
+    assert set(panels) == {"cell a (lr=0.1)", "cell b (lr=0.01)"}
+    marks = [line.get_xdata()[0] for line in panels["cell a (lr=0.1)"].lines if line.get_linestyle() == "--"]
+    assert marks == [4.5]  # between the last good point (index 4) and the first regressed one (5)
+    assert [t.get_text() for t in panels["cell a (lr=0.1)"].texts] == ["-12.5%"]
+    assert not [line for line in panels["cell b (lr=0.01)"].lines if line.get_linestyle() == "--"]
+    out = save(series, "top1", tmp_path / "h.svg")
+    assert out.read_text().lstrip().startswith("<?xml")
+    with pytest.raises(BenchError, match="must end in one of"):
+        save(series, "top1", tmp_path / "h.txt")

@@ -24,6 +24,8 @@ def add_parser(sub, parent) -> None:
     p.add_argument("--threshold", type=float, default=0.05, metavar="FRACTION",
                    help="smallest step reported, relative to the level before it (default: 0.05, asv's)")
     p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument("--plot", metavar="FILE.png|svg|pdf",
+                   help="also draw a panel per series: its points, the fitted levels, each regression marked")
     p.set_defaults(func=run)
 
 
@@ -77,6 +79,10 @@ def run(args) -> int:
         raise BenchError(f"{db.where}: no successful record of {args.model} x {args.dataset} x {args.protocol}")
     series = history(found, args.metric, args.threshold)
     newer = newer_than(series, args.since) if args.since else None
+    if args.plot:
+        from benchbench.history_figures import save
+
+        save(series, args.metric, args.plot, f"{args.model} x {args.dataset} x {args.protocol}: {args.metric}")
     if args.json:
         print(json.dumps(_json(series, newer, args.metric), indent=2))
     else:
