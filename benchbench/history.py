@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from benchbench.errors import BenchError, did_you_mean
 from benchbench.record import Record
@@ -40,6 +40,7 @@ class Point:
     finished_at: str | None
     value: float
     environment: str  # device name, torch version, devices
+    rank: tuple = ()  # where it stands in the history's order (by commit, or by time)
 
     @property
     def label(self) -> str:
@@ -89,17 +90,34 @@ def _value(record: Record, metric: str) -> float | None:
     return float(value)
 
 
-def _point(record: Record, metric: str, timing: bool) -> Point | None:
+def bare_commit(commit: str) -> str:
+    """A commit without the "-dirty" that records add for uncommitted changes."""
+    return commit[:-len("-dirty")] if commit.endswith("-dirty") else commit
+
+
+def _point(record: Record, metric: str, timing: bool, commit_order: Mapping[str, int] | None) -> Point | None:
     value = _value(record, metric)
     if value is None or not record.ok:
         return None
     commit = (record.env or {}).get("git_commit")
-    return Point(record.run_id or "", commit if isinstance(commit, str) else None, record.finished_at, value,
-                 _environment(record) if timing else "")
+    commit = commit if isinstance(commit, str) else None
+    when = (record.finished_at or "", record.run_id or "")
+    rank = when if commit_order is None else (commit_order.get(bare_commit(commit or ""), -1), *when)
+    return Point(record.run_id or "", commit, record.finished_at, value, _environment(record) if timing else "", rank)
 
 
 def _order(point: Point) -> tuple:
-    return (point.finished_at or "", point.run_id)
+    return point.rank
+
+
+def _check_commits(records: Sequence[Record], commit_order: Mapping[str, int]) -> None:
+    """Every record's commit must be in the order given (a history by commit cannot place the others)."""
+    unknown = sorted({str((r.env or {}).get("git_commit")) for r in records
+                      if bare_commit(str((r.env or {}).get("git_commit") or "")) not in commit_order})
+    if unknown:
+        raise BenchError(f"--order commit: {len(unknown)} commit{'s' if len(unknown) != 1 else ''} of these records "
+                         f"{'are' if len(unknown) != 1 else 'is'} not in the repository's history (e.g. {unknown[0]}); "
+                         "name the repository that ran them with --repo, or order by time (--order time)")
 
 
 def series_of(points: Sequence[Point], key: str, label: str, metric: str, threshold: float) -> Series:
@@ -112,14 +130,19 @@ def series_of(points: Sequence[Point], key: str, label: str, metric: str, thresh
                   sum(not s.worse for s in found))
 
 
-def history(records: Sequence[Record], metric: str, threshold: float = 0.05) -> list[Series]:
+def history(records: Sequence[Record], metric: str, threshold: float = 0.05,
+            commit_order: Mapping[str, int] | None = None) -> list[Series]:
     """The series of `metric` in `records` (of one model, dataset and protocol), one per cell and,
-    for a timing figure, per environment; BenchError when no record has the metric."""
+    for a timing figure, per environment, ordered by time, or by `commit_order` ({commit: position},
+    e.g. a repository's `git rev-list --topo-order --reverse`; time within a commit) where given;
+    BenchError when no record has the metric, or a record's commit is not in `commit_order`."""
     timing = is_timing(metric)
     by_series: dict[tuple[str, str], list[Point]] = {}
     settings: dict[str, dict] = {}
+    if commit_order is not None:
+        _check_commits([r for r in records if r.ok and _value(r, metric) is not None], commit_order)
     for record in records:
-        point = _point(record, metric, timing)
+        point = _point(record, metric, timing, commit_order)
         if point is not None:
             by_series.setdefault((record.key, point.environment), []).append(point)
             settings.setdefault(record.key, {"seed": record.seed, **record.settings})
@@ -143,27 +166,36 @@ def environments(series: Sequence[Series]) -> dict[str, list[str]]:
     return {k: v for k, v in out.items() if len(v) > 1}
 
 
-def since_time(series: Sequence[Series], since: str) -> str:
-    """The finish time of the point `since` names (a run id, a commit or its prefix of 7+ characters, or
-    an ISO date/time given as such); BenchError when no point matches."""
+def _date(text: str) -> bool:
+    if not re.match(r"^\d{4}-\d\d-\d\d", text):  # a date (run ids are 20261101-120000)
+        return False
+    try:
+        datetime.fromisoformat(text)
+        return True
+    except ValueError:
+        return False
+
+
+def since_point(series: Sequence[Series], since: str) -> tuple | str:
+    """Where `since` stands: the latest rank of the points it names (a run id, or a commit or its
+    prefix of 7+ characters), or an ISO date/time as given; BenchError when it names nothing."""
     matches = [p for s in series for p in s.points
                if p.run_id == since or (p.commit and len(since) >= 7 and p.commit.startswith(since))]
-    if not matches and re.match(r"^\d{4}-\d\d-\d\d", since):  # a date (run ids are 20261101-120000)
-        try:
-            datetime.fromisoformat(since)
-            return since
-        except ValueError:
-            pass
-    if not matches:
-        known = sorted({p.run_id for s in series for p in s.points})
-        nearest = did_you_mean(since, known)
-        raise BenchError(f"--since {since!r}: no run id or commit of this history"
-                         + (f"; did you mean {nearest!r}?" if nearest else "")
-                         + " (give a run id, a commit of 7+ characters, or a date)")
-    return max(p.finished_at or "" for p in matches)
+    if matches:
+        return max(p.rank for p in matches)
+    if _date(since):
+        return since
+    known = sorted({p.run_id for s in series for p in s.points})
+    nearest = did_you_mean(since, known)
+    raise BenchError(f"--since {since!r}: no run id or commit of this history"
+                     + (f"; did you mean {nearest!r}?" if nearest else "")
+                     + " (give a run id, a commit of 7+ characters, or a date)")
 
 
 def newer_than(series: Sequence[Series], since: str) -> list[tuple[Series, Regression]]:
-    """The regressions whose first point finished after the point `since` names."""
-    cut = since_time(series, since)
-    return [(s, r) for s in series for r in s.regressions if (r.first.finished_at or "") > cut]
+    """The regressions whose first point comes after the point `since` names (in the history's order;
+    after a date: finished after it)."""
+    cut = since_point(series, since)
+    if isinstance(cut, str):
+        return [(s, r) for s in series for r in s.regressions if (r.first.finished_at or "") > cut]
+    return [(s, r) for s in series for r in s.regressions if r.first.rank > cut]

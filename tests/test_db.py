@@ -256,3 +256,35 @@ def test_a_row_gives_back_its_record_exactly(report_runs, db_path):
     written = read_records(report_runs.base).records + read_records(report_runs.failed).records
     assert sorted(back, key=repr) == sorted(written, key=repr)
     assert all(record_line(r) == r.to_json() for r in written)
+
+
+def test_history_by_commit_reads_the_repository_s_order(tmp_path, make_record, db_path, capsys):
+    import subprocess
+
+    from benchbench.store import append_record
+
+    repo = tmp_path / "repo"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    shas = []
+    for i in range(5):
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", f"c{i}"], check=True)
+        shas.append(subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip())
+    root = tmp_path / "results"
+    # commit i ran at minute `minutes[i]`: the newest commit's run finished first
+    for i, (top1, minute) in enumerate(zip([0.8, 0.8, 0.8, 0.6, 0.6], [40, 10, 20, 30, 5])):
+        run = root / "s" / f"2026010{i + 1}-000000"
+        run.mkdir(parents=True)
+        append_record(run, replace(make_record("vit-a", top1=top1, key="cell1"), run_id=run.name, suite="s",
+                                   finished_at=f"2026-01-01T00:{minute:02d}:00+00:00", env={"git_commit": shas[i]}))
+    db_path.parent.mkdir()
+    url = f"sqlite:///{db_path}"
+    assert _cli(capsys, "db", "ingest", root, "--db", url)[0] == 0
+    argv = ("history", "--db", url, "--model", "vit-a", "--dataset", "fashion-mnist", "--protocol", "scratch",
+            "--metric", "top1", "--order", "commit", "--repo", repo)
+    code, out, _ = _cli(capsys, *argv)
+    assert code == 0 and f"first at run 20260104-000000 (commit {shas[3][:12]}); last good run 20260103-000000" in out
+    assert _cli(capsys, *argv, "--since", shas[2][:10])[0] == 1
+    assert _cli(capsys, *argv, "--since", shas[3][:10])[0] == 0
+    code, _, err = _cli(capsys, *argv[:-1], tmp_path)
+    assert code == 2 and err.count("\n") == 1 and "--repo" in err

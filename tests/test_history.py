@@ -148,3 +148,34 @@ def test_history_figure_has_a_panel_per_series_and_marks_each_regression(make_re
     assert out.read_text().lstrip().startswith("<?xml")
     with pytest.raises(BenchError, match="must end in one of"):
         save(series, "top1", tmp_path / "h.txt")
+
+
+def test_order_by_commit_places_points_by_the_repository_s_history(make_record):
+    # commits c0..c5 in history order; the runs finished in another order (a re-run of an old commit last)
+    values = [0.8, 0.8, 0.8, 0.7, 0.7, 0.7]
+    records = _records(make_record, values, commits=[f"c{i}" for i in range(6)])
+    shuffled = [replace(r, finished_at=f"2026-11-01T00:{m:02d}:00+00:00")
+                for r, m in zip(records, [50, 10, 20, 30, 40, 5])]
+    order = {f"c{i}": i for i in range(6)}
+    (s,) = history.history(shuffled, "top1", commit_order=order)
+    assert [p.commit for p in s.points] == ["c0", "c1", "c2", "c3", "c4", "c5"]
+    (r,) = s.regressions
+    assert (r.first.commit, r.last_good.commit) == ("c3", "c2")
+    by_time = history.history(shuffled, "top1")[0]
+    assert [p.commit for p in by_time.points] == ["c5", "c1", "c2", "c3", "c4", "c0"]
+
+
+def test_since_by_commit_follows_the_commit_order(make_record):
+    records = _records(make_record, [0.8] * 3 + [0.7] * 3, commits=[f"{i:07d}aaaa" for i in range(6)])
+    order = {f"{i:07d}aaaa": i for i in range(6)}
+    series = history.history(records, "top1", commit_order=order)
+    assert len(history.newer_than(series, "0000002aaaa")) == 1 and history.newer_than(series, "0000003") == []
+
+
+def test_order_by_commit_refuses_commits_it_cannot_place(make_record):
+    records = _records(make_record, [0.8, 0.7], commits=["known1234", "stranger99-dirty"])
+    with pytest.raises(BenchError, match=r"1 commit of these records is not in the repository's history "
+                                         r"\(e.g. stranger99-dirty\)"):
+        history.history(records, "top1", commit_order={"known1234": 0})
+    (s,) = history.history(records, "top1", commit_order={"known1234": 0, "stranger99": 1})  # -dirty is its commit
+    assert len(s.points) == 2

@@ -5,6 +5,7 @@ regression is newer than --since (for CI)."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 from benchbench.cli.db_cmd import db_options, db_url
@@ -21,6 +22,11 @@ def add_parser(sub, parent) -> None:
                    "train_device_days, ...")
     p.add_argument("--since", metavar="RUN|COMMIT|DATE",
                    help="exit 1 when a regression's first run is newer than this run id, commit or date")
+    p.add_argument("--order", choices=("time", "commit"), default="time",
+                   help="order each series by the time its records finished (default), or by commit: the order "
+                        "of --repo's history (git rev-list --topo-order), time within a commit")
+    p.add_argument("--repo", default=".", metavar="DIR", help="the git repository whose commits ran the records "
+                   "(--order commit; default: here)")
     p.add_argument("--threshold", type=float, default=0.05, metavar="FRACTION",
                    help="smallest step reported, relative to the level before it (default: 0.05, asv's)")
     p.add_argument("--json", action="store_true", help="one JSON object")
@@ -62,6 +68,19 @@ def _json(series, newer, metric: str) -> dict:
         for s in series], "regressions_since": None if newer is None else len(newer)}
 
 
+def commit_order(repo: str) -> dict[str, int]:
+    """{commit: its position} in the repository's history, oldest first (parents before children)."""
+    try:
+        out = subprocess.run(["git", "-C", repo, "rev-list", "--topo-order", "--reverse", "--all"],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise BenchError(f"--repo {repo}: cannot run git ({error})") from None
+    if out.returncode != 0:
+        first = (out.stderr.strip().splitlines() or ["not a git repository"])[0]
+        raise BenchError(f"--repo {repo}: {first}")
+    return {sha: i for i, sha in enumerate(out.stdout.split())}
+
+
 def run(args) -> int:
     from benchbench.db.connect import open_database
     from benchbench.db.query import Filters, select_records
@@ -77,7 +96,8 @@ def run(args) -> int:
         db.close()
     if not found:
         raise BenchError(f"{db.where}: no successful record of {args.model} x {args.dataset} x {args.protocol}")
-    series = history(found, args.metric, args.threshold)
+    order = commit_order(args.repo) if args.order == "commit" else None
+    series = history(found, args.metric, args.threshold, order)
     newer = newer_than(series, args.since) if args.since else None
     if args.plot:
         from benchbench.history_figures import save
