@@ -288,3 +288,47 @@ def test_history_by_commit_reads_the_repository_s_order(tmp_path, make_record, d
     assert _cli(capsys, *argv, "--since", shas[3][:10])[0] == 0
     code, _, err = _cli(capsys, *argv[:-1], tmp_path)
     assert code == 2 and err.count("\n") == 1 and "--repo" in err
+
+
+def test_live_writer_warns_once_when_the_database_fails_mid_run(tmp_path, make_record):
+    from benchbench.db.live import LiveWriter
+
+    path = tmp_path / "live.db"
+    warnings = []
+    writer = LiveWriter(f"sqlite:///{path}", str(tmp_path / "run"), warnings.append).open()
+    try:
+        records = [replace(make_record(f"m{i}", top1=0.5, key=f"k{i}"), run_id="r", suite="s") for i in range(4)]
+        writer.write(records[0])
+        with sqlite3.connect(path) as conn:  # the database breaks under the run
+            conn.execute("alter table records rename to gone")
+        for record in records[1:]:
+            writer.write(record)
+    finally:
+        writer.close()
+    assert writer.written == 1 and writer.failed
+    assert len(warnings) == 1 and "no such table: records" in warnings[0] and "db ingest" in warnings[0]
+
+
+def test_query_by_setting_compares_values_as_json(tmp_path, make_record, db_path):
+    from benchbench.db.query import Filters, parse_setting, select_records
+    from benchbench.store import append_record
+
+    run = tmp_path / "s" / "20260101-000000"
+    run.mkdir(parents=True)
+    for i, (lr, aug) in enumerate([(0.001, True), (0.01, True), (0.001, False)]):
+        append_record(run, replace(make_record(f"m{i}", top1=0.5, settings={"lr": lr, "aug": aug, "opt": "sgd"}),
+                                   run_id=run.name, suite="s"))
+    db_path.parent.mkdir()
+    db = open_database(f"sqlite:///{db_path}", write=True)
+    try:
+        ingest(db, [run])
+
+        def models(*items):
+            found = select_records(db, Filters(settings=tuple(parse_setting(i) for i in items)))
+            return [r.model for r in found]
+
+        assert models("lr=0.001") == ["m0", "m2"]
+        assert models("lr=1e-3", "aug=true") == ["m0"]
+        assert models("opt=sgd") == ["m0", "m1", "m2"] and models("opt=adam") == []
+    finally:
+        db.close()
