@@ -332,3 +332,17 @@ def test_query_by_setting_compares_values_as_json(tmp_path, make_record, db_path
         assert models("opt=sgd") == ["m0", "m1", "m2"] and models("opt=adam") == []
     finally:
         db.close()
+
+
+def test_dump_writes_the_runs_back_byte_for_byte(report_runs, db_path, tmp_path, capsys):
+    db_path.parent.mkdir()
+    url = f"sqlite:///{db_path}"
+    assert _cli(capsys, "db", "ingest", report_runs.base, report_runs.failed, "--db", url)[0] == 0
+    out = tmp_path / "dumped"
+    code, printed, _ = _cli(capsys, "db", "dump", out, "--db", url)
+    assert code == 0 and "8 records of 2 runs written" in printed
+    for run in (report_runs.base, report_runs.failed):
+        copy = out / "unnamed" / run.name / RECORDS  # these records name no suite
+        assert copy.read_bytes() == (run / RECORDS).read_bytes()
+    code, _, err = _cli(capsys, "db", "dump", out, "--db", url)
+    assert code == 2 and "not empty" in err

@@ -1,4 +1,4 @@
-"""`benchbench db ingest PATH... | query [filters] | info`, on `--db URL` (default: the SQLite
+"""`benchbench db ingest PATH... | query [filters] | dump DIR | info`, on `--db URL` (default: the SQLite
 database `<results root>/benchbench.db`). docs/results-db.md."""
 
 from __future__ import annotations
@@ -55,6 +55,12 @@ def add_parser(sub, parent) -> None:
     query.add_argument("--layout", "-l", choices=TABLE_LAYOUTS, default="summary",
                        help="as `benchbench table` (default: summary, a row per record)")
     query.set_defaults(func=run_query)
+    dump = commands.add_parser("dump", parents=[parent, options],
+                               help="write the database's records back as run directories (e.g. to build the site "
+                                    "from: benchbench report DIR -o SITE)")
+    dump.add_argument("out", metavar="DIR", help="a new or empty folder: DIR/<suite>/<run-id>/records.jsonl")
+    dump.add_argument("--run", dest="runs", action="append", default=[], metavar="RUN_ID", help="only these runs")
+    dump.set_defaults(func=run_dump)
     info = commands.add_parser("info", parents=[parent, options], help="the database's schema version and rows")
     info.set_defaults(func=run_info)
 
@@ -117,4 +123,33 @@ def run_info(args) -> int:
     finally:
         db.close()
     print(f"{db.where}: schema {version}, {rows:,} records of {runs:,} runs")
+    return 0
+
+
+def run_dump(args) -> int:
+    from benchbench.db.connect import open_database
+    from benchbench.db.query import Filters, select_runs
+    from benchbench.store import append_record, check_directory, writing
+
+    out = Path(args.out)
+    check_directory(out, "dump folder")
+    if out.is_dir() and any(out.iterdir()):
+        raise BenchError(f"{out}: not empty; name a new or empty folder (runs are written whole, never merged)")
+    db = open_database(db_url(args), write=False)
+    try:
+        found = select_runs(db, Filters(runs=tuple(args.runs), by_row=True))
+    finally:
+        db.close()
+    if not found:
+        raise BenchError(f"{db.where}: no records" + (f" of run {', '.join(args.runs)}" if args.runs else ""))
+    runs: dict[tuple[str, str], list] = {}
+    for suite, run_id, record in found:
+        runs.setdefault((suite or "unnamed", run_id), []).append(record)
+    for (suite, run_id), recs in runs.items():
+        run_dir = out / suite / run_id
+        with writing(run_dir, "create"):
+            run_dir.mkdir(parents=True, exist_ok=True)
+        for record in recs:
+            append_record(run_dir, record)
+    print(f"{out}: {len(found):,} records of {len(runs):,} runs written from {db.where}")
     return 0

@@ -31,6 +31,7 @@ class Filters:
     since: datetime | None = None  # finished at or after (UTC)
     until: datetime | None = None  # finished before (UTC)
     settings: tuple[tuple[str, str], ...] = ()
+    by_row: bool = False  # in the order rows were inserted (a run's records in its file's order), not by time
 
 
 def parse_time(text: str, flag: str) -> datetime:
@@ -65,9 +66,11 @@ def _setting_matches(settings: dict, name: str, text: str) -> bool:
     return got == want or str(got) == text
 
 
-def select_records(db: Database, filters: Filters) -> list[Record]:
-    """The matching records, oldest first (by finish time, then row)."""
-    q = select(records.c.record, records.c.settings, records.c.env, records.c.metrics)
+def select_runs(db: Database, filters: Filters) -> list[tuple[str, str, Record]]:
+    """(suite, run id, record) of the matching rows, oldest first (by finish time, then row; or by row
+    alone). The suite and run id are the row's: a record may name neither, its run folder did."""
+    q = select(records.c.suite, records.c.run_id, records.c.record, records.c.settings, records.c.env,
+               records.c.metrics)
     for column, values in ((records.c.model, filters.models), (records.c.dataset, filters.datasets),
                            (records.c.protocol, filters.protocols), (records.c.run_id, filters.runs),
                            (records.c.status, filters.statuses)):
@@ -77,11 +80,14 @@ def select_records(db: Database, filters: Filters) -> list[Record]:
         q = q.where(records.c.finished_at >= filters.since)
     if filters.until is not None:
         q = q.where(records.c.finished_at < filters.until)
-    q = q.order_by(records.c.finished_at, records.c.id)
+    q = q.order_by(*((records.c.id,) if filters.by_row else (records.c.finished_at, records.c.id)))
     with db_errors(db.where), db.engine.connect() as conn:
         rows = conn.execute(q).all()
-    out = []
-    for rest, settings, env, metrics in rows:
-        if all(_setting_matches(settings or {}, n, v) for n, v in filters.settings):
-            out.append(row_record(rest, settings, env, metrics))
-    return out
+    return [(suite, run_id, row_record(rest, settings, env, metrics))
+            for suite, run_id, rest, settings, env, metrics in rows
+            if all(_setting_matches(settings or {}, n, v) for n, v in filters.settings)]
+
+
+def select_records(db: Database, filters: Filters) -> list[Record]:
+    """The matching records (see `select_runs`)."""
+    return [record for _, _, record in select_runs(db, filters)]
