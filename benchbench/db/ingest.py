@@ -27,7 +27,8 @@ from benchbench.record import Record
 from benchbench.store import RECORDS, read_records, run_dirs_under
 
 BATCH = 5000  # rows per INSERT statement batch, in one transaction per run
-PARALLEL_BYTES = 16 << 20  # records files at least this large in all are read by worker processes
+PARALLEL_BYTES = 16 << 20  # records files at least this large in all are read by worker processes ...
+PARALLEL_CPUS = 4  # ... where the machine has at least this many CPUs
 
 
 @dataclass
@@ -132,11 +133,16 @@ def read_rows(run_dir: Path) -> tuple[list[str], int, list[dict]]:
 
 def _workers(dirs: list[Path], jobs: int | None) -> int:
     """Processes reading runs: `jobs`, or by default one per CPU (up to 8) for an ingest of at least
-    PARALLEL_BYTES of records (a worker's start costs about what it reads of smaller ones)."""
+    PARALLEL_BYTES of records on a machine of at least PARALLEL_CPUS CPUs, else 1 (a worker's start,
+    and handing its rows over, cost more than they save on smaller ingests; on 2 CPUs, measured by
+    benchmarks/db_ingest.py, 2 workers were slower than none)."""
     if jobs is not None:
         return max(1, min(jobs, len(dirs)))
+    cpus = len(os.sched_getaffinity(0))
+    if cpus < PARALLEL_CPUS:
+        return 1
     size = sum((d / RECORDS).stat().st_size for d in dirs if (d / RECORDS).is_file())
-    return min(8, len(os.sched_getaffinity(0)), len(dirs)) if size >= PARALLEL_BYTES else 1
+    return min(8, cpus, len(dirs)) if size >= PARALLEL_BYTES else 1
 
 
 def ingest(db: Database, paths: Iterable[str | Path], jobs: int | None = None) -> IngestResult:
