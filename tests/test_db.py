@@ -209,7 +209,7 @@ def test_read_only_database_still_answers_queries(report_runs, tmp_path, capsys)
     folder.chmod(0o555)
     try:
         code, out, _ = _cli(capsys, "db", "info", "--db", f"sqlite:///{path}")
-        assert code == 0 and "6 records of 1 runs" in out
+        assert code == 0 and "6 records of 1 run" in out
     finally:
         folder.chmod(0o755)
 
@@ -346,3 +346,20 @@ def test_dump_writes_the_runs_back_byte_for_byte(report_runs, db_path, tmp_path,
         assert copy.read_bytes() == (run / RECORDS).read_bytes()
     code, _, err = _cli(capsys, "db", "dump", out, "--db", url)
     assert code == 2 and "not empty" in err
+
+
+def test_run_db_with_a_url_that_is_none_is_refused_before_any_cell(run_suite, gated, capsys):
+    gated.suite(run_suite, 1, None)
+    assert run_suite.run("--db", "mysql://u@h/x") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'mysql' databases are not supported" in err
+    assert run_suite.run_dirs() == []
+
+
+def test_a_read_only_database_path_with_uri_characters_is_read(report_runs, tmp_path, capsys):
+    folder = tmp_path / "odd name?#%"
+    folder.mkdir()
+    url = f"sqlite:///{folder / 'b.db'}"
+    assert _cli(capsys, "db", "ingest", report_runs.base, "--db", url)[0] == 0
+    code, out, _ = _cli(capsys, "db", "info", "--db", url)
+    assert code == 0 and "6 records of 1 run" in out

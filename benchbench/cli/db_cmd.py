@@ -9,6 +9,7 @@ from pathlib import Path
 
 from benchbench.choices import TABLE_FORMATS, TABLE_LAYOUTS
 from benchbench.errors import BenchError
+from benchbench.text import plural
 
 DEFAULT_RESULTS = "runs"  # as `benchbench run --results`
 
@@ -77,7 +78,7 @@ def run_ingest(args) -> int:
         db.close()
     for problem in result.problems:
         print(f"warning: {problem}", file=sys.stderr)
-    print(f"{db.where}: {result.read:,} records of {result.runs:,} runs read, {result.added:,} added, "
+    print(f"{db.where}: {plural(result.read, 'record')} of {plural(result.runs, 'run')} read, {result.added:,} added, "
           f"{result.read - result.added:,} already there")
     return 0
 
@@ -122,7 +123,7 @@ def run_info(args) -> int:
             runs = conn.execute(select(func.count(func.distinct(records.c.run_id)))).scalar_one()
     finally:
         db.close()
-    print(f"{db.where}: schema {version}, {rows:,} records of {runs:,} runs")
+    print(f"{db.where}: schema {version}, {plural(rows, 'record')} of {plural(runs, 'run')}")
     return 0
 
 
@@ -151,5 +152,5 @@ def run_dump(args) -> int:
             run_dir.mkdir(parents=True, exist_ok=True)
         for record in recs:
             append_record(run_dir, record)
-    print(f"{out}: {len(found):,} records of {len(runs):,} runs written from {db.where}")
+    print(f"{out}: {plural(len(found), 'record')} of {plural(len(runs), 'run')} written from {db.where}")
     return 0

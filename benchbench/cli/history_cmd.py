@@ -10,6 +10,7 @@ import sys
 
 from benchbench.cli.db_cmd import db_options, db_url
 from benchbench.errors import BenchError
+from benchbench.text import plural
 
 
 def add_parser(sub, parent) -> None:
@@ -46,14 +47,15 @@ def _text(series, metric: str) -> list[str]:
     for s in series:
         head = f"cell {s.key}" + (f" ({s.label})" if s.label else "") + (f" on {s.environment}" if s.environment else "")
         first, last = s.points[0], s.points[-1]
-        lines.append(f"{head}: {len(s.points)} points, {first.label} to {last.label}; {metric} now {last.value:.6g}")
+        lines.append(f"{head}: {plural(len(s.points), 'point')}, {first.label} to {last.label}; "
+                     f"{metric} now {last.value:.6g}")
         if len(s.points) < 2:
             lines.append("  one point: nothing to compare")
         for r in s.regressions:
             lines.append(f"  regression: {metric} {r.before:.6g} -> {r.after:.6g} ({r.size:+.6g}, {r.relative:+.1%}) "
                          f"first at {r.first.label}; last good {r.last_good.label}")
         if not s.regressions:
-            lines.append(f"  no regression ({s.improvements} improvement{'s' if s.improvements != 1 else ''})")
+            lines.append(f"  no regression ({plural(s.improvements, 'improvement')})")
     return lines
 
 
@@ -108,5 +110,5 @@ def run(args) -> int:
     else:
         print("\n".join(_text(series, args.metric)))
         if newer:
-            print(f"{len(newer)} regression{'s' if len(newer) != 1 else ''} newer than {args.since}", file=sys.stderr)
+            print(f"{plural(len(newer), 'regression')} newer than {args.since}", file=sys.stderr)
     return 1 if newer else 0

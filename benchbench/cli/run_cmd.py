@@ -178,6 +178,10 @@ def run(args) -> int:
         suite = replace(suite, cells=tuple(replace(c, time_limit_s=limit) for c in suite.cells))
     if args.eager:
         suite = replace(suite, cells=tuple(eager(c) for c in suite.cells))
+    if args.db:  # a URL that is none, or of a backend not supported, is bad input (a database down is not)
+        from benchbench.db.connect import parse_url
+
+        parse_url(args.db)
     choice = choose(cat, suite, args.executor, args.executor_option, args.max_parallel)
     device = _driver_device(args.device, choice.spec.in_process)
     root = Path(args.results)

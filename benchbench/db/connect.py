@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event, exc
 from sqlalchemy.engine import URL, make_url
@@ -144,7 +145,7 @@ def _check_sqlite_file(path: Path, write: bool, where: str) -> None:
 def _sqlite_engine(url: URL, path: Path | None, write: bool, mounts: Path) -> tuple[Engine, str]:
     journal = "delete" if path is not None and on_network_fs(path.parent, mounts) else "wal"
     if path is not None and not write:  # read-only: SQLite is never asked to write (no journal change)
-        url = url.set(database=f"file:{path}?mode=ro", query={"uri": "true"})
+        url = url.set(database=f"file:{quote(str(path))}?mode=ro", query={"uri": "true"})
     engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S}, json_serializer=dumps)
 
     @event.listens_for(engine, "connect")
@@ -164,22 +165,29 @@ def _sqlite_engine(url: URL, path: Path | None, write: bool, mounts: Path) -> tu
     return engine, journal
 
 
-def open_database(url: str, *, write: bool, mounts: Path = MOUNTS) -> Database:
-    """The database at `url`, checked: writers get it created or migrated to this code's layout; readers
-    get it as it is (any version up to this code's). A newer layout, an unreachable server, a wrong
-    password, a file that is not SQLite, a read-only file for a writer, a missing folder: a DbError."""
+def parse_url(url: str) -> URL:
+    """`url` parsed, a backend benchbench uses (SQLite, PostgreSQL through psycopg 3); DbError otherwise.
+    Reaches nothing: `run --db` checks its URL so before any cell runs."""
     try:
         parsed = make_url(url)
     except exc.ArgumentError:
         raise DbError(f"--db {url!r}: not a database URL; write sqlite:///PATH/benchbench.db or "
                       "postgresql://USER@HOST/NAME") from None
-    where = shown(parsed)
     backend = parsed.get_backend_name()
     if backend not in ("sqlite", "postgresql"):
-        raise DbError(f"results database {where}: {backend!r} databases are not supported; use sqlite:///PATH or "
-                      "postgresql://USER@HOST/NAME")
+        raise DbError(f"results database {shown(parsed)}: {backend!r} databases are not supported; use "
+                      "sqlite:///PATH or postgresql://USER@HOST/NAME")
     if parsed.drivername == "postgresql":  # SQLAlchemy's default driver is psycopg2; benchbench[postgres] has psycopg 3
         parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def open_database(url: str, *, write: bool, mounts: Path = MOUNTS) -> Database:
+    """The database at `url`, checked: writers get it created or migrated to this code's layout; readers
+    get it as it is (any version up to this code's). A newer layout, an unreachable server, a wrong
+    password, a file that is not SQLite, a read-only file for a writer, a missing folder: a DbError."""
+    parsed = parse_url(url)
+    where, backend = shown(parsed), parsed.get_backend_name()
     try:
         if backend == "sqlite":
             path = _sqlite_path(parsed)
