@@ -39,7 +39,8 @@ def write_runs(root: Path, records: int, runs: int) -> list[Path]:
         for i in range(per_run):
             top1 = 0.8 - (0.05 if r >= 2 * runs // 3 else 0.0) + 0.001 * ((r * 7 + i) % 5 - 2)
             record = Record(
-                key=f"{i:016x}", status="ok", model=f"m{i % 50}", dataset=f"d{i % 4}", protocol="scratch", seed=i // 200,
+                key=f"{i:016x}", status="ok", model=f"m{i % 50}", dataset=f"d{i % 4}", protocol="scratch",
+                seed=i // 200,
                 settings={"lr": 0.001 * (1 + i % 3), "epochs": 10}, accuracies={"top1": ""},
                 metrics={"top1": top1, "top5": 0.95, "params": 86_000_000, "gmacs": 17.5, "train_img_per_s": 1000.0 + i,
                          "train_device_days": 0.01},

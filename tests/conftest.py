@@ -1122,8 +1122,9 @@ def _db_write_runs(root: Path, make_record, runs: int, per_run: int) -> list[Pat
         run = root / "s" / f"202601{i + 1:02d}-000000"
         run.mkdir(parents=True)
         for j in range(per_run):
-            append_record(run, dataclasses.replace(make_record(f"m{j}", top1=0.5, key=f"k{j}"), run_id=run.name,
-                                                   suite="s", started_at=f"2026-01-{i + 1:02d}T00:00:{j % 60:02d}+00:00"))
+            record = make_record(f"m{j}", top1=0.5, key=f"k{j}")
+            append_record(run, dataclasses.replace(record, run_id=run.name, suite="s",
+                                                   started_at=f"2026-01-{i + 1:02d}T00:00:{j % 60:02d}+00:00"))
         out.append(run)
     return out
 

@@ -157,7 +157,8 @@ def test_a_version_1_database_is_migrated_and_a_newer_one_refused(report_runs, t
     assert _sql(old, "select name from sqlite_master where type = 'index' and name = 'records_cell'") == []
     open_database(f"sqlite:///{old}", write=True).close()
     assert _sql(old, "select version from schema_version") == [(2,)]
-    assert _sql(old, "select name from sqlite_master where type = 'index' and name = 'records_cell'") == [("records_cell",)]
+    indexes = _sql(old, "select name from sqlite_master where type = 'index' and name = 'records_cell'")
+    assert indexes == [("records_cell",)]
     with sqlite3.connect(old) as conn:
         conn.execute("update schema_version set version = 99")
     before = _digest(old)

@@ -56,7 +56,8 @@ def test_detect_finds_a_clean_step_and_no_step_in_noise():
     y = list(0.8 + 0.003 * rng.standard_normal(30)) + list(0.77 + 0.003 * rng.standard_normal(20))
     segments = steps.detect(y)
     assert [(s.start, s.stop) for s in segments] == [(0, 30), (30, 50)]
-    assert segments[0].value == pytest.approx(np.median(y[:30])) and segments[1].value == pytest.approx(np.median(y[30:]))
+    assert segments[0].value == pytest.approx(np.median(y[:30]))
+    assert segments[1].value == pytest.approx(np.median(y[30:]))
 
 
 def test_a_step_within_the_noise_is_not_significant():
@@ -75,7 +76,8 @@ def _records(make_record, values, *, metric="top1", key="k1", commits=None, devi
         commit = (commits or [f"{i:07d}abcdef"] * len(values))[i]
         device_name = (device_names or ["cpu x4"] * len(values))[i]
         r = make_record("vit-t", "cifar10", "scratch", 0, settings=settings or {"lr": 0.1}, key=key, **{metric: v})
-        out.append(replace(r, run_id=f"2026110{1 + i // 10}-{i:06d}", finished_at=f"2026-11-0{1 + i // 10}T00:{i:02d}:00+00:00",
+        out.append(replace(r, run_id=f"2026110{1 + i // 10}-{i:06d}",
+                           finished_at=f"2026-11-0{1 + i // 10}T00:{i:02d}:00+00:00",
                            env={"git_commit": commit, "device_name": device_name, "versions": {"torch": "2.14.1"}}))
     return out
 

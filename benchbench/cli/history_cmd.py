@@ -45,7 +45,8 @@ def _text(series, metric: str) -> list[str]:
         lines.append(f"note: cell {key}'s timings come from {len(envs)} environments; each is a series of its own, "
                      "never compared with another: " + "; ".join(envs))
     for s in series:
-        head = f"cell {s.key}" + (f" ({s.label})" if s.label else "") + (f" on {s.environment}" if s.environment else "")
+        head = (f"cell {s.key}" + (f" ({s.label})" if s.label else "")
+                + (f" on {s.environment}" if s.environment else ""))
         first, last = s.points[0], s.points[-1]
         lines.append(f"{head}: {plural(len(s.points), 'point')}, {first.label} to {last.label}; "
                      f"{metric} now {last.value:.6g}")

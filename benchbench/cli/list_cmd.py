@@ -16,7 +16,8 @@ KINDS = (*SPEC_KINDS, "suites")
 
 
 def add_parser(sub, parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("list", parents=[parent], help="list registered models, datasets, protocols, executors, reporters or suites")
+    p = sub.add_parser("list", parents=[parent],
+                       help="list registered models, datasets, protocols, executors, reporters or suites")
     p.add_argument("kind", choices=KINDS)
     p.add_argument("--json", action="store_true", help="a JSON array of objects")
     p.set_defaults(func=run)

@@ -28,7 +28,7 @@ class LiveWriter:
         self.failed = False
         self.written = 0
 
-    def _give_up(self, error: Exception) -> None:
+    def _give_up(self, error: Exception | str) -> None:
         self.failed = True
         self.warn(f"warning: {error}; the run goes on, writing records to its JSONL only; load them later with "
                   f"`benchbench db ingest {self.run_dir or 'RUN_DIR'} --db URL`")
@@ -50,8 +50,9 @@ class LiveWriter:
                 return
         try:
             self.written += insert_records(self.db, [record], self.run_dir)
-        except BenchError as error:
-            self._give_up(error)
+        except Exception as error:  # noqa: BLE001 - the database is a copy: nothing of it may stop the run
+            self._give_up(error if isinstance(error, BenchError) else f"results database: {type(error).__name__}: "
+                          f"{error}")
 
     def close(self) -> None:
         if self.db is not None:

@@ -192,6 +192,7 @@ def run_cells(executor: Executor, context: RunContext, suite: Suite, catalog: Ca
     bar = tqdm(total=len(todo), desc=suite.name, unit="cell", disable=not context.show_progress or not todo,
                dynamic_ncols=True, mininterval=0.2 if sys.stderr.isatty() else 15.0)
     say = (lambda line: tqdm.write(line, file=sys.stderr)) if context.show_progress else echo
+
     def on_record(record: Record) -> None:
         bar.update(1)
         if observe is not None:

@@ -57,7 +57,8 @@ def export(ex: Export) -> Exported:
             first = (str(error).strip().splitlines() or [type(error).__name__])[0]
             raise BenchError(f"wandb (offline, {directory}): {first}") from None
         created += 1
-    return Exported(created, existing, f"{directory / 'wandb'} (offline; upload with `wandb sync`), project {project!r}")
+    where = f"{directory / 'wandb'} (offline; upload with `wandb sync`), project {project!r}"
+    return Exported(created, existing, where)
 
 
 @hookimpl
