@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -50,8 +51,9 @@ _TIME_AT = tuple(i for i, c in enumerate(_COLUMNS) if isinstance(records.c[c].ty
 _BOOL_AT = tuple(i for i, c in enumerate(_COLUMNS) if isinstance(records.c[c].type, Boolean))
 
 
-def _sqlite_params(row: dict) -> list:
-    """A row's values as SQLAlchemy's SQLite types store them (JSON text, DATETIME text, 0/1)."""
+def _sqlite_params(row: dict) -> tuple:
+    """A row's values as SQLAlchemy's SQLite types store them (JSON text, DATETIME text, 0/1), in the
+    order of `_SQLITE_INSERT`."""
     out = [row.get(c) for c in _COLUMNS]
     for i in _JSON_AT:
         if out[i] is not None:
@@ -62,24 +64,30 @@ def _sqlite_params(row: dict) -> list:
     for i in _BOOL_AT:
         if out[i] is not None:
             out[i] = int(out[i])
-    return out
+    return tuple(out)
 
 
-def _insert_sqlite(conn: Connection, rows: Sequence[dict]) -> int:
+def prepare(rows: Sequence[dict], dialect: str) -> list:
+    """Rows as the dialect's insert takes them: SQLite's parameter tuples (cheap to hand between
+    processes, and all the insert has left to do), PostgreSQL's rows as they are."""
+    return [_sqlite_params(row) for row in rows] if dialect == "sqlite" else list(rows)
+
+
+def _insert_sqlite(conn: Connection, params: Sequence[tuple]) -> int:
     """SQLite's bulk path: one prepared statement through the driver's executemany (SQLAlchemy's
     per-row parameter processing costs more than the insert); inside the IMMEDIATE transaction, the
     change count is this writer's alone."""
     cursor = conn.connection.driver_connection
     before = cursor.total_changes
-    conn.exec_driver_sql(_SQLITE_INSERT, [tuple(_sqlite_params(row)) for row in rows])
+    conn.exec_driver_sql(_SQLITE_INSERT, list(params))
     return cursor.total_changes - before
 
 
-def _insert(conn: Connection, rows: Sequence[dict]) -> int:
-    """Insert `rows`, skipping any whose identity is there; the number inserted."""
+def _insert(conn: Connection, prepared: Sequence) -> int:
+    """Insert rows (`prepare`d for this dialect), skipping any whose identity is there; the number inserted."""
     dialect = conn.dialect.name
     if dialect == "sqlite":
-        return _insert_sqlite(conn, rows)
+        return _insert_sqlite(conn, prepared)
     if dialect == "postgresql":
         statement = postgresql.insert(records).on_conflict_do_nothing(constraint="records_identity")
     else:
@@ -88,22 +96,22 @@ def _insert(conn: Connection, rows: Sequence[dict]) -> int:
     # where executemany's rowcount does not
     statement = statement.returning(records.c.id)
     added = 0
-    for start in range(0, len(rows), BATCH):
-        added += len(conn.execute(statement, list(rows[start:start + BATCH])).all())
+    for start in range(0, len(prepared), BATCH):
+        added += len(conn.execute(statement, list(prepared[start:start + BATCH])).all())
     return added
 
 
-def insert_rows(db: Database, rows: Sequence[dict]) -> int:
-    """Insert rows (benchbench.db.rows.record_row) in one transaction; the number of new ones."""
-    if not rows:
+def insert_prepared(db: Database, prepared: Sequence) -> int:
+    """Insert rows `prepare`d for `db`'s dialect in one transaction; the number of new ones."""
+    if not prepared:
         return 0
     with db_errors(db.where), db.engine.begin() as conn:
-        return _insert(conn, rows)
+        return _insert(conn, prepared)
 
 
 def insert_records(db: Database, recs: Iterable[Record], run_dir: str = "") -> int:
     """Insert `recs` (of one run directory) in one transaction; the number of new rows."""
-    return insert_rows(db, [record_row(r, run_dir) for r in recs])
+    return insert_prepared(db, prepare([record_row(r, run_dir) for r in recs], db.engine.dialect.name))
 
 
 def run_dirs(paths: Iterable[str | Path]) -> list[Path]:
@@ -123,19 +131,19 @@ def run_dirs(paths: Iterable[str | Path]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
-def read_rows(run_dir: Path) -> tuple[list[str], int, list[dict]]:
-    """A run's problems, its number of records, and their rows (the part of ingesting that needs no
-    database: run in worker processes for a large ingest)."""
+def read_rows(run_dir: Path, dialect: str) -> tuple[list[str], int, list]:
+    """A run's problems, its number of records, and their rows `prepare`d for `dialect` (the part of
+    ingesting that needs no database: run in worker processes for a large ingest)."""
     read = read_records(run_dir)
     where = str(Path(run_dir).resolve())
-    return read.problems, len(read.records), [record_row(r, where) for r in read.records]
+    return read.problems, len(read.records), prepare([record_row(r, where) for r in read.records], dialect)
 
 
 def _workers(dirs: list[Path], jobs: int | None) -> int:
     """Processes reading runs: `jobs`, or by default one per CPU (up to 8) for an ingest of at least
-    PARALLEL_BYTES of records on a machine of at least PARALLEL_CPUS CPUs, else 1 (a worker's start,
-    and handing its rows over, cost more than they save on smaller ingests; on 2 CPUs, measured by
-    benchmarks/db_ingest.py, 2 workers were slower than none)."""
+    PARALLEL_BYTES of records on a machine of at least PARALLEL_CPUS CPUs, else 1 (a worker's start
+    costs more than it saves on a smaller ingest; on 2 CPUs, measured by benchmarks/db_ingest.py, 2
+    workers gained nothing: each core reads about as fast as one process reads and inserts)."""
     if jobs is not None:
         return max(1, min(jobs, len(dirs)))
     cpus = len(os.sched_getaffinity(0))
@@ -153,13 +161,14 @@ def ingest(db: Database, paths: Iterable[str | Path], jobs: int | None = None) -
     dirs = run_dirs(paths)
     result = IngestResult()
     workers = _workers(dirs, jobs)
+    read = partial(read_rows, dialect=db.engine.dialect.name)
     pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn")) if workers > 1 else None
     try:
-        for problems, n, rows in (pool.map(read_rows, dirs) if pool else map(read_rows, dirs)):
+        for problems, n, prepared in (pool.map(read, dirs) if pool else map(read, dirs)):
             result.runs += 1
             result.read += n
             result.problems += problems
-            result.added += insert_rows(db, rows)
+            result.added += insert_prepared(db, prepared)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
