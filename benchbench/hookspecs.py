@@ -15,7 +15,7 @@ from typing import Callable
 
 import pluggy
 
-from benchbench.specs import DatasetSpec, ExecutorSpec, ModelSpec, ProtocolSpec
+from benchbench.specs import DatasetSpec, ExecutorSpec, ModelSpec, ProtocolSpec, ReporterSpec
 
 hookspec = pluggy.HookspecMarker("benchbench")
 hookimpl = pluggy.HookimplMarker("benchbench")
@@ -52,6 +52,14 @@ def register_executors(register: Callable[[ExecutorSpec], None]) -> None:
     """Register executors: where a suite's cells run (in process, Slurm, Ray, ...). Collect-all.
 
     :param register: call once per :class:`~benchbench.specs.ExecutorSpec`.
+    """
+
+
+@hookspec
+def register_reporters(register: Callable[[ReporterSpec], None]) -> None:
+    """Register reporters: trackers a run's results are exported to (`benchbench export`). Collect-all.
+
+    :param register: call once per :class:`~benchbench.specs.ReporterSpec`.
     """
 
 

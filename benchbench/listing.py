@@ -35,7 +35,7 @@ def cache_dir() -> Path:
 
 
 def rows(kind: str, cat: Catalog) -> list[dict[str, Any]]:
-    """One JSON-ready dict per spec of `kind` (models | datasets | protocols | executors)."""
+    """One JSON-ready dict per spec of `kind` (models | datasets | protocols | executors | reporters)."""
     registry = cat.registry(kind)
     if kind == "models":
         from benchbench.meters.params import cached_params_at_default  # torch
@@ -55,6 +55,8 @@ def rows(kind: str, cat: Catalog) -> list[dict[str, Any]]:
         elif kind == "datasets":
             row.update(num_classes=spec.num_classes, image_size=spec.image_size, in_chans=spec.in_chans,
                        splits=list(spec.splits))
+        elif kind == "reporters":
+            row.update(extra=spec.extra)
         elif kind == "executors":
             row.update(default=spec.default, extra=spec.extra,
                        options={k: {"default": s.default, "help": s.help} for k, s in spec.options.items()})

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # keep `import benchbench` free of torch; the run layer impor
 
     from benchbench.execution import Execution
     from benchbench.precision import Precision
+    from benchbench.record import Record
     from benchbench.run.cell import Cell
     from benchbench.run.context import RunContext
     from benchbench.run.dispatch import Dispatch
@@ -387,3 +388,50 @@ class ExecutorSpec:
     # True: cells run in the driver's own process, on its device (the driver must have the device).
     in_process: bool = False
     option_aliases: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Export:
+    """What a reporter gets to export one run (`benchbench export RUN_DIR --to <id>`): its cells' records
+    (the last attempt of each), the run's environment, files to attach to every cell (the run's table,
+    its figures), and where to send them (`tracking_uri`, `project`, `directory`; None: the tracker's
+    own default). `identity(record)` is the key that makes a re-export find what it exported before."""
+
+    run_dir: Path
+    suite: str
+    run_id: str
+    records: "tuple[Record, ...]"
+    env: Mapping[str, Any] | None = None
+    artifacts: tuple[Path, ...] = ()
+    tracking_uri: str | None = None
+    project: str | None = None
+    directory: Path | None = None
+
+    def identity(self, record: "Record") -> str:
+        return f"{record.suite or self.suite}/{record.run_id or self.run_id}/{record.key}"
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What an export did: trackers' runs created, runs found already there (not duplicated), and
+    where they are."""
+
+    created: int
+    existing: int
+    where: str
+
+
+@dataclass(frozen=True)
+class ReporterSpec:
+    """A tracker a run's results can be exported to (MLflow, Weights & Biases, ...): `export(export)`
+    sends each cell of `export` as one tracker run, skipping those a previous export sent, and raises
+    BenchError (one line) when the tracker cannot be used."""
+
+    id: str
+    name: str
+    export: Callable[[Export], Exported]
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+    # Python packages the reporter imports, and the extra of benchbench that installs them.
+    requires: tuple[str, ...] = ()
+    extra: str = ""

@@ -1115,3 +1115,74 @@ def ranks():
     weights(run_dir) (the cell's saved weights) and max_diff(a, b)."""
     return SimpleNamespace(PLUGIN=RANKS_PLUGIN, SUITE=RANKS_SUITE, MARK=RANKS_MARK, SAME_METRICS=SAME_METRICS,
                            leftovers=_rank_leftovers, weights=_checkpoint_weights, max_diff=_max_diff)
+
+
+# --- the results database: many writers at once (tests/test_db_concurrency.py, tests/test_db_postgres.py) ---
+
+DB_WRITERS = 8
+
+
+def _db_write_runs(root: Path, make_record, runs: int, per_run: int) -> list[Path]:
+    """`runs` run directories of suite "s", `per_run` ok records each (keys k0, k1, ...)."""
+    import dataclasses
+
+    from benchbench.store import append_record
+
+    out = []
+    for i in range(runs):
+        run = root / "s" / f"202601{i + 1:02d}-000000"
+        run.mkdir(parents=True)
+        for j in range(per_run):
+            record = make_record(f"m{j}", top1=0.5, key=f"k{j}")
+            append_record(run, dataclasses.replace(record, run_id=run.name, suite="s",
+                                                   started_at=f"2026-01-{i + 1:02d}T00:00:{j % 60:02d}+00:00"))
+        out.append(run)
+    return out
+
+
+def _db_ingest(url: str, paths: list[Path], start, results) -> None:
+    from benchbench.db.connect import open_database
+    from benchbench.db.ingest import ingest
+
+    start.wait()
+    db = open_database(url, write=True)
+    try:
+        results.put(ingest(db, paths, jobs=1).added)
+    finally:
+        db.close()
+
+
+def _db_concurrent_ingest(url: str, runs: list[Path]) -> list[int]:
+    """DB_WRITERS processes, released together, each ingesting every run (each in its own order); the
+    rows each added."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    start, results = ctx.Barrier(DB_WRITERS), ctx.Queue()
+    procs = [ctx.Process(target=_db_ingest, args=(url, runs[i % len(runs):] + runs[:i % len(runs)], start, results))
+             for i in range(DB_WRITERS)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    return [results.get(timeout=5) for _ in procs]
+
+
+def _db_concurrent_drivers(run_suite: "SuiteRun", gated, url: str) -> list[Path]:
+    """DB_WRITERS `benchbench run --db URL` processes at once, one suite of 3 cells each; their run dirs."""
+    suites = [gated.suite(run_suite, 3, None, name=f"g{i}") for i in range(DB_WRITERS)]
+    procs = [run_suite.start("--db", url, suite=s) for s in suites]
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+        assert "warning" not in err, err
+    return run_suite.run_dirs()
+
+
+@pytest.fixture(scope="session")
+def db_writers() -> SimpleNamespace:
+    """write_runs(root, make_record, runs, per_run); concurrent_ingest(url, runs); concurrent_drivers(run_suite,
+    gated, url); WRITERS (8)."""
+    return SimpleNamespace(write_runs=_db_write_runs, concurrent_ingest=_db_concurrent_ingest,
+                           concurrent_drivers=_db_concurrent_drivers, WRITERS=DB_WRITERS)

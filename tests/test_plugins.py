@@ -33,7 +33,7 @@ def test_builtins_load_through_the_plugin_manager():
     # The built-ins are benchbench's own entry points: pyproject.toml lists every plugin module.
     builtins = {ep.name for ep in builtin_entry_points()}
     modules = {f"benchbench_plugins.{p.parent.name}.{p.stem}" for p in PLUGIN_FILES if "@hookimpl" in p.read_text()}
-    assert builtins == modules and len(builtins) == 24
+    assert builtins == modules and len(builtins) == 31
     assert {name for name, _ in pm.list_name_plugin()} == builtins
     cat = collect(pm)
     assert "vit-b16" in cat.models and "bit-r50x1" in cat.models

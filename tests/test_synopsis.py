@@ -14,23 +14,34 @@ REPO = Path(__file__).resolve().parent.parent
 EVERYWHERE = {"-h", "--help", "--plugin", "--strict-plugins", "--threads"}  # README states these once, for all commands
 
 
+def _options(p) -> list[set[str]]:
+    return [set(a.option_strings) for a in p._actions if a.option_strings and not EVERYWHERE & set(a.option_strings)]
+
+
 def commands() -> dict[str, list[set[str]]]:
-    """{command: the option strings of each of its options (e.g. {"-o", "--output"})}."""
+    """{command: the option strings of each of its options (e.g. {"-o", "--output"})}; a command with
+    commands of its own (`db ingest`) is named by both words."""
     sub = parser()._subparsers._group_actions[0]
-    return {name: [set(a.option_strings) for a in p._actions if a.option_strings and not EVERYWHERE & set(a.option_strings)]
-            for name, p in sub.choices.items()}
+    out = {}
+    for name, p in sub.choices.items():
+        if p._subparsers is None:
+            out[name] = _options(p)
+        else:
+            out.update({f"{name} {n}": _options(q) for n, q in p._subparsers._group_actions[0].choices.items()})
+    return out
 
 
 def synopses(text: str) -> dict[str, set[str]]:
     """{command: options} of every synopsis in the text's code blocks: a line `benchbench CMD ...`
     with an option in brackets, and the indented lines that continue it."""
     out: dict[str, set[str]] = {}
+    nested = {name for name in commands() if " " in name}
     for block in re.findall(r"```\n(.*?)```", text, re.S):
         current = None
         for line in block.splitlines():
-            m = re.match(r"benchbench (\w+) ", line)
+            m = re.match(r"benchbench (\w+)(?: (\w+))? ", line)
             if m and "[-" in line:
-                current = m.group(1)
+                current = f"{m.group(1)} {m.group(2)}" if f"{m.group(1)} {m.group(2)}" in nested else m.group(1)
             elif not line.startswith(" "):
                 current = None
             if current:

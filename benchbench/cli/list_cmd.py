@@ -1,4 +1,4 @@
-"""`benchbench list models|datasets|protocols|executors|suites [--json]`.
+"""`benchbench list models|datasets|protocols|executors|reporters|suites [--json]`.
 
 Models, datasets and protocols come from `benchbench.listing`'s cache while the plugin code and
 the installed packages are unchanged (no torch import); suites are read from their files.
@@ -16,7 +16,8 @@ KINDS = (*SPEC_KINDS, "suites")
 
 
 def add_parser(sub, parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("list", parents=[parent], help="list registered models, datasets, protocols, executors or suites")
+    p = sub.add_parser("list", parents=[parent],
+                       help="list registered models, datasets, protocols, executors, reporters or suites")
     p.add_argument("kind", choices=KINDS)
     p.add_argument("--json", action="store_true", help="a JSON array of objects")
     p.set_defaults(func=run)
@@ -56,6 +57,7 @@ def run(args) -> int:
                "datasets": ("id", "name", "num_classes", "image_size", "plugin"),
                "protocols": ("id", "name", "plugin", "description"),
                "executors": ("id", "name", "extra", "plugin", "description"),
+               "reporters": ("id", "name", "extra", "plugin", "description"),
                "suites": ("id", "description", "path")}[args.kind]
     # a parametric spec shows how its ids are written ("timm/<arg>", "imagefolder:<arg>")
     shown = [{**r, "id": r.get("parametric") or r["id"]} for r in rows]

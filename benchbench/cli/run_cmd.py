@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from benchbench import threads
 from benchbench.cli.common import catalog
@@ -73,6 +74,10 @@ def add_parser(sub, parent) -> None:
     p.add_argument("--eager", action="store_true",
                    help="run every cell eager: no torch.compile, no fused optimiser, no channels-last (on CUDA the "
                         "default is the fastest of these; cell keys are the same either way)")
+    p.add_argument("--db", nargs="?", const="", metavar="URL",
+                   help="also write each record to this results database as it lands (default with no URL: "
+                        "sqlite:///<--results>/benchbench.db); the JSONL stays the source of truth, and a database "
+                        "that is down is warned about once and skipped (docs/results-db.md)")
     p.add_argument("--force-flops", action="store_true",
                    help="print the table even when a FLOP count is not verified (marked with a dagger)")
     p.set_defaults(func=run)
@@ -208,6 +213,10 @@ def run(args) -> int:
         suite = replace(suite, cells=tuple(replace(c, time_limit_s=limit) for c in suite.cells))
     if args.eager:
         suite = replace(suite, cells=tuple(eager(c) for c in suite.cells))
+    if args.db:  # a URL that is none, or of a backend not supported, is bad input (a database down is not)
+        from benchbench.db.connect import parse_url
+
+        parse_url(args.db)
     choice = choose(cat, suite, args.executor, args.executor_option, args.max_parallel)
     device = _driver_device(args.device, choice.spec.in_process)
     root = Path(args.results)
@@ -302,7 +311,8 @@ def _run(args, session: Session, context: RunContext, resuming: bool, plans) -> 
             # Workers run elsewhere (another directory, node or process): every path they get is absolute.
             shipped = replace(context, env=env, run_dir=run_dir.resolve(), data=replace(
                 context.data, root=context.data.root.resolve() if context.data.root else None))
-            records = run_cells(session.executor, shipped, suite, cat, session.choice, todo, _echo)
+            with _db_writer(args, run_dir) as observe:
+                records = run_cells(session.executor, shipped, suite, cat, session.choice, todo, _echo, observe)
             if created:  # how busy the machine was while the cells ran: start and end
                 write_json(run_dir / ENV, {**env, "load_average_end": threads.load_average()})
     except KeyboardInterrupt:
@@ -319,6 +329,22 @@ def _run(args, session: Session, context: RunContext, resuming: bool, plans) -> 
     if not records_the_cell():
         return _later_node(records)
     return _finish(run_dir, cat, suite, records, args.force_flops)
+
+
+@contextmanager
+def _db_writer(args, run_dir: Path) -> Iterator[Callable | None]:
+    """`run --db`: the driver's writer of each record to the results database, or None without --db."""
+    if getattr(args, "db", None) is None:
+        yield None
+        return
+    from benchbench.db.connect import default_url
+    from benchbench.db.live import LiveWriter
+
+    writer = LiveWriter(args.db or default_url(Path(args.results)), str(run_dir.resolve()), _echo).open()
+    try:
+        yield writer.write
+    finally:
+        writer.close()
 
 
 def _later_node(records: list) -> int:

@@ -179,9 +179,11 @@ class Dispatch:
 
 
 def run_cells(executor: Executor, context: RunContext, suite: Suite, catalog: Catalog, choice: Choice,
-              todo: list[Cell], echo: Callable[[str], None] = print) -> list[Record]:
+              todo: list[Cell], echo: Callable[[str], None] = print,
+              observe: Callable[[Record], None] | None = None) -> list[Record]:
     """Run `todo` (cells of `suite`) on an open executor, each record appended as it finishes, with a
-    progress bar (when the context shows progress) and a line per cell.
+    progress bar (when the context shows progress) and a line per cell. `observe(record)` is called in
+    this process (the driver) as each record lands, whatever the executor (`run --db` writes it).
 
     A KeyboardInterrupt (Ctrl-C, or SIGTERM turned into one) propagates: a cell in progress in this
     process is not recorded, every finished one is, so the same command resumes (and re-attaches to
@@ -190,7 +192,13 @@ def run_cells(executor: Executor, context: RunContext, suite: Suite, catalog: Ca
     bar = tqdm(total=len(todo), desc=suite.name, unit="cell", disable=not context.show_progress or not todo,
                dynamic_ncols=True, mininterval=0.2 if sys.stderr.isatty() else 15.0)
     say = (lambda line: tqdm.write(line, file=sys.stderr)) if context.show_progress else echo
-    progress = Progress(say=say, on_record=lambda record: bar.update(1),
+
+    def on_record(record: Record) -> None:
+        bar.update(1)
+        if observe is not None:
+            observe(record)
+
+    progress = Progress(say=say, on_record=on_record,
                         label=lambda cell: ", ".join(f"{k}={dict(cell.settings)[k]}" for k in shown
                                                      if k in dict(cell.settings)))
     dispatch = Dispatch(context, catalog, choice, len(todo), progress)

@@ -1,0 +1,156 @@
+"""`benchbench db ingest PATH... | query [filters] | dump DIR | info`, on `--db URL` (default: the SQLite
+database `<results root>/benchbench.db`). docs/results-db.md."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from benchbench.choices import TABLE_FORMATS, TABLE_LAYOUTS
+from benchbench.errors import BenchError
+from benchbench.text import plural
+
+DEFAULT_RESULTS = "runs"  # as `benchbench run --results`
+
+
+def db_options() -> argparse.ArgumentParser:
+    """--db and --results, shared by `db`, `history` and `run`."""
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("results database")
+    g.add_argument("--db", metavar="URL",
+                   help="the results database: sqlite:///PATH or postgresql+psycopg://USER@HOST/NAME "
+                        "(default: sqlite:///<--results>/benchbench.db)")
+    g.add_argument("--results", default=DEFAULT_RESULTS, metavar="ROOT",
+                   help=f"the results root whose benchbench.db is the default database (default: {DEFAULT_RESULTS})")
+    return p
+
+
+def db_url(args: argparse.Namespace) -> str:
+    from benchbench.db.connect import default_url
+
+    return args.db or default_url(Path(args.results))
+
+
+def add_parser(sub, parent) -> None:
+    p = sub.add_parser("db", parents=[parent], help="the results database: ingest runs, query records")
+    commands = p.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
+    options = db_options()
+    ingest = commands.add_parser("ingest", parents=[parent, options],
+                                 help="load the records of run directories (or every run under a results root)")
+    ingest.add_argument("paths", nargs="+", metavar="RUN_DIR_OR_ROOT")
+    ingest.add_argument("--jobs", type=int, metavar="N",
+                        help="processes reading runs (default: one per CPU, up to 8, with 4 CPUs or more and "
+                             "records of 16 MiB or more; else 1)")
+    ingest.set_defaults(func=run_ingest)
+    query = commands.add_parser("query", parents=[parent, options], help="print records as a table")
+    for flag, dest in (("--model", "models"), ("--dataset", "datasets"), ("--protocol", "protocols"),
+                       ("--run", "runs"), ("--status", "statuses")):
+        query.add_argument(flag, dest=dest, action="append", default=[], metavar="ID",
+                           help=f"only these (repeatable){' : ok | failed' if dest == 'statuses' else ''}")
+    query.add_argument("--since", metavar="TIME", help="finished at or after (ISO date or time, UTC)")
+    query.add_argument("--until", metavar="TIME", help="finished before (ISO date or time, UTC)")
+    query.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
+                       help="only records with this setting (repeatable), e.g. lr=0.001")
+    query.add_argument("--format", "-f", choices=TABLE_FORMATS, default="markdown")
+    query.add_argument("--layout", "-l", choices=TABLE_LAYOUTS, default="summary",
+                       help="as `benchbench table` (default: summary, a row per record)")
+    query.set_defaults(func=run_query)
+    dump = commands.add_parser("dump", parents=[parent, options],
+                               help="write the database's records back as run directories (e.g. to build the site "
+                                    "from: benchbench report DIR -o SITE)")
+    dump.add_argument("out", metavar="DIR", help="a new or empty folder: DIR/<suite>/<run-id>/records.jsonl")
+    dump.add_argument("--run", dest="runs", action="append", default=[], metavar="RUN_ID", help="only these runs")
+    dump.set_defaults(func=run_dump)
+    info = commands.add_parser("info", parents=[parent, options], help="the database's schema version and rows")
+    info.set_defaults(func=run_info)
+
+
+def run_ingest(args) -> int:
+    from benchbench.db.connect import open_database
+    from benchbench.db.ingest import ingest, run_dirs
+
+    dirs = run_dirs(args.paths)  # a path that names no run fails before the database is touched
+    db = open_database(db_url(args), write=True)
+    try:
+        result = ingest(db, dirs, args.jobs)
+    finally:
+        db.close()
+    for problem in result.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    print(f"{db.where}: {plural(result.read, 'record')} of {plural(result.runs, 'run')} read, {result.added:,} added, "
+          f"{result.read - result.added:,} already there")
+    return 0
+
+
+def run_query(args) -> int:
+    from benchbench import results
+    from benchbench.db.connect import open_database
+    from benchbench.db.query import Filters, parse_setting, parse_time, select_records
+    from benchbench.tables import build_table, render
+
+    filters = Filters(models=tuple(args.models), datasets=tuple(args.datasets), protocols=tuple(args.protocols),
+                      runs=tuple(args.runs), statuses=tuple(args.statuses),
+                      since=parse_time(args.since, "--since") if args.since else None,
+                      until=parse_time(args.until, "--until") if args.until else None,
+                      settings=tuple(parse_setting(s) for s in args.setting))
+    bad = [s for s in args.statuses if s not in ("ok", "failed")]
+    if bad:
+        raise BenchError(f"--status {bad[0]!r}: allowed: ok, failed")
+    db = open_database(db_url(args), write=False)
+    try:
+        found = select_records(db, filters)
+    finally:
+        db.close()
+    if not found:
+        raise BenchError(f"{db.where}: no records match")
+    sys.stdout.write(render(build_table(results.frame(found), args.layout), args.format))
+    return 0
+
+
+def run_info(args) -> int:
+    from sqlalchemy import func, select
+
+    from benchbench.db.connect import db_errors, open_database
+    from benchbench.db.migrate import version_of
+    from benchbench.db.schema import records
+
+    db = open_database(db_url(args), write=False)
+    try:
+        with db_errors(db.where), db.engine.connect() as conn:
+            version = version_of(conn)
+            rows = conn.execute(select(func.count()).select_from(records)).scalar_one()
+            runs = conn.execute(select(func.count(func.distinct(records.c.run_id)))).scalar_one()
+    finally:
+        db.close()
+    print(f"{db.where}: schema {version}, {plural(rows, 'record')} of {plural(runs, 'run')}")
+    return 0
+
+
+def run_dump(args) -> int:
+    from benchbench.db.connect import open_database
+    from benchbench.db.query import Filters, select_runs
+    from benchbench.store import append_record, check_directory, writing
+
+    out = Path(args.out)
+    check_directory(out, "dump folder")
+    if out.is_dir() and any(out.iterdir()):
+        raise BenchError(f"{out}: not empty; name a new or empty folder (runs are written whole, never merged)")
+    db = open_database(db_url(args), write=False)
+    try:
+        found = select_runs(db, Filters(runs=tuple(args.runs), by_row=True))
+    finally:
+        db.close()
+    if not found:
+        raise BenchError(f"{db.where}: no records" + (f" of run {', '.join(args.runs)}" if args.runs else ""))
+    runs: dict[tuple[str, str], list] = {}
+    for suite, run_id, record in found:
+        runs.setdefault((suite or "unnamed", run_id), []).append(record)
+    for (suite, run_id), recs in runs.items():
+        run_dir = out / suite / run_id
+        with writing(run_dir, "create"):
+            run_dir.mkdir(parents=True, exist_ok=True)
+        for record in recs:
+            append_record(run_dir, record)
+    print(f"{out}: {plural(len(found), 'record')} of {plural(len(runs), 'run')} written from {db.where}")
+    return 0

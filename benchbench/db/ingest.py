@@ -1,0 +1,175 @@
+"""Loading records into the results database, idempotently: a record already there (same identity:
+suite, run id, key and attempt; benchbench.db.schema) is left alone, so ingesting twice adds nothing,
+and concurrent ingesters and drivers never duplicate a row.
+
+Records are read through the store's reader (benchbench.store.read_records), which skips a torn last
+line or a line that is no record with a problem naming the file and line; the rest is ingested. The
+run's files are only read.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from sqlalchemy import JSON, Boolean, Connection, DateTime
+from sqlalchemy.dialects import postgresql
+
+from benchbench.db.connect import Database, db_errors
+from benchbench.db.rows import dumps, record_row
+from benchbench.db.schema import records
+from benchbench.errors import BenchError
+from benchbench.record import Record
+from benchbench.store import RECORDS, read_records, run_dirs_under
+
+BATCH = 5000  # rows per INSERT statement batch, in one transaction per run
+PARALLEL_BYTES = 16 << 20  # records files at least this large in all are read by worker processes ...
+PARALLEL_CPUS = 4  # ... where the machine has at least this many CPUs
+
+
+@dataclass
+class IngestResult:
+    runs: int = 0
+    read: int = 0  # records read
+    added: int = 0  # rows inserted (the rest were there already)
+    problems: list[str] = field(default_factory=list)  # "file:line: why; ignored"
+
+
+_JSON = tuple(c.name for c in records.columns if isinstance(c.type, JSON))
+_COLUMNS = tuple(c.name for c in records.columns if c.name != "id")
+_SQLITE_INSERT = (f"INSERT INTO records ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
+                  "ON CONFLICT (suite, run_id, key, job) DO NOTHING")
+
+
+_JSON_AT = tuple(i for i, c in enumerate(_COLUMNS) if c in _JSON)
+_TIME_AT = tuple(i for i, c in enumerate(_COLUMNS) if isinstance(records.c[c].type, DateTime))
+_BOOL_AT = tuple(i for i, c in enumerate(_COLUMNS) if isinstance(records.c[c].type, Boolean))
+
+
+def _sqlite_params(row: dict) -> tuple:
+    """A row's values as SQLAlchemy's SQLite types store them (JSON text, DATETIME text, 0/1), in the
+    order of `_SQLITE_INSERT`."""
+    out = [row.get(c) for c in _COLUMNS]
+    for i in _JSON_AT:
+        if out[i] is not None:
+            out[i] = dumps(out[i])
+    for i in _TIME_AT:
+        if out[i] is not None:
+            out[i] = out[i].isoformat(sep=" ", timespec="microseconds")
+    for i in _BOOL_AT:
+        if out[i] is not None:
+            out[i] = int(out[i])
+    return tuple(out)
+
+
+def prepare(rows: Sequence[dict], dialect: str) -> list:
+    """Rows as the dialect's insert takes them: SQLite's parameter tuples (cheap to hand between
+    processes, and all the insert has left to do), PostgreSQL's rows as they are."""
+    return [_sqlite_params(row) for row in rows] if dialect == "sqlite" else list(rows)
+
+
+def _insert_sqlite(conn: Connection, params: Sequence[tuple]) -> int:
+    """SQLite's bulk path: one prepared statement through the driver's executemany (SQLAlchemy's
+    per-row parameter processing costs more than the insert); inside the IMMEDIATE transaction, the
+    change count is this writer's alone."""
+    cursor = conn.connection.driver_connection
+    before = cursor.total_changes
+    conn.exec_driver_sql(_SQLITE_INSERT, list(params))
+    return cursor.total_changes - before
+
+
+def _insert(conn: Connection, prepared: Sequence) -> int:
+    """Insert rows (`prepare`d for this dialect), skipping any whose identity is there; the number inserted."""
+    dialect = conn.dialect.name
+    if dialect == "sqlite":
+        return _insert_sqlite(conn, prepared)
+    if dialect == "postgresql":
+        statement = postgresql.insert(records).on_conflict_do_nothing(constraint="records_identity")
+    else:
+        raise BenchError(f"results database dialect {dialect!r} is not supported; use SQLite or PostgreSQL")
+    # RETURNING names the rows inserted (a skipped one returns nothing): a count every driver gives alike,
+    # where executemany's rowcount does not
+    statement = statement.returning(records.c.id)
+    added = 0
+    for start in range(0, len(prepared), BATCH):
+        added += len(conn.execute(statement, list(prepared[start:start + BATCH])).all())
+    return added
+
+
+def insert_prepared(db: Database, prepared: Sequence) -> int:
+    """Insert rows `prepare`d for `db`'s dialect in one transaction; the number of new ones."""
+    if not prepared:
+        return 0
+    with db_errors(db.where), db.engine.begin() as conn:
+        return _insert(conn, prepared)
+
+
+def insert_records(db: Database, recs: Iterable[Record], run_dir: str = "") -> int:
+    """Insert `recs` (of one run directory) in one transaction; the number of new rows."""
+    return insert_prepared(db, prepare([record_row(r, run_dir) for r in recs], db.engine.dialect.name))
+
+
+def run_dirs(paths: Iterable[str | Path]) -> list[Path]:
+    """The run directories named by `paths`: each a run directory or a results root holding runs."""
+    out: list[Path] = []
+    for path in map(Path, paths):
+        if not path.exists():
+            raise BenchError(f"{path}: no such file or directory; pass a run directory (results/<suite>/<run-id>) "
+                             "or a results root")
+        if (path / RECORDS).exists():
+            out.append(path)
+            continue
+        found = run_dirs_under(path)
+        if not found:
+            raise BenchError(f"{path}: no run directories (folders with {RECORDS}) here or below")
+        out.extend(found)
+    return list(dict.fromkeys(out))
+
+
+def read_rows(run_dir: Path, dialect: str) -> tuple[list[str], int, list]:
+    """A run's problems, its number of records, and their rows `prepare`d for `dialect` (the part of
+    ingesting that needs no database: run in worker processes for a large ingest)."""
+    read = read_records(run_dir)
+    where = str(Path(run_dir).resolve())
+    return read.problems, len(read.records), prepare([record_row(r, where) for r in read.records], dialect)
+
+
+def _workers(dirs: list[Path], jobs: int | None) -> int:
+    """Processes reading runs: `jobs`, or by default one per CPU (up to 8) for an ingest of at least
+    PARALLEL_BYTES of records on a machine of at least PARALLEL_CPUS CPUs, else 1 (a worker's start
+    costs more than it saves on a smaller ingest; on 2 CPUs, measured by benchmarks/db_ingest.py, 2
+    workers gained nothing: each core reads about as fast as one process reads and inserts)."""
+    if jobs is not None:
+        return max(1, min(jobs, len(dirs)))
+    cpus = len(os.sched_getaffinity(0))
+    if cpus < PARALLEL_CPUS:
+        return 1
+    size = sum((d / RECORDS).stat().st_size for d in dirs if (d / RECORDS).is_file())
+    return min(8, cpus, len(dirs)) if size >= PARALLEL_BYTES else 1
+
+
+def ingest(db: Database, paths: Iterable[str | Path], jobs: int | None = None) -> IngestResult:
+    """Every record of every run directory under `paths` into `db`; one transaction per run. Runs are
+    read (parsed, checked, made rows) in `jobs` worker processes (None: by size, `_workers`), started
+    fresh ("spawn": a forked child must not inherit the database's open connection); this process
+    inserts, in the runs' order."""
+    dirs = run_dirs(paths)
+    result = IngestResult()
+    workers = _workers(dirs, jobs)
+    read = partial(read_rows, dialect=db.engine.dialect.name)
+    pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn")) if workers > 1 else None
+    try:
+        for problems, n, prepared in (pool.map(read, dirs) if pool else map(read, dirs)):
+            result.runs += 1
+            result.read += n
+            result.problems += problems
+            result.added += insert_prepared(db, prepared)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    return result

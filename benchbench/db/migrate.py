@@ -1,0 +1,75 @@
+"""Moving a results database to this code's layout (`schema.VERSION`), or refusing a newer one.
+
+The migrations are a short hand-written list, not alembic: the layout is two tables, the steps are a
+few statements each, they must run inside `ingest` and `run --db` without a separate tool or its
+configuration, and the list is the documented history of versions (docs/results-db.md). Each step
+runs in the transaction that checks the version, under the database's write lock (SQLite: BEGIN
+IMMEDIATE; PostgreSQL: an advisory lock), so concurrent writers migrate once.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from sqlalchemy import Connection, inspect, select, text
+from sqlalchemy.schema import CreateTable
+
+from benchbench.db import schema
+from benchbench.errors import BenchError
+
+
+class SchemaError(BenchError):
+    """A database of another layout than this code can use."""
+
+
+def _v1(conn: Connection) -> None:
+    """The `records` table and `schema_version`."""
+    conn.execute(CreateTable(schema.schema_version, if_not_exists=True))
+    conn.execute(CreateTable(schema.records, if_not_exists=True))
+
+
+def _v2(conn: Connection) -> None:
+    """An index on (model, dataset, protocol, key): history and query lookups."""
+    schema.history_index.create(conn, checkfirst=True)
+
+
+# version -> the step that makes a database of version - 1 that version (0: an empty database)
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2}
+assert max(MIGRATIONS) == schema.VERSION
+PG_LOCK = 0x62656E6368  # the advisory lock key of benchbench's migrations on PostgreSQL
+
+
+def version_of(conn: Connection) -> int:
+    """The database's layout version; 0 for a database without benchbench's tables."""
+    tables = set(inspect(conn).get_table_names())
+    if "schema_version" not in tables:
+        if "records" in tables:
+            raise SchemaError("the database has a `records` table but no `schema_version`: it is not a "
+                              "benchbench results database; name another database")
+        return 0
+    found = conn.execute(select(schema.schema_version.c.version)).scalars().all()
+    if len(found) != 1:
+        raise SchemaError(f"the database's schema_version table holds {len(found)} rows, not 1; it is not a "
+                          "benchbench results database as this code wrote it")
+    return int(found[0])
+
+
+def refuse_newer(version: int, where: str) -> None:
+    if version > schema.VERSION:
+        raise SchemaError(f"{where}: results database schema {version} is newer than this benchbench's "
+                          f"({schema.VERSION}); upgrade benchbench to use it (nothing was changed)")
+
+
+def migrate(conn: Connection, where: str) -> int:
+    """Bring the database to `schema.VERSION` inside the caller's (write-locked) transaction; returns the
+    version it had. A newer one is refused, untouched."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_LOCK})
+    version = version_of(conn)
+    refuse_newer(version, where)
+    for step in range(version + 1, schema.VERSION + 1):
+        MIGRATIONS[step](conn)
+    if version < schema.VERSION:
+        conn.execute(schema.schema_version.delete())
+        conn.execute(schema.schema_version.insert().values(version=schema.VERSION))
+    return version

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what the PostgreSQL results-database tests (tests/test_db_postgres.py, marked `slow`) need,
+# idempotently: Debian's `postgresql` server binaries (/usr/lib/postgresql/<version>/bin) and the
+# psycopg 3 driver in .venv (benchbench's `postgres` extra), plus the reporters' extras that
+# tests/test_export.py uses. The Debian package's own cluster is not used: each test module runs
+# initdb in a private directory and starts and stops its own server by PID.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
+  # Another apt-get may hold dpkg's lock (a sibling setup script): wait for it rather than fail.
+  $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+    --no-install-recommends postgresql
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[postgres,mlflow,wandb]"
+echo "ci-setup-postgres: $(ls -d /usr/lib/postgresql/*/bin/postgres | tail -1) " \
+     "$($(ls -d /usr/lib/postgresql/*/bin/postgres | tail -1) --version)," \
+     "psycopg $(.venv/bin/python -c 'import psycopg; print(psycopg.__version__)')"

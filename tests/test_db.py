@@ -1,0 +1,366 @@
+"""The results database on real SQLite: schema and versions, idempotent ingest (a failed record and
+its retry are two rows; twice adds nothing), torn lines skipped with file:line, the journal mode by
+filesystem, `db query` through the table formats, `run --db`, and every bad input as one line, exit 2,
+with the JSONL and the database file untouched."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from benchbench.cli import main
+from benchbench.db import schema
+from benchbench.db.connect import filesystem_type, open_database
+from benchbench.db.ingest import ingest
+from benchbench.store import RECORDS
+
+
+def _sql(path: Path, query: str) -> list[tuple]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute(query).fetchall()
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def db_path(tmp_path) -> Path:
+    return tmp_path / "db" / "benchbench.db"
+
+
+def _cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_ingest_is_idempotent_and_fills_the_typed_columns(report_runs, db_path, capsys):
+    db_path.parent.mkdir()
+    url = f"sqlite:///{db_path}"
+    code, out, err = _cli(capsys, "db", "ingest", report_runs.root, "--db", url)
+    assert code == 0
+    # base 6 + regressed 6 + failed 2 + torn 1 (its two bad lines skipped) + empty 0
+    assert "15 records of 5 runs read, 15 added, 0 already there" in out
+    torn = report_runs.torn / RECORDS
+    assert f"warning: {torn}:2: not valid JSON" in err and f"warning: {torn}:3: torn last line" in err
+    assert _sql(db_path, "select count(*) from records") == [(15,)]
+    code, out, _ = _cli(capsys, "db", "ingest", report_runs.root, report_runs.base, "--db", url)
+    assert "15 records of 5 runs read, 0 added, 15 already there" in out
+    assert _sql(db_path, "select count(*) from records") == [(15,)]
+    row = _sql(db_path, "select run_id, model, family, dataset, protocol, seed, status, top1, params, gmacs, "
+                        "train_img_per_s, device, device_name, git_commit, json_extract(settings, '$') "
+                        "from records where run_id = '20260102-000000' and model = 'vit-a' and seed = 1")
+    assert row == [("20260102-000000", "vit-a", "vit", "fashion-mnist", "scratch", 1, "ok", pytest.approx(0.72),
+                    1_000_000, 0.5, 101.0, "cpu", None, None, "{}")]
+    assert _sql(db_path, "select version from schema_version") == [(schema.VERSION,)]
+
+
+def test_a_failed_record_and_its_retry_are_two_rows(tmp_path, make_record, db_path):
+    from benchbench.store import append_record
+
+    run = tmp_path / "r" / "s" / "20260101-000000"
+    run.mkdir(parents=True)
+    failed = replace(make_record("vit-a", status="failed"), run_id=run.name, suite="s",
+                     started_at="2026-01-01T00:00:00+00:00")
+    retry = replace(make_record("vit-a", top1=0.8), run_id=run.name, suite="s", started_at="2026-01-01T01:00:00+00:00")
+    for record in (failed, retry):
+        append_record(run, record)
+    db_path.parent.mkdir()
+    db = open_database(f"sqlite:///{db_path}", write=True)
+    try:
+        assert ingest(db, [run]).added == 2
+        assert ingest(db, [run]).added == 0
+    finally:
+        db.close()
+    assert _sql(db_path, "select status, job from records order by id") == [
+        ("failed", "start:2026-01-01T00:00:00+00:00"), ("ok", "start:2026-01-01T01:00:00+00:00")]
+
+
+def test_query_filters_and_prints_every_table_format(report_runs, db_path, capsys):
+    db_path.parent.mkdir()
+    url = f"sqlite:///{db_path}"
+    assert _cli(capsys, "db", "ingest", report_runs.root, "--db", url)[0] == 0
+    code, out, _ = _cli(capsys, "db", "query", "--db", url, "--model", "vit-a", "--run", "20260102-000000",
+                        "--format", "json")
+    assert code == 0
+    rows = json.loads(out)
+    assert sorted(r["top1"] for r in rows) == [pytest.approx(0.70), pytest.approx(0.72)]
+    code, out, _ = _cli(capsys, "db", "query", "--db", url, "--status", "failed", "--format", "csv")
+    assert code == 0 and out.count("failed") == 2 and len(out.strip().splitlines()) == 3
+    for fmt in ("markdown", "latex", "html"):
+        code, out, _ = _cli(capsys, "db", "query", "--db", url, "--model", "bit-b", "--layout", "models",
+                            "--format", fmt)
+        assert code == 0 and "BIT-B" in out
+    code, _, err = _cli(capsys, "db", "query", "--db", url, "--setting", "lr=0.1")
+    assert code == 2 and "no records match" in err
+    code, _, err = _cli(capsys, "db", "query", "--db", url, "--since", "yesterday")
+    assert code == 2 and err.count("\n") == 1 and "not a date or time" in err
+
+
+def test_history_command_exits_1_on_a_regression_newer_than_since(tmp_path, make_record, db_path, capsys):
+    from benchbench.store import append_record
+
+    root = tmp_path / "results"
+    for i, top1 in enumerate([0.80, 0.80, 0.801, 0.799, 0.70, 0.70]):
+        run = root / "s" / f"2026010{i + 1}-000000"
+        run.mkdir(parents=True)
+        record = make_record("vit-a", top1=top1, key="cell1")
+        append_record(run, replace(record, run_id=run.name, suite="s", finished_at=f"2026-01-0{i + 1}T00:00:00+00:00",
+                                   env={"git_commit": f"c{i}" * 10}))
+    db_path.parent.mkdir()
+    url = f"sqlite:///{db_path}"
+    assert _cli(capsys, "db", "ingest", root, "--db", url)[0] == 0
+    argv = ("history", "--db", url, "--model", "vit-a", "--dataset", "fashion-mnist", "--protocol", "scratch",
+            "--metric", "top1")
+    code, out, _ = _cli(capsys, *argv)
+    assert code == 0
+    assert ("regression: top1 0.8 -> 0.7 (-0.1, -12.5%) first at run 20260105-000000 (commit c4c4c4c4c4c4); "
+            "last good run 20260104-000000") in out
+    assert _cli(capsys, *argv, "--since", "20260104-000000")[0] == 1
+    assert _cli(capsys, *argv, "--since", "20260105-000000")[0] == 0
+    assert _cli(capsys, *argv, "--since", "2026-01-04T12:00")[0] == 1
+    code, out, _ = _cli(capsys, *argv, "--json")
+    (series,) = json.loads(out)["series"]
+    assert series["regressions"][0]["first"]["run_id"] == "20260105-000000"
+
+
+def test_journal_mode_is_wal_on_a_local_disk_and_delete_on_nfs(tmp_path):
+    local, nfs = tmp_path / "local", tmp_path / "nfs"
+    local.mkdir(), nfs.mkdir()
+    mounts = tmp_path / "mounts"
+    mounts.write_text(f"/dev/sda1 / ext4 rw 0 0\nserver:/export {nfs} nfs4 rw,vers=4.2 0 0\n")
+    assert filesystem_type(nfs / "x", mounts) == "nfs4" and filesystem_type(local, mounts) == "ext4"
+    for folder, mode in ((local, "wal"), (nfs, "delete")):
+        db = open_database(f"sqlite:///{folder / 'b.db'}", write=True, mounts=mounts)
+        db.close()
+        assert db.journal == mode
+        assert _sql(folder / "b.db", "pragma journal_mode") == [(mode,)]
+
+
+def test_a_version_1_database_is_migrated_and_a_newer_one_refused(report_runs, tmp_path, capsys):
+    from sqlalchemy import create_engine
+
+    from benchbench.db.migrate import MIGRATIONS
+
+    old = tmp_path / "v1.db"
+    engine = create_engine(f"sqlite:///{old}")
+    with engine.begin() as conn:
+        MIGRATIONS[1](conn)
+        conn.execute(schema.schema_version.insert().values(version=1))
+    engine.dispose()
+    assert _sql(old, "select name from sqlite_master where type = 'index' and name = 'records_cell'") == []
+    open_database(f"sqlite:///{old}", write=True).close()
+    assert _sql(old, "select version from schema_version") == [(2,)]
+    indexes = _sql(old, "select name from sqlite_master where type = 'index' and name = 'records_cell'")
+    assert indexes == [("records_cell",)]
+    with sqlite3.connect(old) as conn:
+        conn.execute("update schema_version set version = 99")
+    before = _digest(old)
+    for argv in (("db", "info"), ("db", "query"), ("db", "ingest", report_runs.base)):
+        code, _, err = _cli(capsys, *argv, "--db", f"sqlite:///{old}")
+        assert code == 2 and err.count("\n") == 1
+        assert "schema 99 is newer than this benchbench's (2); upgrade benchbench" in err
+    assert _digest(old) == before
+
+
+def test_bad_databases_are_one_line_and_leave_everything_as_it_was(report_runs, tmp_path, capsys):
+    records = report_runs.base / RECORDS
+    jsonl = _digest(records)
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(b"this is not sqlite at all\n" * 100)
+    corrupt_digest = _digest(corrupt)
+    readonly_dir = tmp_path / "ro"
+    readonly_dir.mkdir()
+    readonly = readonly_dir / "b.db"
+    open_database(f"sqlite:///{readonly}", write=True).close()
+    readonly.chmod(0o444)
+    cases = {
+        f"sqlite:///{corrupt}": "is not an SQLite database (left as it is)",
+        f"sqlite:///{tmp_path / 'missing' / 'b.db'}": f"folder {tmp_path / 'missing'} does not exist",
+        "postgresql+psycopg://bench:secret@127.0.0.1:1/bench": "connection",
+        "nonsense": "not a database URL",
+        "oracle://u@h/x": "'oracle' databases are not supported",
+    }
+    writer = ("db", "ingest", report_runs.base)
+    reader = ("history", "--model", "m", "--dataset", "d", "--protocol", "p", "--metric", "top1")
+    runs = [(url, message, argv) for url, message in cases.items() for argv in (writer, reader)]
+    # a read-only database refuses a writer only: readers read it (test_read_only_database_still_answers_queries)
+    runs.append((f"sqlite:///{readonly}", "read-only", writer))
+    for url, message, argv in runs:
+        code, out, err = _cli(capsys, *argv, "--db", url)
+        assert code == 2, (url, err)
+        assert err.count("\n") == 1 and err.startswith("error: ") and message in err, (url, err)
+        assert "secret" not in err
+    assert _digest(corrupt) == corrupt_digest and _digest(records) == jsonl
+
+
+def test_read_only_database_still_answers_queries(report_runs, tmp_path, capsys):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "b.db"
+    assert _cli(capsys, "db", "ingest", report_runs.base, "--db", f"sqlite:///{path}")[0] == 0
+    # a reader never writes: the WAL is folded back when the writer closed, so the file alone answers
+    path.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        code, out, _ = _cli(capsys, "db", "info", "--db", f"sqlite:///{path}")
+        assert code == 0 and "6 records of 1 run" in out
+    finally:
+        folder.chmod(0o755)
+
+
+def test_run_db_writes_each_record_as_it_lands(run_suite, gated, tmp_path, capsys):
+    gated.suite(run_suite, 3, None)
+    path = tmp_path / "run.db"
+    assert run_suite.run("--db", f"sqlite:///{path}") == 0
+    records = run_suite.records()
+    assert _sql(path, "select count(*), count(distinct key) from records") == [(3, 3)]
+    assert sorted(r[0] for r in _sql(path, "select top1 from records")) == sorted(r.metrics["top1"] for r in records)
+    assert _sql(path, "select distinct run_id from records") == [(run_suite.run_dir.name,)]
+    # a later ingest of the same run adds nothing
+    assert _cli(capsys, "db", "ingest", run_suite.run_dir, "--db", f"sqlite:///{path}")[0] == 0
+    assert _sql(path, "select count(*) from records") == [(3,)]
+
+
+def test_run_db_down_warns_once_and_the_run_goes_on(run_suite, gated, capsys):
+    gated.suite(run_suite, 2, None)
+    code = run_suite.run("--db", "postgresql+psycopg://bench:secret@127.0.0.1:1/bench")
+    err = capsys.readouterr().err
+    assert code == 0 and len(run_suite.records()) == 2
+    assert err.count("warning: results database") == 1 and "db ingest" in err and "secret" not in err
+
+
+def test_run_db_default_is_beside_the_results(run_suite, gated):
+    gated.suite(run_suite, 1, None)
+    assert run_suite.run("--db") == 0
+    assert _sql(run_suite.results / "benchbench.db", "select count(*) from records") == [(1,)]
+
+
+def test_a_row_gives_back_its_record_exactly(report_runs, db_path):
+    from benchbench.db.query import Filters, select_records
+    from benchbench.db.rows import record_line
+    from benchbench.store import read_records
+
+    db_path.parent.mkdir()
+    db = open_database(f"sqlite:///{db_path}", write=True)
+    try:
+        ingest(db, [report_runs.base, report_runs.failed])
+        back = select_records(db, Filters())
+    finally:
+        db.close()
+    written = read_records(report_runs.base).records + read_records(report_runs.failed).records
+    assert sorted(back, key=repr) == sorted(written, key=repr)
+    assert all(record_line(r) == r.to_json() for r in written)
+
+
+def test_history_by_commit_reads_the_repository_s_order(tmp_path, make_record, db_path, capsys):
+    import subprocess
+
+    from benchbench.store import append_record
+
+    repo = tmp_path / "repo"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    shas = []
+    for i in range(5):
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", f"c{i}"], check=True)
+        shas.append(subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip())
+    root = tmp_path / "results"
+    # commit i ran at minute `minutes[i]`: the newest commit's run finished first
+    for i, (top1, minute) in enumerate(zip([0.8, 0.8, 0.8, 0.6, 0.6], [40, 10, 20, 30, 5])):
+        run = root / "s" / f"2026010{i + 1}-000000"
+        run.mkdir(parents=True)
+        append_record(run, replace(make_record("vit-a", top1=top1, key="cell1"), run_id=run.name, suite="s",
+                                   finished_at=f"2026-01-01T00:{minute:02d}:00+00:00", env={"git_commit": shas[i]}))
+    db_path.parent.mkdir()
+    url = f"sqlite:///{db_path}"
+    assert _cli(capsys, "db", "ingest", root, "--db", url)[0] == 0
+    argv = ("history", "--db", url, "--model", "vit-a", "--dataset", "fashion-mnist", "--protocol", "scratch",
+            "--metric", "top1", "--order", "commit", "--repo", repo)
+    code, out, _ = _cli(capsys, *argv)
+    assert code == 0 and f"first at run 20260104-000000 (commit {shas[3][:12]}); last good run 20260103-000000" in out
+    assert _cli(capsys, *argv, "--since", shas[2][:10])[0] == 1
+    assert _cli(capsys, *argv, "--since", shas[3][:10])[0] == 0
+    code, _, err = _cli(capsys, *argv[:-1], tmp_path)
+    assert code == 2 and err.count("\n") == 1 and "--repo" in err
+
+
+def test_live_writer_warns_once_when_the_database_fails_mid_run(tmp_path, make_record):
+    from benchbench.db.live import LiveWriter
+
+    path = tmp_path / "live.db"
+    warnings = []
+    writer = LiveWriter(f"sqlite:///{path}", str(tmp_path / "run"), warnings.append).open()
+    try:
+        records = [replace(make_record(f"m{i}", top1=0.5, key=f"k{i}"), run_id="r", suite="s") for i in range(4)]
+        writer.write(records[0])
+        with sqlite3.connect(path) as conn:  # the database breaks under the run
+            conn.execute("alter table records rename to gone")
+        for record in records[1:]:
+            writer.write(record)
+    finally:
+        writer.close()
+    assert writer.written == 1 and writer.failed
+    assert len(warnings) == 1 and "no such table: records" in warnings[0] and "db ingest" in warnings[0]
+
+
+def test_query_by_setting_compares_values_as_json(tmp_path, make_record, db_path):
+    from benchbench.db.query import Filters, parse_setting, select_records
+    from benchbench.store import append_record
+
+    run = tmp_path / "s" / "20260101-000000"
+    run.mkdir(parents=True)
+    for i, (lr, aug) in enumerate([(0.001, True), (0.01, True), (0.001, False)]):
+        append_record(run, replace(make_record(f"m{i}", top1=0.5, settings={"lr": lr, "aug": aug, "opt": "sgd"}),
+                                   run_id=run.name, suite="s"))
+    db_path.parent.mkdir()
+    db = open_database(f"sqlite:///{db_path}", write=True)
+    try:
+        ingest(db, [run])
+
+        def models(*items):
+            found = select_records(db, Filters(settings=tuple(parse_setting(i) for i in items)))
+            return [r.model for r in found]
+
+        assert models("lr=0.001") == ["m0", "m2"]
+        assert models("lr=1e-3", "aug=true") == ["m0"]
+        assert models("opt=sgd") == ["m0", "m1", "m2"] and models("opt=adam") == []
+    finally:
+        db.close()
+
+
+def test_dump_writes_the_runs_back_byte_for_byte(report_runs, db_path, tmp_path, capsys):
+    db_path.parent.mkdir()
+    url = f"sqlite:///{db_path}"
+    assert _cli(capsys, "db", "ingest", report_runs.base, report_runs.failed, "--db", url)[0] == 0
+    out = tmp_path / "dumped"
+    code, printed, _ = _cli(capsys, "db", "dump", out, "--db", url)
+    assert code == 0 and "8 records of 2 runs written" in printed
+    for run in (report_runs.base, report_runs.failed):
+        copy = out / "unnamed" / run.name / RECORDS  # these records name no suite
+        assert copy.read_bytes() == (run / RECORDS).read_bytes()
+    code, _, err = _cli(capsys, "db", "dump", out, "--db", url)
+    assert code == 2 and "not empty" in err
+
+
+def test_run_db_with_a_url_that_is_none_is_refused_before_any_cell(run_suite, gated, capsys):
+    gated.suite(run_suite, 1, None)
+    assert run_suite.run("--db", "mysql://u@h/x") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'mysql' databases are not supported" in err
+    assert run_suite.run_dirs() == []
+
+
+def test_a_read_only_database_path_with_uri_characters_is_read(report_runs, tmp_path, capsys):
+    folder = tmp_path / "odd name?#%"
+    folder.mkdir()
+    url = f"sqlite:///{folder / 'b.db'}"
+    assert _cli(capsys, "db", "ingest", report_runs.base, "--db", url)[0] == 0
+    code, out, _ = _cli(capsys, "db", "info", "--db", url)
+    assert code == 0 and "6 records of 1 run" in out
