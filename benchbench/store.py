@@ -222,6 +222,26 @@ def repair_torn_tail(run_dir: Path) -> str | None:
             f"{len(data) - keep} bytes to {path.name}.torn, and its cell will run again")
 
 
+class RecordLineError(BenchError):
+    """A record that cannot be one strict JSON line that reads back as the same record."""
+
+
+def record_line(record: Record) -> bytes:
+    """The line `append_record` writes for `record`: strict JSON (no NaN, no Infinity), checked to read
+    back as a record (benchbench.record_values); RecordLineError saying what is not, otherwise."""
+    try:
+        obj = record.to_json()
+        Record.from_json(obj)  # its values are what a reader accepts (a clear message if not)
+        line = json.dumps(obj, sort_keys=True, allow_nan=False)
+        Record.from_json(json.loads(line))  # and they survive the trip (a tuple is a list, ...)
+    except RecordError as exc:
+        raise RecordLineError(f"the record cannot be written: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a plugin's object in a record: any error copying or encoding it
+        raise RecordLineError(f"the record cannot be written as JSON: {type(exc).__name__}: "
+                              f"{str(exc)[:200]}") from None
+    return (line + "\n").encode("utf-8")
+
+
 def append_record(run_dir: Path, record: Record) -> None:
     """Append one record as a JSON line, flushed and fsynced so a crash loses at most this line.
 
@@ -229,7 +249,7 @@ def append_record(run_dir: Path, record: Record) -> None:
     length before, so it holds whole records only, and a StoreError says so: the cell is not recorded
     and runs again when the same command is run once the cause is fixed."""
     path = Path(run_dir) / RECORDS
-    line = (json.dumps(record.to_json(), sort_keys=True, allow_nan=True) + "\n").encode("utf-8")
+    line = record_line(record)
     after = (f"the record of {record.model} x {record.dataset} x {record.protocol} (seed {record.seed}) was not "
              "written and the records file is as it was; fix that (free space, make it writable), then run the "
              "same command again: it resumes, and runs that cell again")

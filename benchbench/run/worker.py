@@ -25,12 +25,13 @@ from benchbench.execution import choose
 from benchbench.meters.flops import MacCount, build_for_counting, count_macs
 from benchbench.meters.params import count_params
 from benchbench.plugins import Catalog, plugin_package
-from benchbench.record import Record
+from benchbench.record import Record, check_metrics
 from benchbench.rendezvous import later_node_note, records_the_cell
 from benchbench.run.cell import Cell, make_cell
 from benchbench.run.context import RunContext
 from benchbench.settings import resolve
 from benchbench.sharedstore import append_once
+from benchbench.store import RecordLineError, record_line
 from benchbench.specs import ProtocolContext, input_shape
 from benchbench.text import plain
 
@@ -97,8 +98,8 @@ def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict 
             flops_status = macs.status
             ctx = protocol_context(job, catalog, device, model, params=metrics["params"])
             precision = ctx.precision
-            metrics.update(protocol.run(ctx))
-            metrics.update(derived(metrics, choices.world.size))
+            metrics.update(check_metrics(protocol.run(ctx)))  # MetricError: this cell fails, the suite goes on
+            metrics.update(check_metrics(derived(metrics, choices.world.size)))
         status = "ok"
     except KeyboardInterrupt:
         raise
@@ -192,9 +193,26 @@ def execute(job: Job, *, catalog: Catalog | None = None, mac_counts: dict | None
         record = replace(record, env=record_env(env, catalog, record))
     if amend is not None:
         record = amend(record)
+    record = writable(record)
     if records_the_cell():
         append_once(job.context.run_dir, record)
     return record
+
+
+def writable(record: Record) -> Record:
+    """`record`, or when some value of it cannot be one strict JSON line (an executor's amendment, an
+    environment entry), the cell failed with why, without those values: nothing escapes the cell."""
+    try:
+        record_line(record)
+        return record
+    except RecordLineError as exc:
+        failed = replace(record, status="failed", metrics={}, env=None, error=f"{type(exc).__name__}: {exc}",
+                         traceback="")
+        try:
+            record_line(failed)
+            return failed
+        except RecordLineError:  # the cell's own fields: keep what the record must have
+            return replace(failed, settings={}, accuracies={})
 
 
 def fault_record(job: Job, catalog: Catalog, reason: str, *, job_id: str | None, node: str | None,

@@ -205,16 +205,20 @@ def evaluate(model: nn.Module, dataset: Dataset, device: torch.device, batch_siz
             sizes, lambda size: _count_hits(logits_of, dataset, device, size, num_workers, rank, world))
     if world > 1:
         dist.all_reduce(counts)
-    hit1, hit5, n = counts.tolist()
+    hit1, hit5, n, not_finite = counts.tolist()
     if n == 0:
         raise ValueError("evaluation split is empty")
+    if not_finite:  # an accuracy of NaN logits means nothing: the cell fails
+        raise FloatingPointError(f"the model's outputs were not finite (NaN or infinite) for {not_finite} of {n} "
+                                 "images during evaluation")
     return Accuracy(top1=hit1 / n, top5=hit5 / n, images=n, batch_size=size)
 
 
 def _count_hits(logits_of, dataset: Dataset, device: torch.device, batch_size: int, num_workers: int,
                 rank: int, world: int) -> torch.Tensor:
-    """(top-1 hits, top-5 hits, images) over `dataset` as one long tensor on `device`."""
-    counts = torch.zeros(3, dtype=torch.long, device=device)
+    """(top-1 hits, top-5 hits, images, images with a non-finite output) over `dataset` as one long
+    tensor on `device`."""
+    counts = torch.zeros(4, dtype=torch.long, device=device)
     loader = Loader(dataset, batch_size, num_workers=num_workers, pin_memory=device.type == "cuda",
                     rank=rank, world=world, device=device)
     for x, y in loader:
@@ -225,6 +229,7 @@ def _count_hits(logits_of, dataset: Dataset, device: torch.device, batch_size: i
         counts[0] += correct[:, 0].sum()
         counts[1] += correct.any(dim=1).sum()
         counts[2] += len(y)
+        counts[3] += (~torch.isfinite(logits)).any(dim=1).sum()
     return counts
 
 
