@@ -16,7 +16,7 @@ import math
 import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from benchbench.choices import resolved_precision
 from benchbench.compute import TRAIN_PASSES, flops
@@ -115,16 +115,18 @@ def cell_states(records: Iterable[Record], catalog: Catalog) -> dict[str, str]:
     return {key_today(r, catalog): "done" if r.ok else "failed" for r in records}
 
 
-def throughput_history(roots: Iterable[Path], device_name: str, catalog: Catalog) -> dict[Pace, PaceSpeed]:
+def throughput_history(roots: Iterable[Path], device_name: str, catalog: Catalog,
+                       known: Mapping[Path, list[Record]] | None = None) -> dict[Pace, PaceSpeed]:
     """{pace: the fastest measured training img/s, and where} of ok records on `device_name` of the
-    catalog's protocols that train on real data (`ProtocolSpec.trains`)."""
+    catalog's protocols that train on real data (`ProtocolSpec.trains`); `known`: {resolved run
+    directory: its records} already read (not read again)."""
     training = {p.id for p in catalog.protocols if p.trains}
     seen: dict[Pace, list[tuple[float, str]]] = {}
     for root in dict.fromkeys(Path(r).resolve() for r in roots):
         for run_dir in run_dirs_under(root):
             run_device = (read_env(run_dir) or {}).get("device_name")
             try:
-                records = read_records(run_dir).records
+                records = (known or {}).get(run_dir.resolve()) or read_records(run_dir).records
             except BenchError:  # a broken run elsewhere under the root: not this run's concern
                 continue
             for r in records:

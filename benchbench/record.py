@@ -30,8 +30,8 @@ from typing import Any, Mapping
 
 from benchbench.choices import resolved_precision
 from benchbench.errors import BenchError
-from benchbench.record_values import (CHOICE_PREFIX, MetricError, check_metrics, json_value_problem,
-                                      metric_problem, number_problem, text_problem)
+from benchbench.record_values import (CHOICE_PREFIX, MetricError, check_metrics, metrics_problem, number_problem,
+                                      settings_problem, texts_problem)
 
 __all__ = ["CHOICE_PREFIX", "MetricError", "Record", "RecordError", "check_metrics", "upgrade"]
 
@@ -153,25 +153,19 @@ _NAMES = ("key", "status", "model", "dataset", "protocol", "model_name", "model_
 
 def _value_problem(obj: Mapping[str, Any]) -> str | None:
     """What is wrong inside a record's values (benchbench.record_values), the first found; None if nothing."""
-    for name in _NAMES:
-        if obj.get(name) is not None and (problem := text_problem(obj[name])):
-            return f"{name!r} is {problem}"
     for name in ("seed", "resolution", "devices", "attempts", "wall_seconds"):
         if obj.get(name) is not None and (problem := number_problem(obj[name])):
             return f"{name!r} is {problem}"
-    for name, value in (obj.get("metrics") or {}).items():
-        if problem := metric_problem(name, value):
-            return problem
-    for name, value in (obj.get("settings") or {}).items():
-        if problem := (text_problem(name) or json_value_problem(value)):
-            return f"setting {name!r}: {problem}"
-    for name, label in (obj.get("accuracies") or {}).items():
-        if problem := (text_problem(name) or text_problem(label)):
-            return f"accuracy {name!r}: {problem}"
-    return None
+    accuracies = obj.get("accuracies") or {}
+    return (texts_problem(obj, _NAMES) or metrics_problem(obj.get("metrics") or {})
+            or settings_problem(obj.get("settings") or {})
+            or texts_problem(accuracies, tuple(accuracies)) or texts_problem({"accuracies": " ".join(accuracies)},
+                                                                             ("accuracies",)))
 
 
 def _is(value: Any, types: tuple[type, ...]) -> bool:
+    if type(value) in types and type(value) is not dict:  # the common case, quickly
+        return True
     if isinstance(value, bool):
         return bool in types
     return isinstance(value, types) and (not isinstance(value, Mapping) or all(isinstance(k, str) for k in value))

@@ -141,3 +141,42 @@ def json_value_problem(value: Any, depth: int = 0) -> str | None:
                 return problem
         return None
     return f"{_kind(value)} {short(value)}"
+
+
+# The same checks over a whole record's values, fast for the common case (read-back of 100,000 records
+# must stay quick): plain types are tested first, and only a value that fails is looked at again to
+# say why.
+
+def texts_problem(obj: Mapping[str, Any], names: tuple[str, ...]) -> str | None:
+    """None when each of `names` in `obj` is absent, null or plain text; else the first problem."""
+    values = [obj.get(name) for name in names]
+    if all(v is None or type(v) is str for v in values) and not _CONTROL.search(
+            " ".join(v for v in values if v is not None)):
+        return None
+    return next(f"{name!r} is {p}" for name, v in zip(names, values) if v is not None and (p := text_problem(v)))
+
+
+def metrics_problem(metrics: Mapping[str, Any]) -> str | None:
+    """None when every metric holds what it may (`metric_problem`); else the first problem."""
+    for name, value in metrics.items():
+        kind = type(value)
+        if (kind is float and math.isfinite(value)) or (kind is int and -INT_LIMIT < value < INT_LIMIT):
+            continue
+        if problem := metric_problem(name, value):
+            return problem
+    if _CONTROL.search(" ".join(k for k in metrics if type(k) is str)):
+        return next(p for k in metrics if (p := metric_problem(k, 0)))
+    return None
+
+
+def settings_problem(settings: Mapping[str, Any]) -> str | None:
+    """None when every setting is a JSON value (`json_value_problem`) under a plain name; else the first."""
+    for name, value in settings.items():
+        kind = type(value)
+        if kind is bool or value is None or (kind is int and -INT_LIMIT < value < INT_LIMIT) or (
+                kind is float and math.isfinite(value)) or (kind is str and not _CONTROL.search(value)):
+            if type(name) is str and not _CONTROL.search(name):
+                continue
+        if problem := (text_problem(name) or json_value_problem(value)):
+            return f"setting {short(name)}: {problem}"
+    return None

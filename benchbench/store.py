@@ -301,24 +301,73 @@ class ReadResult:
 def read_records(run_dir: Path, *, missing_ok: bool = False) -> ReadResult:
     """Every record of the run, and a problem for each line that is none; never fails on content.
     A records.jsonl that is not a regular file is a StoreError; a missing one too, unless `missing_ok`."""
-    path = Path(run_dir) / RECORDS
-    kind = file_kind(path)
-    if kind is not None:
-        raise StoreError(f"{path} is {kind}, not a records file; move it out of the way, or pass another run "
-                         "directory")
-    if not path.exists():
-        if missing_ok:
-            return ReadResult([], [])
-        if not Path(run_dir).exists():
-            raise BenchError(f"{run_dir}: no such file or directory; pass a run directory such as "
-                             "results/<suite>/<run-id>")
-        raise BenchError(f"{run_dir}: no {RECORDS} here; pass a run directory such as results/<suite>/<run-id>")
-    with writing(path, "read"):
-        data = path.read_bytes()
+    return RunReader(run_dir).read(missing_ok=missing_ok)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A records file as a RunReader last read it, up to `size` (a line's end), with `lines` lines."""
+
+    inode: tuple[int, int]
+    size: int
+    tail: bytes  # the bytes just before `size`: a file rewritten since is read anew
+    lines: int
+    result: ReadResult
+
+    def followed_by(self, st: os.stat_result, fd: int) -> bool:
+        return ((st.st_dev, st.st_ino) == self.inode and st.st_size >= self.size
+                and os.pread(fd, len(self.tail), self.size - len(self.tail)) == self.tail)
+
+
+class RunReader:
+    """read_records of one run, read again as it grows: each `read()` after the first parses only what
+    was appended since (when the file is the same one, and ends before that as it did), so a command
+    that reads a run of 100,000 records before and again after taking its lock parses it once."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        self._last: _Read | None = None
+
+    def read(self, *, missing_ok: bool = False) -> ReadResult:
+        run_dir, path = self.run_dir, self.run_dir / RECORDS
+        kind = file_kind(path)
+        if kind is not None:
+            raise StoreError(f"{path} is {kind}, not a records file; move it out of the way, or pass another run "
+                             "directory")
+        if not path.exists():
+            self._last = None
+            if missing_ok:
+                return ReadResult([], [])
+            if not run_dir.exists():
+                raise BenchError(f"{run_dir}: no such file or directory; pass a run directory such as "
+                                 "results/<suite>/<run-id>")
+            raise BenchError(f"{run_dir}: no {RECORDS} here; pass a run directory such as results/<suite>/<run-id>")
+        with writing(path, "read"), open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            last = self._last if self._last is not None and self._last.followed_by(st, f.fileno()) else None
+            start = last.size if last else 0
+            f.seek(start)
+            data = f.read()
+            size = start + len(data)
+            tail = os.pread(f.fileno(), min(size, 64), size - min(size, 64))
+        lines = last.lines if last else 0
+        records, problems = _parse(path, data, lines + 1)
+        if last is not None:
+            records, problems = last.result.records + records, last.result.problems + problems
+        if data.endswith(b"\n") or not data:  # a torn last line is read whole next time, so not remembered
+            self._last = _Read((st.st_dev, st.st_ino), size, tail, lines + data.count(b"\n"),
+                               ReadResult(records, problems))
+        else:
+            self._last = None
+        return ReadResult(list(records), list(problems))
+
+
+def _parse(path: Path, data: bytes, first: int) -> tuple[list[Record], list[str]]:
+    """The records in `data`, lines numbered from `first`, and a problem for each line that is none."""
     records, problems = [], []
     lines = data.split(b"\n")
     torn_tail = lines[-1] != b""  # a complete file ends with a newline
-    for number, raw in enumerate(lines, start=1):
+    for number, raw in enumerate(lines, start=first):
         if not raw.strip():
             continue
         where = f"{path}:{number}: "
@@ -327,7 +376,7 @@ def read_records(run_dir: Path, *, missing_ok: bool = False) -> ReadResult:
         except UnicodeDecodeError as exc:
             problems.append(where + f"not UTF-8 text (byte {exc.start + 1} of the line); ignored")
         except json.JSONDecodeError as exc:
-            last = number == len(lines) and torn_tail
+            last = number == first + len(lines) - 1 and torn_tail
             problems.append(where + ("torn last line (the run was interrupted while writing it); ignored" if last
                                      else f"not valid JSON ({exc}); ignored"))
         except (RecordError, RecursionError) as exc:
@@ -335,4 +384,4 @@ def read_records(run_dir: Path, *, missing_ok: bool = False) -> ReadResult:
             problems.append(where + f"not a record this benchbench can read ({reason}); ignored")
         except ValueError as exc:  # e.g. an integer of more digits than Python converts
             problems.append(where + f"not valid JSON ({exc}); ignored")
-    return ReadResult(records, problems)
+    return records, problems

@@ -102,3 +102,23 @@ def test_a_record_that_cannot_be_strict_json_is_refused_before_anything_is_writt
     with pytest.raises(RecordLineError, match="metric 'top1'"):
         append_record(tmp_path, replace(_record("a"), metrics={"top1": float("nan")}))
     assert not (tmp_path / RECORDS).exists() or (tmp_path / RECORDS).read_bytes() == b""
+
+
+def test_a_run_read_again_parses_only_what_was_appended_and_notices_a_rewrite(tmp_path):
+    from benchbench.store import RunReader
+
+    lines = [json.dumps(_record(f"k{i}", pad=400).to_json()).encode() + b"\n" for i in range(3000)]
+    (tmp_path / RECORDS).write_bytes(b"".join(lines) + b"not json\n")
+    reader = RunReader(tmp_path)
+    first = reader.read()
+    assert len(first.records) == 3000 and first.problems == [f"{tmp_path / RECORDS}:3001: not valid JSON "
+                                                             "(Expecting value: line 1 column 1 (char 0)); ignored"]
+    append_once(tmp_path, _record("new"))
+    before = _bytes_read()
+    again = reader.read()
+    assert _bytes_read() - before < 8_000
+    assert [r.key for r in again.records] == [*(f"k{i}" for i in range(3000)), "new"]
+    assert again.problems == first.problems
+    (tmp_path / RECORDS).write_bytes(b"".join(lines[1:]) + lines[0])  # the same bytes, another order and end
+    assert [r.key for r in reader.read().records] == [*(f"k{i}" for i in range(1, 3000)), "k0"]
+    assert reader.read().records == read_records(tmp_path).records

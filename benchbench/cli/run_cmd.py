@@ -24,7 +24,8 @@ from benchbench.run.context import Plugins, RunContext
 from benchbench.settings import varying_settings
 from benchbench.specs import DataOptions
 from benchbench.store import (ENV, RECORDS, RunLock, check_directory, check_run_dir, latest_run_dir, new_run_dir,
-                              read_env, read_records, repair_torn_tail, run_dirs_under, write_json, writing)
+                              RunReader, read_env, read_records, repair_torn_tail, run_dirs_under, write_json,
+                              writing)
 from benchbench.suite import REPO_SUITES, check_time_limit, load_suite
 from benchbench.text import plural
 
@@ -187,9 +188,11 @@ def run(args) -> int:
         run_dir = None if args.fresh else latest_run_dir(root, suite.name, suite.quick)
         if run_dir is not None:
             check_run_dir(run_dir)
-    earlier = read_records(run_dir, missing_ok=True).records if run_dir else []
+    reader = RunReader(run_dir) if run_dir else None  # read again under the lock: only what was appended since
+    earlier = reader.read(missing_ok=True).records if reader else []
     threads.apply()  # the run's device name says the threads its cells start with
-    history = throughput_history([root, PUBLISHED], device_name(device), cat)
+    history = throughput_history([root, PUBLISHED], device_name(device), cat,
+                                 known={run_dir.resolve(): earlier} if run_dir else None)
     plans = plan(suite, cat, earlier, history, device)
     todo = [p.cell for p in plans if p.state != "done"]
     # an executor's cells run on its nodes, which check their own devices (the batch rule holds anywhere)
@@ -206,7 +209,7 @@ def run(args) -> int:
     with open_executor(choice, context, todo) as executor:
         if run_dir is None:
             context = replace(context, run_dir=new_run_dir(root, suite.name))
-        return _run(args, Session(cat, suite, choice, executor, device), context, bool(earlier), plans)
+        return _run(args, Session(cat, suite, choice, executor, device, reader), context, bool(earlier), plans)
 
 
 @dataclass(frozen=True)
@@ -219,6 +222,7 @@ class Session:
     choice: Choice
     executor: Executor
     device: "torch.device"
+    reader: RunReader | None = None  # the run resumed, as read so far
 
 
 def _run(args, session: Session, context: RunContext, resuming: bool, plans) -> int:
@@ -246,7 +250,8 @@ def _run(args, session: Session, context: RunContext, resuming: bool, plans) -> 
                 _echo(f"warning: {run_dir / ENV} is not a JSON object; left as it is (each record carries its "
                       "own environment)")
             # What is done is read again under the lock: another run may have finished cells meanwhile.
-            read = read_records(run_dir, missing_ok=True)
+            reader = session.reader if session.reader and session.reader.run_dir == run_dir else RunReader(run_dir)
+            read = reader.read(missing_ok=True)
             for problem in read.problems:
                 _echo(f"warning: {problem}")
             if read.problems:
