@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from benchbench.cli import main
 from benchbench.record import Record
-from benchbench.store import RECORDS, read_records, record_line
+from benchbench.store import RECORDS, read_records
 
 GOOD = {"key": "good", "status": "ok", "model": "vit-mu7", "dataset": "fashion-mnist", "protocol": "scratch", "seed": 0,
         "metrics": {"top1": 0.5, "top5": 0.9, "params": 219194, "macs": 6986816, "gmacs": 0.007, "gflops": 0.014,
@@ -69,6 +69,8 @@ def _write_run(run_dir: Path, objs: list[dict]) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(hostile_records(), min_size=1, max_size=4))
 def test_every_line_is_a_valid_record_or_one_file_line_warning(tmp_path, objs):
+    from benchbench.store import record_line
+
     _write_run(tmp_path, objs)
     read = read_records(tmp_path)
     assert len(read.records) + len(read.problems) == len(objs) + 1

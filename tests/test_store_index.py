@@ -14,7 +14,7 @@ import pytest
 
 from benchbench.record import Record
 from benchbench.sharedstore import append_once
-from benchbench.store import RECORDS, RecordLineError, append_record, read_records
+from benchbench.store import RECORDS, read_records
 
 
 def _record(key: str, status: str = "ok", job_id: str | None = None, pad: int = 0) -> Record:
@@ -99,6 +99,8 @@ def test_many_writers_keep_one_ok_record_per_cell_and_one_record_per_job(tmp_pat
 
 
 def test_a_record_that_cannot_be_strict_json_is_refused_before_anything_is_written(tmp_path):
+    from benchbench.store import RecordLineError, append_record
+
     with pytest.raises(RecordLineError, match="metric 'top1'"):
         append_record(tmp_path, replace(_record("a"), metrics={"top1": float("nan")}))
     assert not (tmp_path / RECORDS).exists() or (tmp_path / RECORDS).read_bytes() == b""
