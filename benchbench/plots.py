@@ -26,6 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter, NullLocator  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from benchbench.atomic import replacing  # noqa: E402
 from benchbench.choices import PLOT_KINDS  # noqa: E402
 from benchbench.errors import BenchError  # noqa: E402
 from benchbench.specs import ModelSpec  # noqa: E402
@@ -176,7 +177,9 @@ def plot(df: pd.DataFrame, kind: str, out: Path, title: str = "", styles: Styles
     if out.suffix.lower() not in SUFFIXES:
         raise BenchError(f"-o {out}: the file name must end in one of {', '.join(SUFFIXES)}")
     fig = (accuracy_vs_compute if kind == "accuracy-vs-compute" else data_scaling)(df, title, styles)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=150)
-    plt.close(fig)
+    try:
+        with replacing(out) as tmp:  # whole or not at all; a full disk or a read-only folder is one line
+            fig.savefig(tmp, dpi=150, format=out.suffix[1:].lower())
+    finally:
+        plt.close(fig)
     return out

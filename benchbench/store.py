@@ -118,6 +118,18 @@ def run_dirs_under(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.rglob(RECORDS) if not _inside_site(p.parent, root))
 
 
+def check_outside_sites(path: Path, flag: str) -> None:
+    """StoreError when `path` (a results root or run directory) is inside a site `benchbench report`
+    wrote: the next report into that site would have to delete the run, so it refuses, and the run is
+    better kept apart from the start."""
+    path = Path(path).absolute()
+    for p in (path, *path.parents):
+        if (p / SITE_MARKER).is_file():
+            raise StoreError(f"{flag} {path}: inside {p}, a site benchbench report wrote; runs and sites are kept "
+                             f"apart (a site may sit inside a results root, never the other way): name a folder "
+                             f"outside {p}")
+
+
 def _inside_site(path: Path, root: Path) -> bool:
     for p in (path, *path.parents):
         if (p / SITE_MARKER).exists():

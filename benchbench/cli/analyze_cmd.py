@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchbench.atomic import folder, write_text
 from benchbench.cli.common import catalog
 from benchbench.errors import BenchError
 
@@ -163,8 +164,7 @@ def run(args) -> int:
 
     cat = catalog(args)
     model_ids = [cat.models.resolve(m) for m in args.models]
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
+    out = folder(args.output)
     results, distances = [], {}
     todo = sources(args, model_ids)
     fallback = next((s.meta["dataset"] for s in todo if s.meta.get("dataset")), None)
@@ -204,9 +204,9 @@ def run(args) -> int:
             "figures": [p.name for p in files],
         })
     figures.attention_distance(distances, out / f"attention-distance.{args.format}")
-    (out / "analysis.json").write_text(json.dumps({"command": " ".join(args.command_line), "results": results},
-                                                  indent=1) + "\n")
-    (out / "analysis.md").write_text(_table(results))
+    write_text(out / "analysis.json", json.dumps({"command": " ".join(args.command_line), "results": results},
+                                                 indent=1) + "\n")
+    write_text(out / "analysis.md", _table(results))
     print(_table(results))
     print(f"figures, analysis.json and analysis.md in {out}")
     return 0

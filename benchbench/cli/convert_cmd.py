@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from benchbench.atomic import check_file_target, output_errors
 from benchbench.cli.common import catalog
 
 
@@ -35,6 +36,7 @@ def run(args) -> int:
 
     if Path(args.output).suffix.lower() not in SAVE_SUFFIXES:
         raise BenchError(f"convert: -o {args.output}: unknown suffix; allowed: {', '.join(SAVE_SUFFIXES)}")
+    check_file_target(Path(args.output))  # before the work: a missing folder, a directory in the way
     cat = catalog(args)
     spec = cat.models.get(args.model)
     resolution = args.resolution or spec.default_resolution
@@ -44,8 +46,9 @@ def run(args) -> int:
     marked = {NONFINITE_META: True} if args.allow_nonfinite else {}
     provenance = report.provenance.to_json() if report.provenance else {}
     preprocessing = {"preprocessing": report.preprocessing.to_json()} if report.preprocessing else {}
-    save_checkpoint(model, args.output, model=spec.id, resolution=resolution, num_classes=args.num_classes,
-                    source=str(args.source), provenance=provenance, **preprocessing, **marked)
+    with output_errors(Path(args.output)):  # written whole (a temporary file renamed); a full disk is one line
+        save_checkpoint(model, args.output, model=spec.id, resolution=resolution, num_classes=args.num_classes,
+                        source=str(args.source), provenance=provenance, **preprocessing, **marked)
     resized = ", position embeddings resized" if report.pos_embed_resized else ""
     dropped = f", head dropped ({len(report.dropped_keys)} tensors)" if report.head_dropped else ""
     sha = f", sha256 {report.provenance.sha256[:12]}" if report.provenance else ""

@@ -23,7 +23,7 @@ from benchbench.run.cell import check_parallel, eager, key_today
 from benchbench.run.context import Plugins, RunContext
 from benchbench.settings import varying_settings
 from benchbench.specs import DataOptions
-from benchbench.store import (ENV, RECORDS, RunLock, check_directory, check_run_dir, latest_run_dir, new_run_dir,
+from benchbench.store import (ENV, RECORDS, RunLock, check_directory, check_outside_sites, check_run_dir, latest_run_dir, new_run_dir,
                               RunReader, read_env, read_records, repair_torn_tail, run_dirs_under, write_json,
                               writing)
 from benchbench.suite import REPO_SUITES, check_time_limit, load_suite
@@ -178,10 +178,12 @@ def run(args) -> int:
     device = _driver_device(args.device, choice.spec.in_process)
     root = Path(args.results)
     check_directory(root, "--results")
+    check_outside_sites(root, "--results")
     _check_data_root(args)
     named = Path(args.run_dir) if args.run_dir else None
     if named is not None:
         check_run_dir(named)  # a records file that cannot take a record is refused before any cell runs
+        check_outside_sites(named, "--run-dir")
         _check_named_run(named, args.fresh, root, suite.name)
         run_dir = named
     else:
