@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchbench.atomic import folder, write_text
-from benchbench.cli.common import catalog
+from benchbench.cli.common import build_model, catalog
 from benchbench.errors import BenchError
 
 FORMATS = ("png", "svg", "pdf")
@@ -108,13 +108,14 @@ def _build(cat, source: Source, args, dataset_id: str):
     resolution = args.resolution or source.meta.get("resolution") or spec.default_resolution
     classes = source.meta.get("num_classes") or dataset.num_classes
     torch.manual_seed(0)
-    model = spec.build(num_classes=int(classes), image_size=int(resolution), in_chans=spec.in_chans or dataset.in_chans)
+    model = build_model(spec, f"analyze {source.label}", num_classes=classes, image_size=resolution,
+                        in_chans=spec.in_chans or dataset.in_chans)
     if not isinstance(model, PatchTokenModel):
         raise BenchError(f"analyze: model {source.model!r} has no patch tokens; analyze takes ViTs and hybrids "
                          "(a model implementing benchbench.specs.PatchTokenModel)")
     if source.checkpoint is not None:
         load_weights(model, str(source.checkpoint), spec, candidates=lambda: list(cat.models))
-    return model, dataset, int(resolution)
+    return model, dataset, resolution
 
 
 def _samples(dataset, resolution: int, in_chans: int, n: int, root):

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from benchbench.atomic import check_file_target, output_errors
-from benchbench.cli.common import catalog
+from benchbench.cli.common import build_model, catalog
 
 
 def add_parser(sub, parent) -> None:
@@ -40,7 +40,8 @@ def run(args) -> int:
     cat = catalog(args)
     spec = cat.models.get(args.model)
     resolution = args.resolution or spec.default_resolution
-    model = spec.build(num_classes=args.num_classes, image_size=resolution, in_chans=spec.in_chans or 3)
+    model = build_model(spec, "convert", num_classes=args.num_classes, image_size=resolution,
+                        in_chans=spec.in_chans or 3)
     report = load_weights(model, args.source, spec, drop_head=args.drop_head, allow_nonfinite=args.allow_nonfinite,
                           candidates=lambda: list(cat.models))
     marked = {NONFINITE_META: True} if args.allow_nonfinite else {}

@@ -222,6 +222,18 @@ def fault_record(job: Job, catalog: Catalog, reason: str, *, job_id: str | None,
                        traceback="", finished_at=now(), node=node, job_id=job_id, attempts=attempts)
 
 
+SHOWN_ERROR = 2000  # characters of an error printed; the record keeps it whole
+
+
+def shown_error(error: str | None) -> str:
+    """A record's error as printed: whole up to SHOWN_ERROR characters, else its start and how much more
+    the record holds (a 50 MB message stays in the record, not on the terminal)."""
+    text = str(error)
+    if len(text) <= SHOWN_ERROR:
+        return text
+    return f"{text[:SHOWN_ERROR]}... ({len(text) - SHOWN_ERROR:,} more characters in the record)"
+
+
 def summary_line(record: Record, settings: str = "") -> str:
     """A finished cell in one line: its accuracies, size, compute and training cost, or its error."""
     m = record.metrics
@@ -230,7 +242,7 @@ def summary_line(record: Record, settings: str = "") -> str:
     if not record.ok and (note := later_node_note(record.error)):  # node > 0: node 0 records the cell
         return f"{head}: {note}"
     if not record.ok:
-        return f"{head}: FAILED: {record.error}"
+        return f"{head}: FAILED: {shown_error(record.error)}"
     accuracies = [f"{label + ' ' if label else ''}top-1 {m[metric]:.4f}"
                   for metric, label in record.accuracies.items() if metric in m]
     parts = [*accuracies, f"{m['params'] / 1e6:.3f}M params", f"{m['gmacs']:.4g} GMACs",

@@ -94,7 +94,9 @@ def _render(tmp: Path, site: Site, models, roots: list[str]) -> list[str]:
     styles = family_styles(models)
 
     def page(name: str, template: str, **context) -> None:
-        (tmp / name).write_text(env.get_template(template).render(page_name=name, **context), encoding="utf-8")
+        # a path that is not UTF-8 (bytes a file system allows) is shown with its odd bytes escaped
+        (tmp / name).write_text(env.get_template(template).render(page_name=name, **context), encoding="utf-8",
+                                errors="backslashreplace")
         site.pages.append(name)
 
     page("index.html", "index.html", runs=site.runs, notes=site.notes, roots=roots,
@@ -108,7 +110,7 @@ def _render(tmp: Path, site: Site, models, roots: list[str]) -> list[str]:
                 shutil.copyfile(run.path / name, folder / name)
         for t in view.tables:
             for (_, file_name), text in zip(t.downloads, t.files.values()):
-                (tmp / "downloads" / file_name).write_text(text, encoding="utf-8")
+                (tmp / "downloads" / file_name).write_text(text, encoding="utf-8", errors="backslashreplace")
         page(f"run-{run.slug}.html", "run.html", run=run, view=view,
              copied=[n for n in (RECORDS, ENV) if (folder / n).is_file()])
     for c in site.comparisons:
