@@ -185,6 +185,10 @@ class RunLock:
         self.path = Path(run_dir) / LOCK
         self._fd: int | None = None
 
+    def refusal(self, holder: str) -> str:
+        return (f"{self.path.parent} is in use by {holder}; two runs must not write one results directory. Wait for "
+                "it to finish (or stop it), or start a separate run with --fresh")
+
     def __enter__(self) -> "RunLock":
         with writing(self.path, "create the lock file"):
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -193,10 +197,7 @@ class RunLock:
         except BlockingIOError:
             holder = os.read(fd, 4096).decode(errors="replace").strip() or "another process"
             os.close(fd)
-            raise BenchError(
-                f"{self.path.parent} is in use by {holder}; two runs must not write one results "
-                "directory. Wait for it to finish (or stop it), or start a separate run with --fresh"
-            ) from None
+            raise BenchError(self.refusal(holder)) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
                  .encode())
@@ -207,6 +208,36 @@ class RunLock:
         if self._fd is not None:
             os.ftruncate(self._fd, 0)
             os.close(self._fd)  # closing releases the flock
+            self._fd = None
+
+
+class DriverLock:
+    """One driver at a time resumes a suite's newest runs: held from choosing the run directory to the end
+    of the run, so two `benchbench run SUITE` started at the same instant do not both make full runs: the
+    second is refused. The lock is an flock on the suite's results folder itself (no file is added)."""
+
+    def __init__(self, results: Path, suite: str):
+        self.path = Path(results) / suite
+        self.suite = suite
+        self._fd: int | None = None
+
+    def __enter__(self) -> "DriverLock":
+        with writing(self.path, "create the suite's results folder"):
+            self.path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise BenchError(f"suite {self.suite!r} is being run by another `benchbench run` into {self.path}; wait "
+                             "for it to finish (the same command then resumes its run), or start a separate run "
+                             "with --fresh") from None
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
             self._fd = None
 
 
