@@ -129,3 +129,23 @@ def test_a_50_mb_error_is_kept_in_its_record_and_printed_short(run_suite, capsys
     assert len(err) < 50_000 and "more characters in the record" in err
     (failed,) = [r for r in run_suite.records() if not r.ok]
     assert failed.error == "RuntimeError: " + "x" * 50_000_000
+
+
+def test_a_torch_archive_declaring_more_than_the_model_needs_is_refused_before_torch_reads_it(capsys, tmp_path):
+    import resource
+    import struct
+    import zipfile
+
+    path = _checkpoint(tmp_path)
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as zf:
+        name = max(zf.infolist(), key=lambda i: i.file_size).filename.encode()
+    at = next(i for i in range(len(data)) if data.startswith(b"PK\x01\x02", i)
+              and data[i + 46:i + 46 + len(name)] == name)
+    struct.pack_into("<I", data, at + 24, 0xFFFFFFF0)  # its uncompressed size: 4 GB, in a file of 1 MB
+    bomb = tmp_path / "bomb.pt"
+    bomb.write_bytes(bytes(data))
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    _one_line(capsys, ["convert", "vit-mu7", str(bomb), "--num-classes", "10", "-o", str(tmp_path / "out.pt")],
+              "declares 4,29", "refused before reading")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before < 500_000  # kB: nothing inflated
