@@ -108,6 +108,8 @@ def accuracy_vs_compute(df: pd.DataFrame, title: str = "", styles: Styles | None
         sel = ok[(ok["dataset"] == d) & (ok["protocol"] == p) & ok[metric].notna()]
         # A point per configuration (model and the settings that vary), averaged over seeds.
         varying = varying_setting_columns(sel)
+        # a setting that is a list or an object (JSON) is grouped by its text: pandas groups hashable values only
+        sel = sel.assign(**{c: sel[c].map(lambda v: repr(v) if isinstance(v, (list, dict)) else v) for c in varying})
         named, points = set(), []
         for (model, *_), cells in sel.groupby(["model", *varying], sort=False, dropna=False):
             x, y = cells["_x"].mean(), cells[metric].mean() * 100
