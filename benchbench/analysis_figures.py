@@ -9,6 +9,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from benchbench.atomic import replacing
+
 
 def _pyplot():
     import matplotlib
@@ -20,7 +22,9 @@ def _pyplot():
 
 
 def _save(fig, path: Path) -> Path:
-    fig.savefig(path, dpi=150, bbox_inches="tight", metadata={"Date": None} if path.suffix == ".svg" else None)
+    with replacing(path) as tmp:  # whole or not at all; a full disk or a read-only folder is one line
+        fig.savefig(tmp, dpi=150, bbox_inches="tight", format=path.suffix[1:].lower(),
+                    metadata={"Date": None} if path.suffix == ".svg" else None)
     _pyplot().close(fig)
     return path
 

@@ -100,11 +100,41 @@ def save_checkpoint(model: nn.Module, path: str | os.PathLike, /, **meta: Any) -
             tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in model.state_dict().items()}
             save_file(tensors, str(tmp), metadata={"format": FORMAT, "meta": json.dumps(meta)})
         else:
-            torch.save({"format": FORMAT, "state_dict": model.state_dict(), "meta": meta}, tmp)
+            with open(tmp, "wb") as f:
+                _save_reporting_os_errors({"format": FORMAT, "state_dict": model.state_dict(), "meta": meta}, f)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+class _Writes:
+    """A file's `write`, keeping the OSError it raised: torch.save reports it as a RuntimeError."""
+
+    def __init__(self, f):
+        self.f, self.error = f, None
+
+    def write(self, data) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+def _save_reporting_os_errors(obj: Any, f) -> None:
+    """torch.save into `f`; the system's error (a full disk) as the OSError it is, not a RuntimeError."""
+    writes = _Writes(f)
+    try:
+        torch.save(obj, writes)
+        f.flush()
+    except RuntimeError:
+        if writes.error is not None:
+            raise writes.error from None
+        raise
 
 
 def _check_meta(value: Any, where: str) -> None:

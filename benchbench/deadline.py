@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import ctypes
 import signal
+import sys
 import threading
-from contextlib import contextmanager
-from typing import Iterator
 
 
 REPEAT_S = 1.0  # after the limit, the exception again this often until the block ends
@@ -44,62 +43,104 @@ def _message(seconds: float) -> str:
             "--cell-time-limit) and was stopped; the suite goes on. The traceback shows where it was")
 
 
-@contextmanager
-def time_limit(seconds: float | None) -> Iterator[Limit]:
-    """Raises CellTimeLimit in the wrapped block once `seconds` of wall time have passed, and again every
-    REPEAT_S seconds until the block ends; None: no limit. Yields the block's `Limit`."""
+def time_limit(seconds: float | None) -> "_Block":
+    """A block (use `with`) in which CellTimeLimit is raised once `seconds` of wall time have passed, and
+    again every REPEAT_S seconds until the block ends; None: no limit. `with` gives the block's `Limit`."""
     limit = Limit(seconds)
     if not seconds:
-        yield limit
-    elif threading.current_thread() is threading.main_thread():
-        with _alarm(limit):
-            yield limit
-    else:
-        with _async(limit):
-            yield limit
+        return _Block(limit)
+    if threading.current_thread() is threading.main_thread():
+        return _Alarm(limit)
+    return _Async(limit)
 
 
-@contextmanager
-def _alarm(limit: Limit) -> Iterator[None]:
-    def expire(signum, frame):
-        limit.expired = True
-        raise CellTimeLimit(limit.message)
+_HERE = globals()  # frames running this module's code: a limit is never raised in them
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, limit.seconds, REPEAT_S)
-    try:
-        yield
-    finally:
+
+def _in_here(frame) -> bool:
+    return frame is not None and frame.f_globals is _HERE
+
+
+def _settle() -> None:
+    """A Python call: a signal that arrived while the block's handler was installed is handled here, by
+    that handler (it raises nothing in this module's frames), before the previous one is restored."""
+
+
+class _Block:
+    """No limit. The others are classes (not generators) so that entering and leaving run in this
+    module's frames only, where the limit is never raised: the timer and the handler are always undone,
+    whatever instant the limit fires (it is deferred while the block is being entered or left)."""
+
+    def __init__(self, limit: Limit):
+        self.limit = limit
+
+    def __enter__(self) -> Limit:
+        return self.limit
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+class _Alarm(_Block):
+    def __enter__(self) -> Limit:
+        self.closing = False
+        self.previous = signal.signal(signal.SIGALRM, self._expire)
+        signal.setitimer(signal.ITIMER_REAL, self.limit.seconds, REPEAT_S)
+        return self.limit
+
+    def _expire(self, signum, frame) -> None:
+        if self.closing:
+            return
+        if _in_here(frame):  # entering or leaving the block: again in a moment
+            signal.setitimer(signal.ITIMER_REAL, 0.01, REPEAT_S)
+            return
+        self.limit.expired = True
+        raise CellTimeLimit(self.limit.message)
+
+    def __exit__(self, *exc) -> None:
+        self.closing = True
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        _settle()
+        signal.signal(signal.SIGALRM, self.previous)
 
 
-@contextmanager
-def _async(limit: Limit) -> Iterator[None]:
-    message = limit.message
-    expired = type("CellTimeLimit", (CellTimeLimit,), {"__init__": lambda self: CellTimeLimit.__init__(self, message)})
-    thread_id, lock, state = ctypes.c_ulong(threading.get_ident()), threading.Lock(), {"done": False, "set": False}
-    timers: list[threading.Timer] = []
+class _Async(_Block):
+    def __enter__(self) -> Limit:
+        message = self.limit.message
+        self.error = type("CellTimeLimit", (CellTimeLimit,),
+                          {"__init__": lambda self: CellTimeLimit.__init__(self, message)})
+        self.thread_id = threading.get_ident()
+        self.lock, self.done, self.set = threading.Lock(), False, False
+        self.timers: list[threading.Timer] = []
+        self._arm(self.limit.seconds)
+        return self.limit
 
-    def arm(delay: float) -> None:
-        timer = threading.Timer(delay, expire)
+    def _arm(self, delay: float) -> None:
+        timer = threading.Timer(delay, self._expire)
         timer.daemon = True
-        timers.append(timer)
+        self.timers.append(timer)
         timer.start()
 
-    def expire() -> None:
-        with lock:
-            if not state["done"]:
-                limit.expired = True
-                state["set"] = bool(ctypes.pythonapi.PyThreadState_SetAsyncExc(thread_id, ctypes.py_object(expired)))
-                arm(REPEAT_S)  # until the block ends: the first may have been swallowed
+    def _expire(self) -> None:
+        with self.lock:
+            if self.done:
+                return
+            if _in_here(sys._current_frames().get(self.thread_id)):  # entering or leaving: again in a moment
+                self._arm(0.01)
+                return
+            self.limit.expired = True
+            self.set = bool(ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread_id),
+                                                                        ctypes.py_object(self.error)))
+            self._arm(REPEAT_S)  # until the block ends: the first may have been swallowed
 
-    arm(limit.seconds)
-    try:
-        yield
-    finally:
-        with lock:
-            state["done"] = True
-            timers[-1].cancel()
-            if state["set"]:  # fired but maybe not raised yet: clear it, so it cannot escape the cell
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(thread_id, None)
+    def __exit__(self, *exc) -> None:
+        while True:  # the limit, set just as the block ended, may land here: then end the block again
+            try:
+                with self.lock:
+                    self.done = True
+                    self.timers[-1].cancel()
+                    if self.set:  # fired but maybe not raised yet: clear it, so it cannot escape the cell
+                        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread_id), None)
+                return None
+            except CellTimeLimit:
+                continue

@@ -29,6 +29,15 @@ def pick_device(name: str) -> torch.device:
         raise BenchError("--device cuda: no CUDA device is available here; use --device cpu or auto")
     if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
         raise BenchError(f"--device {name!r}: allowed: auto, cpu, cuda, cuda:N")
+    if name.startswith("cuda:"):
+        index = name[len("cuda:"):]
+        if not index.isdigit():
+            raise BenchError(f"--device {name!r}: N of cuda:N is a device number (0, 1, ...)")
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if int(index) >= count:
+            have = (f"this machine has {count} (cuda:0 to cuda:{count - 1})" if count
+                    else "no CUDA device is available here")
+            raise BenchError(f"--device {name}: {have}; use --device cuda (the first), cpu or auto")
     return torch.device(name)
 
 

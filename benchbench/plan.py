@@ -130,10 +130,12 @@ def cell_states(records: Iterable[Record], catalog: Catalog) -> dict[str, str]:
     return {key_today(r, catalog): "done" if r.ok else "failed" for r in records}
 
 
-def throughput_history(roots: Iterable[Path], device_name: str, catalog: Catalog) -> dict[Pace, PaceSpeed]:
+def throughput_history(roots: Iterable[Path], device_name: str, catalog: Catalog,
+                       known: Mapping[Path, list[Record]] | None = None) -> dict[Pace, PaceSpeed]:
     """{pace: the fastest measured training img/s, where, and each protocol's fixed cost per cell} of ok
     records on `device_name`; img/s from the catalog's protocols that train on real data
-    (`ProtocolSpec.trains`), fixed costs from every protocol's cells at a pace with an img/s."""
+    (`ProtocolSpec.trains`), fixed costs from every protocol's cells at a pace with an img/s. `known`:
+    {resolved run directory: its records} already read (not read again)."""
     training = {p.id for p in catalog.protocols if p.trains}
     seen: dict[Pace, list[tuple[float, str]]] = {}
     timed: list[Record] = []
@@ -141,7 +143,7 @@ def throughput_history(roots: Iterable[Path], device_name: str, catalog: Catalog
         for run_dir in run_dirs_under(root):
             run_device = (read_env(run_dir) or {}).get("device_name")
             try:
-                records = read_records(run_dir).records
+                records = (known or {}).get(run_dir.resolve()) or read_records(run_dir).records
             except BenchError:  # a broken run elsewhere under the root: not this run's concern
                 continue
             for r in records:

@@ -29,6 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter, NullLocator  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from benchbench.atomic import replacing  # noqa: E402
 from benchbench.choices import PLOT_KINDS  # noqa: E402
 from benchbench.errors import BenchError  # noqa: E402
 from benchbench.frontier import Point, dominated_by  # noqa: E402
@@ -112,6 +113,8 @@ def accuracy_vs_compute(df: pd.DataFrame, title: str = "", styles: Styles | None
         sel = ok[(ok["dataset"] == d) & (ok["protocol"] == p) & ok[metric].notna()]
         # A point per configuration (model and the settings that vary), averaged over seeds.
         varying = varying_setting_columns(sel)
+        # a setting that is a list or an object (JSON) is grouped by its text: pandas groups hashable values only
+        sel = sel.assign(**{c: sel[c].map(lambda v: repr(v) if isinstance(v, (list, dict)) else v) for c in varying})
         named, points, drawn = set(), [], []
         for (model, *_), cells in sel.groupby(["model", *varying], sort=False, dropna=False):
             x, y = cells["_x"].mean(), cells[metric].mean() * 100
@@ -203,7 +206,9 @@ def plot(df: pd.DataFrame, kind: str, out: Path, title: str = "", styles: Styles
     if out.suffix.lower() not in SUFFIXES:
         raise BenchError(f"-o {out}: the file name must end in one of {', '.join(SUFFIXES)}")
     fig = (accuracy_vs_compute if kind == "accuracy-vs-compute" else data_scaling)(df, title, styles)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=150)
-    plt.close(fig)
+    try:
+        with replacing(out) as tmp:  # whole or not at all; a full disk or a read-only folder is one line
+            fig.savefig(tmp, dpi=150, format=out.suffix[1:].lower())
+    finally:
+        plt.close(fig)
     return out

@@ -18,7 +18,9 @@ which version wrote it:
 - 1: no `accuracies`. Read through `upgrade`: the metric `top1` is the main accuracy, and a metric
   `<prefix>_<k>shot_top1` is a k-shot accuracy labelled "<k>-shot" (the only ones schema 1 had).
   Nothing on disk is rewritten; a record is upgraded each time it is read.
-A newer schema than this code knows, or an object that is not a record, is a `RecordError`.
+A newer schema than this code knows, or an object that is not a record, is a `RecordError`; so is a
+record whose values are not what its fields hold (benchbench.record_values: metrics finite numbers but
+the `exec_*` choices, names without control characters, settings JSON values), checked as it is read.
 
 How a cell ran, where it trained or measured speed (benchbench.execution), is in its metrics beside
 the figures: `exec_compile`, `exec_compile_mode`, `exec_fused_optimizer`, `exec_channels_last`,
@@ -36,6 +38,10 @@ from typing import Any, Mapping
 
 from benchbench.choices import resolved_precision
 from benchbench.errors import BenchError
+from benchbench.record_values import (CHOICE_PREFIX, MetricError, check_metrics, metrics_problem, number_problem,
+                                      settings_problem, texts_problem)
+
+__all__ = ["CHOICE_PREFIX", "MetricError", "Record", "RecordError", "check_metrics", "upgrade"]
 
 SCHEMA = 3
 STATUSES = ("ok", "failed")
@@ -133,6 +139,9 @@ class Record:
                 raise RecordError(f"{name!r} is {type(value).__name__} {_short(value)}, not "
                                   + " or ".join("null" if t is type(None) else _JSON_NAMES.get(t, t.__name__)
                                                 for t in _TYPES[name]))
+        problem = _value_problem(obj)
+        if problem:
+            raise RecordError(problem)
         return cls(**{k: v for k, v in obj.items() if k in known})
 
 
@@ -148,11 +157,32 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "suite": _OPT_STR, "run_id": _OPT_STR, "quick": (bool,), "env": (Mapping, type(None)), "schema": (int,),
     "checkpoint": (Mapping, type(None)), "preprocessing": (Mapping, type(None)),
     "predictions": (Mapping, type(None)),
+    "executor": _OPT_STR, "node": _OPT_STR, "job_id": _OPT_STR, "attempts": (int, type(None)),
 }
 _JSON_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true/false", Mapping: "an object"}
 
 
+# Fields that are names: they reach table cells, file names and terminals, so no control characters.
+_NAMES = ("key", "status", "model", "dataset", "protocol", "model_name", "model_family", "model_plugin", "dataset_name",
+          "dataset_plugin", "protocol_plugin", "device", "precision", "flops_status", "suite", "run_id", "executor",
+          "node", "job_id", "started_at", "finished_at")
+
+
+def _value_problem(obj: Mapping[str, Any]) -> str | None:
+    """What is wrong inside a record's values (benchbench.record_values), the first found; None if nothing."""
+    for name in ("seed", "resolution", "devices", "attempts", "wall_seconds"):
+        if obj.get(name) is not None and (problem := number_problem(obj[name])):
+            return f"{name!r} is {problem}"
+    accuracies = obj.get("accuracies") or {}
+    return (texts_problem(obj, _NAMES) or metrics_problem(obj.get("metrics") or {})
+            or settings_problem(obj.get("settings") or {})
+            or texts_problem(accuracies, tuple(accuracies)) or texts_problem({"accuracies": " ".join(accuracies)},
+                                                                             ("accuracies",)))
+
+
 def _is(value: Any, types: tuple[type, ...]) -> bool:
+    if type(value) in types and type(value) is not dict:  # the common case, quickly
+        return True
     if isinstance(value, bool):
         return bool in types
     return isinstance(value, types) and (not isinstance(value, Mapping) or all(isinstance(k, str) for k in value))

@@ -118,6 +118,18 @@ def run_dirs_under(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.rglob(RECORDS) if not _inside_site(p.parent, root))
 
 
+def check_outside_sites(path: Path, flag: str) -> None:
+    """StoreError when `path` (a results root or run directory) is inside a site `benchbench report`
+    wrote: the next report into that site would have to delete the run, so it refuses, and the run is
+    better kept apart from the start."""
+    path = Path(path).absolute()
+    for p in (path, *path.parents):
+        if (p / SITE_MARKER).is_file():
+            raise StoreError(f"{flag} {path}: inside {p}, a site benchbench report wrote; runs and sites are kept "
+                             f"apart (a site may sit inside a results root, never the other way): name a folder "
+                             f"outside {p}")
+
+
 def _inside_site(path: Path, root: Path) -> bool:
     for p in (path, *path.parents):
         if (p / SITE_MARKER).exists():
@@ -173,6 +185,10 @@ class RunLock:
         self.path = Path(run_dir) / LOCK
         self._fd: int | None = None
 
+    def refusal(self, holder: str) -> str:
+        return (f"{self.path.parent} is in use by {holder}; two runs must not write one results directory. Wait for "
+                "it to finish (or stop it), or start a separate run with --fresh")
+
     def __enter__(self) -> "RunLock":
         with writing(self.path, "create the lock file"):
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -181,10 +197,7 @@ class RunLock:
         except BlockingIOError:
             holder = os.read(fd, 4096).decode(errors="replace").strip() or "another process"
             os.close(fd)
-            raise BenchError(
-                f"{self.path.parent} is in use by {holder}; two runs must not write one results "
-                "directory. Wait for it to finish (or stop it), or start a separate run with --fresh"
-            ) from None
+            raise BenchError(self.refusal(holder)) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
                  .encode())
@@ -195,6 +208,36 @@ class RunLock:
         if self._fd is not None:
             os.ftruncate(self._fd, 0)
             os.close(self._fd)  # closing releases the flock
+            self._fd = None
+
+
+class DriverLock:
+    """One driver at a time resumes a suite's newest runs: held from choosing the run directory to the end
+    of the run, so two `benchbench run SUITE` started at the same instant do not both make full runs: the
+    second is refused. The lock is an flock on the suite's results folder itself (no file is added)."""
+
+    def __init__(self, results: Path, suite: str):
+        self.path = Path(results) / suite
+        self.suite = suite
+        self._fd: int | None = None
+
+    def __enter__(self) -> "DriverLock":
+        with writing(self.path, "create the suite's results folder"):
+            self.path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise BenchError(f"suite {self.suite!r} is being run by another `benchbench run` into {self.path}; wait "
+                             "for it to finish (the same command then resumes its run), or start a separate run "
+                             "with --fresh") from None
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
             self._fd = None
 
 
@@ -222,6 +265,26 @@ def repair_torn_tail(run_dir: Path) -> str | None:
             f"{len(data) - keep} bytes to {path.name}.torn, and its cell will run again")
 
 
+class RecordLineError(BenchError):
+    """A record that cannot be one strict JSON line that reads back as the same record."""
+
+
+def record_line(record: Record) -> bytes:
+    """The line `append_record` writes for `record`: strict JSON (no NaN, no Infinity), checked to read
+    back as a record (benchbench.record_values); RecordLineError saying what is not, otherwise."""
+    try:
+        obj = record.to_json()
+        Record.from_json(obj)  # its values are what a reader accepts (a clear message if not)
+        line = json.dumps(obj, sort_keys=True, allow_nan=False)
+        Record.from_json(json.loads(line))  # and they survive the trip (a tuple is a list, ...)
+    except RecordError as exc:
+        raise RecordLineError(f"the record cannot be written: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a plugin's object in a record: any error copying or encoding it
+        raise RecordLineError(f"the record cannot be written as JSON: {type(exc).__name__}: "
+                              f"{str(exc)[:200]}") from None
+    return (line + "\n").encode("utf-8")
+
+
 def append_record(run_dir: Path, record: Record) -> None:
     """Append one record as a JSON line, flushed and fsynced so a crash loses at most this line.
 
@@ -229,7 +292,7 @@ def append_record(run_dir: Path, record: Record) -> None:
     length before, so it holds whole records only, and a StoreError says so: the cell is not recorded
     and runs again when the same command is run once the cause is fixed."""
     path = Path(run_dir) / RECORDS
-    line = (json.dumps(record.to_json(), sort_keys=True, allow_nan=True) + "\n").encode("utf-8")
+    line = record_line(record)
     after = (f"the record of {record.model} x {record.dataset} x {record.protocol} (seed {record.seed}) was not "
              "written and the records file is as it was; fix that (free space, make it writable), then run the "
              "same command again: it resumes, and runs that cell again")
@@ -281,24 +344,73 @@ class ReadResult:
 def read_records(run_dir: Path, *, missing_ok: bool = False) -> ReadResult:
     """Every record of the run, and a problem for each line that is none; never fails on content.
     A records.jsonl that is not a regular file is a StoreError; a missing one too, unless `missing_ok`."""
-    path = Path(run_dir) / RECORDS
-    kind = file_kind(path)
-    if kind is not None:
-        raise StoreError(f"{path} is {kind}, not a records file; move it out of the way, or pass another run "
-                         "directory")
-    if not path.exists():
-        if missing_ok:
-            return ReadResult([], [])
-        if not Path(run_dir).exists():
-            raise BenchError(f"{run_dir}: no such file or directory; pass a run directory such as "
-                             "results/<suite>/<run-id>")
-        raise BenchError(f"{run_dir}: no {RECORDS} here; pass a run directory such as results/<suite>/<run-id>")
-    with writing(path, "read"):
-        data = path.read_bytes()
+    return RunReader(run_dir).read(missing_ok=missing_ok)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A records file as a RunReader last read it, up to `size` (a line's end), with `lines` lines."""
+
+    inode: tuple[int, int]
+    size: int
+    tail: bytes  # the bytes just before `size`: a file rewritten since is read anew
+    lines: int
+    result: ReadResult
+
+    def followed_by(self, st: os.stat_result, fd: int) -> bool:
+        return ((st.st_dev, st.st_ino) == self.inode and st.st_size >= self.size
+                and os.pread(fd, len(self.tail), self.size - len(self.tail)) == self.tail)
+
+
+class RunReader:
+    """read_records of one run, read again as it grows: each `read()` after the first parses only what
+    was appended since (when the file is the same one, and ends before that as it did), so a command
+    that reads a run of 100,000 records before and again after taking its lock parses it once."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        self._last: _Read | None = None
+
+    def read(self, *, missing_ok: bool = False) -> ReadResult:
+        run_dir, path = self.run_dir, self.run_dir / RECORDS
+        kind = file_kind(path)
+        if kind is not None:
+            raise StoreError(f"{path} is {kind}, not a records file; move it out of the way, or pass another run "
+                             "directory")
+        if not path.exists():
+            self._last = None
+            if missing_ok:
+                return ReadResult([], [])
+            if not run_dir.exists():
+                raise BenchError(f"{run_dir}: no such file or directory; pass a run directory such as "
+                                 "results/<suite>/<run-id>")
+            raise BenchError(f"{run_dir}: no {RECORDS} here; pass a run directory such as results/<suite>/<run-id>")
+        with writing(path, "read"), open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            last = self._last if self._last is not None and self._last.followed_by(st, f.fileno()) else None
+            start = last.size if last else 0
+            f.seek(start)
+            data = f.read()
+            size = start + len(data)
+            tail = os.pread(f.fileno(), min(size, 64), size - min(size, 64))
+        lines = last.lines if last else 0
+        records, problems = _parse(path, data, lines + 1)
+        if last is not None:
+            records, problems = last.result.records + records, last.result.problems + problems
+        if data.endswith(b"\n") or not data:  # a torn last line is read whole next time, so not remembered
+            self._last = _Read((st.st_dev, st.st_ino), size, tail, lines + data.count(b"\n"),
+                               ReadResult(records, problems))
+        else:
+            self._last = None
+        return ReadResult(list(records), list(problems))
+
+
+def _parse(path: Path, data: bytes, first: int) -> tuple[list[Record], list[str]]:
+    """The records in `data`, lines numbered from `first`, and a problem for each line that is none."""
     records, problems = [], []
     lines = data.split(b"\n")
     torn_tail = lines[-1] != b""  # a complete file ends with a newline
-    for number, raw in enumerate(lines, start=1):
+    for number, raw in enumerate(lines, start=first):
         if not raw.strip():
             continue
         where = f"{path}:{number}: "
@@ -307,7 +419,7 @@ def read_records(run_dir: Path, *, missing_ok: bool = False) -> ReadResult:
         except UnicodeDecodeError as exc:
             problems.append(where + f"not UTF-8 text (byte {exc.start + 1} of the line); ignored")
         except json.JSONDecodeError as exc:
-            last = number == len(lines) and torn_tail
+            last = number == first + len(lines) - 1 and torn_tail
             problems.append(where + ("torn last line (the run was interrupted while writing it); ignored" if last
                                      else f"not valid JSON ({exc}); ignored"))
         except (RecordError, RecursionError) as exc:
@@ -315,4 +427,4 @@ def read_records(run_dir: Path, *, missing_ok: bool = False) -> ReadResult:
             problems.append(where + f"not a record this benchbench can read ({reason}); ignored")
         except ValueError as exc:  # e.g. an integer of more digits than Python converts
             problems.append(where + f"not valid JSON ({exc}); ignored")
-    return ReadResult(records, problems)
+    return records, problems

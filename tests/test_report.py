@@ -156,7 +156,9 @@ def test_the_build_is_deterministic_and_replaces_the_old_site(report_runs, repor
 
     a, b = tmp_path / "a", tmp_path / "b"
     build_site([report_runs.root], a, models=report_models, roots_shown=["results"])
-    (a / "stale.html").write_text("from an older build")
+    (a / "stale.html").write_text("from an older build")  # a page an older build wrote, listed as written
+    with open(a / ".benchbench-site", "a") as f:
+        f.write("stale.html\n")
     build_site([report_runs.root], a, models=report_models, roots_shown=["results"])
     build_site([report_runs.root], b, models=report_models, roots_shown=["results"])
     files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())

@@ -9,7 +9,7 @@ import sys
 from benchbench import __version__, threads
 from benchbench.cli import (analyze_cmd, compare_cmd, convert_cmd, cost_cmd, db_cmd, device_cmd, export_cmd, history_cmd,
                             info_cmd, list_cmd, plot_cmd, profile_cmd, report_cmd, run_cmd, table_cmd)
-from benchbench.cli.common import plugin_options
+from benchbench.cli.common import check_plugin_files, plugin_options
 from benchbench.errors import BenchError
 
 COMMANDS = (list_cmd, run_cmd, table_cmd, plot_cmd, compare_cmd, report_cmd, info_cmd, profile_cmd, cost_cmd, device_cmd,
@@ -30,9 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser().parse_args(argv)
     args.command_line = ["benchbench", *argv]
+    if callable(getattr(sys.stdout, "reconfigure", None)):  # a path that is not UTF-8 prints, its bytes escaped
+        sys.stdout.reconfigure(errors="backslashreplace")
     threads.configure(args.threads)  # applied where work starts: a cell, a profile
     previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops any command like Ctrl-C: status 130
     try:
+        check_plugin_files(args.plugin)
         return args.func(args) or 0
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)

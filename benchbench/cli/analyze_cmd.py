@@ -9,7 +9,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchbench.cli.common import catalog
+from benchbench.atomic import folder, write_text
+from benchbench.cli.common import build_model, catalog
 from benchbench.errors import BenchError
 
 FORMATS = ("png", "svg", "pdf")
@@ -107,13 +108,14 @@ def _build(cat, source: Source, args, dataset_id: str):
     resolution = args.resolution or source.meta.get("resolution") or spec.default_resolution
     classes = source.meta.get("num_classes") or dataset.num_classes
     torch.manual_seed(0)
-    model = spec.build(num_classes=int(classes), image_size=int(resolution), in_chans=spec.in_chans or dataset.in_chans)
+    model = build_model(spec, f"analyze {source.label}", num_classes=classes, image_size=resolution,
+                        in_chans=spec.in_chans or dataset.in_chans)
     if not isinstance(model, PatchTokenModel):
         raise BenchError(f"analyze: model {source.model!r} has no patch tokens; analyze takes ViTs and hybrids "
                          "(a model implementing benchbench.specs.PatchTokenModel)")
     if source.checkpoint is not None:
         load_weights(model, str(source.checkpoint), spec, candidates=lambda: list(cat.models))
-    return model, dataset, int(resolution)
+    return model, dataset, resolution
 
 
 def _samples(dataset, resolution: int, in_chans: int, n: int, root):
@@ -163,8 +165,7 @@ def run(args) -> int:
 
     cat = catalog(args)
     model_ids = [cat.models.resolve(m) for m in args.models]
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
+    out = folder(args.output)
     results, distances = [], {}
     todo = sources(args, model_ids)
     fallback = next((s.meta["dataset"] for s in todo if s.meta.get("dataset")), None)
@@ -204,9 +205,9 @@ def run(args) -> int:
             "figures": [p.name for p in files],
         })
     figures.attention_distance(distances, out / f"attention-distance.{args.format}")
-    (out / "analysis.json").write_text(json.dumps({"command": " ".join(args.command_line), "results": results},
-                                                  indent=1) + "\n")
-    (out / "analysis.md").write_text(_table(results))
+    write_text(out / "analysis.json", json.dumps({"command": " ".join(args.command_line), "results": results},
+                                                 indent=1) + "\n")
+    write_text(out / "analysis.md", _table(results))
     print(_table(results))
     print(f"figures, analysis.json and analysis.md in {out}")
     return 0

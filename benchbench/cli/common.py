@@ -41,6 +41,49 @@ def _threads(text: str) -> int:
     return value
 
 
+def check_plugin_files(paths: list[str]) -> None:
+    """Each --plugin names a Python file: a folder, a missing path or another kind of file is refused in
+    one line (an error in the file itself is a plugin failure, reported as the plugins load)."""
+    from pathlib import Path
+
+    for text in paths:
+        path = Path(text)
+        if path.is_dir():
+            files = sorted(str(p) for p in path.glob("*.py"))[:3]
+            hint = f" (it holds {', '.join(files)})" if files else ""
+            raise BenchError(f"--plugin {text}: a folder, not a Python file{hint}; name the plugin's .py file, or "
+                             "install the plugin as a package (entry point group 'benchbench')")
+        if not path.exists():
+            raise BenchError(f"--plugin {text}: no such file; name a plugin's .py file")
+        if path.suffix != ".py":
+            raise BenchError(f"--plugin {text}: not a .py file; name a plugin's Python file")
+
+
+MAX_RESOLUTION = 4096  # px; the paper's largest is 518 (ViT-H/14 fine-tuned): 4096 is far past any real use
+MAX_CLASSES = 1_000_000  # JFT-300M has 18,291 and ImageNet-21k 21,843
+
+
+def check_model_size(resolution, num_classes, where: str) -> None:
+    """Refuses, before a model is built, a resolution or number of classes (from the command line or a
+    checkpoint's metadata) that is not a whole number in range: a typo or an edited file would
+    otherwise allocate without bound."""
+    for name, value, top in (("resolution", resolution, MAX_RESOLUTION), ("num_classes", num_classes, MAX_CLASSES)):
+        if type(value) is not int or not 1 <= value <= top:
+            raise BenchError(f"{where}: {name} {repr(value)[:40]}: expected a whole number from 1 to {top:,}; "
+                             "fix it on the command line, or in the checkpoint's metadata")
+
+
+def build_model(spec, where: str, **shape):
+    """`spec.build(**shape)`, its sizes checked first; a size the model cannot take (a resolution that is no
+    multiple of its patch) is one line naming it."""
+    check_model_size(shape["image_size"], shape["num_classes"], where)
+    try:
+        return spec.build(**shape)
+    except ValueError as exc:
+        raise BenchError(f"{where}: {spec.id} at {shape['image_size']} px, {shape['num_classes']} classes: "
+                         f"{exc}") from None
+
+
 def catalog(args: argparse.Namespace) -> Catalog:
     """Every plugin loaded; failures reported on stderr (the rest keep working)."""
     cat = load_catalog(args.plugin, strict=args.strict_plugins)

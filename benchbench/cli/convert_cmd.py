@@ -7,7 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from benchbench.cli.common import catalog
+from benchbench.atomic import check_file_target, output_errors
+from benchbench.cli.common import build_model, catalog
 
 
 def add_parser(sub, parent) -> None:
@@ -37,18 +38,21 @@ def run(args) -> int:
 
     if Path(args.output).suffix.lower() not in SAVE_SUFFIXES:
         raise BenchError(f"convert: -o {args.output}: unknown suffix; allowed: {', '.join(SAVE_SUFFIXES)}")
+    check_file_target(Path(args.output))  # before the work: a missing folder, a directory in the way
     cat = catalog(args)
     spec = cat.models.get(args.model)
     resolution = args.resolution or spec.default_resolution
-    model = spec.build(num_classes=args.num_classes, image_size=resolution, in_chans=args.in_chans or spec.in_chans or 3)
+    model = build_model(spec, "convert", num_classes=args.num_classes, image_size=resolution,
+                        in_chans=args.in_chans or spec.in_chans or 3)
     report = load_weights(model, args.source, spec, drop_head=args.drop_head, allow_nonfinite=args.allow_nonfinite,
                           candidates=lambda: list(cat.models))
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     marked = {NONFINITE_META: True} if args.allow_nonfinite else {}
     provenance = report.provenance.to_json() if report.provenance else {}
     preprocessing = {"preprocessing": report.preprocessing.to_json()} if report.preprocessing else {}
-    save_checkpoint(model, args.output, model=spec.id, resolution=resolution, num_classes=args.num_classes,
-                    source=str(args.source), provenance=provenance, **preprocessing, **marked)
+    with output_errors(Path(args.output)):  # written whole (a temporary file renamed); a full disk is one line
+        save_checkpoint(model, args.output, model=spec.id, resolution=resolution, num_classes=args.num_classes,
+                        source=str(args.source), provenance=provenance, **preprocessing, **marked)
     resized = ", position embeddings resized" if report.pos_embed_resized else ""
     dropped = f", head dropped ({len(report.dropped_keys)} tensors)" if report.head_dropped else ""
     sha = f", sha256 {report.provenance.sha256[:12]}" if report.provenance else ""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
@@ -20,12 +20,14 @@ from benchbench import threads
 from benchbench.cli.common import catalog
 from benchbench.errors import BenchError
 from benchbench.plan import cell_states, duration, plan, summary, throughput_history, totals
+from benchbench.rendezvous import records_the_cell
 from benchbench.run.cell import check_parallel, eager, key_today
 from benchbench.run.context import Plugins, RunContext
 from benchbench.settings import varying_settings
 from benchbench.specs import DataOptions
-from benchbench.store import (ENV, RECORDS, RunLock, check_directory, check_run_dir, latest_run_dir, new_run_dir,
-                              read_env, read_records, repair_torn_tail, run_dirs_under, write_json, writing)
+from benchbench.store import (ENV, RECORDS, DriverLock, RunLock, check_directory, check_outside_sites, check_run_dir, latest_run_dir, new_run_dir,
+                              RunReader, read_env, read_records, repair_torn_tail, run_dirs_under, write_json,
+                              writing)
 from benchbench.suite import REPO_SUITES, check_time_limit, load_suite
 from benchbench.text import plural
 
@@ -149,6 +151,20 @@ def _check_named_run(run_dir: Path, fresh: bool, root: Path, suite: str) -> None
     raise BenchError(f"--run-dir {run_dir}: no such run directory{hint} (to start a new run there, add --fresh)")
 
 
+def _check_same_suite(run_dir: Path, suite) -> None:
+    """--run-dir DIR resumes a run of this suite, in this mode: a run of another suite (or the other mode)
+    would mix two suites' cells in one run."""
+    env = read_env(run_dir) or {}
+    theirs, quick = env.get("suite"), env.get("quick")
+    if isinstance(theirs, str) and theirs != suite.name:
+        raise BenchError(f"--run-dir {run_dir}: a run of suite {theirs!r}, not {suite.name!r}; resume it with "
+                         f"`benchbench run {theirs} --run-dir {run_dir}`, or give {suite.name!r} a run of its own "
+                         "(leave out --run-dir, or name a new folder with --fresh)")
+    if isinstance(quick, bool) and quick != suite.quick:
+        raise BenchError(f"--run-dir {run_dir}: a {'quick' if quick else 'full'} run of {suite.name!r}; "
+                         f"{'add' if quick else 'leave out'} --quick to resume it, or start a separate run with --fresh")
+
+
 def _check_cells(suite, cells, device: "torch.device", *, here: bool) -> None:
     """Refused before any cell runs, naming the first such cell: a global batch that a cell's ranks
     cannot split, wherever the cells run; and, for cells run `here` (in this process), more devices
@@ -203,8 +219,7 @@ def _check_data(suite, missing, *, here: bool) -> None:
 
 
 def run(args) -> int:
-    from benchbench.envinfo import device_name
-    from benchbench.run.dispatch import choose, open_executor  # runs cells: torch
+    from benchbench.run.dispatch import choose  # runs cells: torch
 
     cat = catalog(args)
     suite = load_suite(args.suite, cat, quick=args.quick, seeds=args.seed)
@@ -221,19 +236,36 @@ def run(args) -> int:
     device = _driver_device(args.device, choice.spec.in_process)
     root = Path(args.results)
     check_directory(root, "--results")
+    check_outside_sites(root, "--results")
     _check_data_root(args)
     named = Path(args.run_dir) if args.run_dir else None
+    # A plain resume holds the suite's driver lock to its end: a second such driver is refused, not a second
+    # run. (A later node of a multi-node launch runs beside node 0 by design: it records nothing.)
+    plain = named is None and not args.fresh and not args.dry_run
+    driver = DriverLock(root, suite.name) if plain and records_the_cell() else None
+    with driver if driver is not None else nullcontext():
+        return _plan_and_run(args, cat, suite, choice, device, root, named)
+
+
+def _plan_and_run(args, cat, suite, choice, device, root: Path, named: Path | None) -> int:
+    from benchbench.envinfo import device_name
+    from benchbench.run.dispatch import open_executor  # runs cells: torch
+
     if named is not None:
         check_run_dir(named)  # a records file that cannot take a record is refused before any cell runs
+        check_outside_sites(named, "--run-dir")
         _check_named_run(named, args.fresh, root, suite.name)
+        _check_same_suite(named, suite)
         run_dir = named
     else:
         run_dir = None if args.fresh else latest_run_dir(root, suite.name, suite.quick)
         if run_dir is not None:
             check_run_dir(run_dir)
-    earlier = read_records(run_dir, missing_ok=True).records if run_dir else []
+    reader = RunReader(run_dir) if run_dir else None  # read again under the lock: only what was appended since
+    earlier = reader.read(missing_ok=True).records if reader else []
     threads.apply()  # the run's device name says the threads its cells start with
-    history = throughput_history([root, PUBLISHED], device_name(device), cat)
+    history = throughput_history([root, PUBLISHED], device_name(device), cat,
+                                 known={run_dir.resolve(): earlier} if run_dir else None)
     plans = plan(suite, cat, earlier, history, device)
     todo = [p.cell for p in plans if p.state != "done"]
     # an executor's cells run on its nodes, which check their own devices (the batch rule holds anywhere)
@@ -256,7 +288,7 @@ def run(args) -> int:
     with open_executor(choice, context, todo) as executor:
         if run_dir is None:
             context = replace(context, run_dir=new_run_dir(root, suite.name))
-        return _run(args, Session(cat, suite, choice, executor, device), context, bool(earlier), plans)
+        return _run(args, Session(cat, suite, choice, executor, device, reader), context, bool(earlier), plans)
 
 
 @dataclass(frozen=True)
@@ -269,11 +301,11 @@ class Session:
     choice: Choice
     executor: Executor
     device: "torch.device"
+    reader: RunReader | None = None  # the run resumed, as read so far
 
 
 def _run(args, session: Session, context: RunContext, resuming: bool, plans) -> int:
     from benchbench.envinfo import environment
-    from benchbench.rendezvous import records_the_cell
     from benchbench.run.dispatch import run_cells
 
     cat, suite, run_dir = session.catalog, session.suite, context.run_dir
@@ -296,7 +328,8 @@ def _run(args, session: Session, context: RunContext, resuming: bool, plans) -> 
                 _echo(f"warning: {run_dir / ENV} is not a JSON object; left as it is (each record carries its "
                       "own environment)")
             # What is done is read again under the lock: another run may have finished cells meanwhile.
-            read = read_records(run_dir, missing_ok=True)
+            reader = session.reader if session.reader and session.reader.run_dir == run_dir else RunReader(run_dir)
+            read = reader.read(missing_ok=True)
             for problem in read.problems:
                 _echo(f"warning: {problem}")
             if read.problems:

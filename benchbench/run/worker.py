@@ -26,12 +26,13 @@ from benchbench.execution import choose
 from benchbench.meters.flops import MacCount, build_for_counting, count_macs
 from benchbench.meters.params import count_params
 from benchbench.plugins import Catalog, plugin_package
-from benchbench.record import Record, split_result
+from benchbench.record import Record, check_metrics, split_result
 from benchbench.rendezvous import later_node_note, records_the_cell
 from benchbench.run.cell import Cell, make_cell
 from benchbench.run.context import RunContext
 from benchbench.settings import resolve
 from benchbench.sharedstore import append_once
+from benchbench.store import RecordLineError, record_line
 from benchbench.specs import ProtocolContext, input_shape
 from benchbench.text import plain
 
@@ -102,8 +103,8 @@ def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict 
             precision = ctx.precision
             measured, described = split_result(protocol.run(ctx))
             kept = measured.pop(predictions_file.METRIC, None)  # per-image predictions: a file, not a metric
-            metrics.update(measured)
-            metrics.update(derived(metrics, choices.world.size))
+            metrics.update(check_metrics(measured))  # MetricError: this cell fails, the suite goes on
+            metrics.update(check_metrics(derived(metrics, choices.world.size)))
             if kept is not None:  # written before the record that names it
                 predictions = predictions_file.save(job.context.run_dir, cell.key, kept)
         status = "ok"
@@ -199,9 +200,26 @@ def execute(job: Job, *, catalog: Catalog | None = None, mac_counts: dict | None
         record = replace(record, env=record_env(env, catalog, record))
     if amend is not None:
         record = amend(record)
+    record = writable(record)
     if records_the_cell():
         append_once(job.context.run_dir, record)
     return record
+
+
+def writable(record: Record) -> Record:
+    """`record`, or when some value of it cannot be one strict JSON line (an executor's amendment, an
+    environment entry), the cell failed with why, without those values: nothing escapes the cell."""
+    try:
+        record_line(record)
+        return record
+    except RecordLineError as exc:
+        failed = replace(record, status="failed", metrics={}, env=None, error=f"{type(exc).__name__}: {exc}",
+                         traceback="")
+        try:
+            record_line(failed)
+            return failed
+        except RecordLineError:  # the cell's own fields: keep what the record must have
+            return replace(failed, settings={}, accuracies={})
 
 
 def fault_record(job: Job, catalog: Catalog, reason: str, *, job_id: str | None, node: str | None,
@@ -209,6 +227,18 @@ def fault_record(job: Job, catalog: Catalog, reason: str, *, job_id: str | None,
     """A failed record for a cell whose job never wrote one: what the cell is, and why it ended."""
     return cell_record(job, catalog, status="failed", device=job.context.device, error=f"SchedulerError: {reason}",
                        traceback="", finished_at=now(), node=node, job_id=job_id, attempts=attempts)
+
+
+SHOWN_ERROR = 2000  # characters of an error printed; the record keeps it whole
+
+
+def shown_error(error: str | None) -> str:
+    """A record's error as printed: whole up to SHOWN_ERROR characters, else its start and how much more
+    the record holds (a 50 MB message stays in the record, not on the terminal)."""
+    text = str(error)
+    if len(text) <= SHOWN_ERROR:
+        return text
+    return f"{text[:SHOWN_ERROR]}... ({len(text) - SHOWN_ERROR:,} more characters in the record)"
 
 
 def summary_line(record: Record, settings: str = "") -> str:
@@ -219,7 +249,7 @@ def summary_line(record: Record, settings: str = "") -> str:
     if not record.ok and (note := later_node_note(record.error)):  # node > 0: node 0 records the cell
         return f"{head}: {note}"
     if not record.ok:
-        return f"{head}: FAILED: {record.error}"
+        return f"{head}: FAILED: {shown_error(record.error)}"
     accuracies = [f"{label + ' ' if label else ''}top-1 {m[metric]:.4f}"
                   for metric, label in record.accuracies.items() if metric in m]
     parts = [*accuracies, f"{m['params'] / 1e6:.3f}M params", f"{m['gmacs']:.4g} GMACs",

@@ -65,10 +65,19 @@ REASONS = {
 }
 
 
+def split_args(text: str) -> list[str]:
+    """sbatch_args as the shell would split them; an unbalanced quote is one line naming the option."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise BenchError(f"executor option sbatch_args = {text!r}: {exc} (an unbalanced quote); quote each value "
+                         "whole, e.g. --comment='two words'") from None
+
+
 def _sbatch_extra(text: str) -> dict:
     """"--exclusive --reservation=r1" -> {"exclusive": True, "reservation": "r1"} (submitit's form)."""
     out: dict = {}
-    for arg in shlex.split(text):
+    for arg in split_args(text):
         if not arg.startswith("--"):
             raise BenchError(f"executor option sbatch_args: {arg!r}: write long options, e.g. --reservation=r1")
         key, sep, value = arg[2:].partition("=")
@@ -110,7 +119,7 @@ def _test_args(options) -> list[str]:
     if options["mem_gb"]:
         flags.append(f"--mem={options['mem_gb']}G")
     flags += [f"--{name}={options[name]}" for name in ("partition", "account", "qos", "constraint") if options[name]]
-    flags += shlex.split(options["sbatch_args"])
+    flags += split_args(options["sbatch_args"])
     return flags
 
 

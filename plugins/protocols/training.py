@@ -216,9 +216,12 @@ def evaluate(model: nn.Module, dataset: Dataset, device: torch.device, batch_siz
                                             keep_predictions))
     if world > 1:
         dist.all_reduce(counts)
-    hit1, hit5, n = counts.tolist()
+    hit1, hit5, n, not_finite = counts.tolist()
     if n == 0:
         raise ValueError("evaluation split is empty")
+    if not_finite:  # an accuracy of NaN logits means nothing: the cell fails
+        raise FloatingPointError(f"the model's outputs were not finite (NaN or infinite) for {not_finite} of {n} "
+                                 "images during evaluation")
     preds = None
     if keep_predictions:
         parts = tuple(t.cpu().numpy() for t in kept) if kept is not None else None
@@ -251,9 +254,10 @@ def _gathered(parts: tuple[np.ndarray, ...] | None, n: int, batch_size: int, wor
 
 def _count_hits(logits_of, dataset: Dataset, device: torch.device, batch_size: int, num_workers: int,
                 rank: int, world: int, keep: bool = False) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
-    """(top-1 hits, top-5 hits, images) over `dataset` as one long tensor on `device`; with `keep`, also
-    per image, in dataset order: (top-5 class ids, p_true, p_top1, label) on `device`."""
-    counts = torch.zeros(3, dtype=torch.long, device=device)
+    """(top-1 hits, top-5 hits, images, images with a non-finite output) over `dataset` as one long tensor
+    on `device`; with `keep`, also per image, in dataset order: (top-5 class ids, p_true, p_top1, label)
+    on `device`."""
+    counts = torch.zeros(4, dtype=torch.long, device=device)
     kept: list[tuple[torch.Tensor, ...]] = []
     loader = Loader(dataset, batch_size, num_workers=num_workers, pin_memory=device.type == "cuda",
                     rank=rank, world=world, device=device)
@@ -269,6 +273,7 @@ def _count_hits(logits_of, dataset: Dataset, device: torch.device, batch_size: i
         counts[0] += correct[:, 0].sum()
         counts[1] += correct.any(dim=1).sum()
         counts[2] += len(y)
+        counts[3] += (~torch.isfinite(logits)).any(dim=1).sum()
     return counts, (tuple(torch.cat(parts) for parts in zip(*kept)) if kept else None)
 
 

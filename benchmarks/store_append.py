@@ -1,0 +1,131 @@
+"""What the store costs as a run grows: an append, and planning a resume (issue 27, category 6).
+
+    .venv/bin/python benchmarks/store_append.py [--sizes 10,1000,10000,100000] [--before REV]
+
+For each size N it writes a run of N realistic records (2.5 kB each, as a training cell writes them:
+metrics, settings, environment) of a suite of N cells, then measures, each in a fresh process:
+- append: `append_once` of one more record into that run, the first append of a process (cold: it
+  reads the run once) and the mean of 50 more (warm: what each later cell of a driver costs);
+- plan: `benchbench run SUITE --dry-run` on the run: the suite's N cells, each found done, from the
+  command's start to its table (the same reading and planning a resume does before its first cell).
+`--before REV` measures the code of git revision REV the same way (its benchbench/ extracted into a
+temporary folder) and prints the ratio before/after for each figure. Goals: warm append flat in N and
+under 5 ms at 100,000 records; plan under 10 s at 100,000 records.
+Not a test (timings); run it by hand on an idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+WARM = 50
+SUITE = """
+[suite]
+name = "bench"
+models = ["vit-mu7"]
+datasets = ["fashion-mnist"]
+protocols = ["scratch"]
+seeds = {seeds}
+[settings.scratch]
+steps = 1
+"""
+
+
+def make_run(root: Path, n: int) -> Path:
+    """root/bench.toml (n cells) and root/r/bench/run/records.jsonl holding a done record of each."""
+    from benchbench.plugins import load_catalog
+    from benchbench.suite import load_suite
+
+    suite_path = root / "bench.toml"
+    suite_path.write_text(SUITE.format(seeds=json.dumps(list(range(n)))))
+    suite = load_suite(str(suite_path), load_catalog(entry_points=False))
+    template = json.loads((Path(__file__).parent / "store_append_record.json").read_text())
+    run_dir = root / "r" / "bench" / "run"
+    run_dir.mkdir(parents=True)
+    with open(run_dir / "records.jsonl", "w") as f:
+        for cell in suite.cells:
+            f.write(json.dumps({**template, "key": cell.key, "seed": cell.seed, "settings": dict(cell.settings)},
+                               sort_keys=True) + "\n")
+    (run_dir / "env.json").write_text(json.dumps({"quick": False, "suite": "bench"}))
+    return run_dir
+
+
+def child_append(run_dir: str) -> None:
+    """In a fresh process: the first append, then WARM more; prints {cold_s, warm_s}."""
+    from benchbench.record import Record
+    from benchbench.sharedstore import append_once
+
+    template = json.loads((Path(__file__).parent / "store_append_record.json").read_text())
+    records = [Record.from_json({**template, "key": f"new-{i}", "seed": 10 ** 6 + i}) for i in range(WARM + 1)]
+    start = time.perf_counter()
+    append_once(Path(run_dir), records[0])
+    cold = time.perf_counter() - start
+    start = time.perf_counter()
+    for record in records[1:]:
+        append_once(Path(run_dir), record)
+    print(json.dumps({"cold_s": cold, "warm_s": (time.perf_counter() - start) / WARM}))
+
+
+def measure(code: Path, run_dir: Path, suite: Path) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(code), "BENCHBENCH_LOAD_ENTRY_POINTS": "0"}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "benchbench.cli", "run", str(suite), "--results",
+                           str(run_dir.parent.parent), "--run-dir", str(run_dir), "--dry-run", "--device", "cpu"],
+                          env=env, capture_output=True, text=True, cwd=run_dir.parent.parent)
+    plan_s = time.perf_counter() - start
+    if done.returncode != 0 or "0 to run" not in done.stdout + done.stderr:
+        raise SystemExit(f"dry run failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    out = subprocess.run([sys.executable, __file__, "--child-append", str(run_dir)], env=env, capture_output=True,
+                         text=True, check=True)
+    return {**json.loads(out.stdout), "plan_s": plan_s}
+
+
+def extract(rev: str, into: Path) -> Path:
+    """benchbench/ of git revision `rev`, as a folder to put first on PYTHONPATH."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "benchbench"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10,1000,10000,100000")
+    parser.add_argument("--before", metavar="REV", help="also measure this git revision's store, and the ratio")
+    parser.add_argument("--child-append", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child_append:
+        return child_append(args.child_append)
+    print(textwrap.dedent(f"""\
+        | records | code | first append (s) | append (ms/record) | plan a resume (s) |
+        |---:|---|---:|---:|---:|"""))
+    for n in map(int, args.sizes.split(",")):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            run_dir = make_run(root, n)
+            pristine = (run_dir / "records.jsonl").read_bytes()
+            codes = {"after": REPO}
+            if args.before:
+                codes = {"before": extract(args.before, Path(tempfile.mkdtemp(dir=tmp))), **codes}
+            rows = {}
+            for name, code in codes.items():
+                (run_dir / "records.jsonl").write_bytes(pristine)
+                rows[name] = m = measure(code, run_dir, root / "bench.toml")
+                print(f"| {n:,} | {name} | {m['cold_s']:.3f} | {m['warm_s'] * 1e3:.2f} | {m['plan_s']:.2f} |",
+                      flush=True)
+            if "before" in rows:
+                b, a = rows["before"], rows["after"]
+                print(f"| {n:,} | before/after | {b['cold_s'] / a['cold_s']:.2f}x | {b['warm_s'] / a['warm_s']:.1f}x "
+                      f"| {b['plan_s'] / a['plan_s']:.2f}x |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
