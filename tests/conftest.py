@@ -37,6 +37,19 @@ REPO = Path(__file__).resolve().parent.parent
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 
 
+def pytest_configure(config):
+    """Under pytest-xdist (README's test command: `-n auto`), each worker's torch threads are its share of
+    the CPUs this process may use, so that the workers do not fight over them (benchbench.threads:
+    OpenMP threads spinning beside busy processes); commands the tests run choose their own threads."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if workers > 1:
+        import torch
+
+        from benchbench import threads
+
+        torch.set_num_threads(max(1, threads.budget().cpus // workers))
+
+
 @pytest.fixture(autouse=True)
 def no_entry_points(monkeypatch, tmp_path_factory):
     """Installed third-party plugins must not leak into tests; tests that want them opt back in.

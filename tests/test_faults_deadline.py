@@ -54,7 +54,8 @@ def test_no_timer_or_handler_outlives_the_block_whenever_the_limit_fires(limit, 
     assert signal.getsignal(signal.SIGALRM) is before
 
 
-@pytest.mark.parametrize("limit", ["1e-6", "0.001", "0.03"])
+@pytest.mark.parametrize("limit", ["1e-6", pytest.param("0.001", marks=pytest.mark.slow),
+                                   pytest.param("0.03", marks=pytest.mark.slow)])  # the issue's case by default
 def test_any_limit_gives_failed_cells_and_the_documented_exit_status(run_suite, limit):
     run_suite.plugin(QUICK_PLUGIN, "quick.py")
     run_suite.write("""

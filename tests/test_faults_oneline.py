@@ -98,6 +98,7 @@ def test_a_plugin_option_naming_a_folder_is_one_line(capsys, tmp_path):
         _one_line(capsys, [*argv, "--plugin", str(tmp_path)], "a folder, not a Python file", "mine.py")
 
 
+@pytest.mark.slow  # about 40 s: five commands in fresh processes, a site built
 def test_results_paths_that_are_not_utf8_work_in_every_command(tmp_path):
     plugin = tmp_path / "quick.py"
     plugin.write_text(QUICK_PLUGIN)
