@@ -8,9 +8,11 @@ device of the same name (records anywhere under the results roots), the fastest 
 img/s: other work on a shared machine only ever slows a measurement down, so the fastest is the
 closest to what the device does. Which run that was, and how many measurements there were, is
 said (`PaceSpeed`). Otherwise unknown. To that a cell adds its protocol's fixed cost at that pace:
-the median over those runs' cells of their wall time less what their images took at that img/s
-(building the model, counting FLOPs, loading data, measuring speed: most of a short cell). A rough
-guide, not a measurement: `benchmarks/estimate_accuracy.py` compares it with what cells then take.
+the least, over those runs' cells, of a cell's wall time less what its images took at its own
+training img/s (the pace's fastest for a protocol that does not train): building the model, counting
+FLOPs, loading data (most of a short cell). The least, as for the img/s: a loaded machine only ever
+adds to it. A rough guide, not a measurement: `benchmarks/estimate_accuracy.py` compares it with what
+cells then take.
 """
 
 from __future__ import annotations
@@ -157,10 +159,14 @@ def throughput_history(roots: Iterable[Path], device_name: str, catalog: Catalog
     fastest = {k: max(v)[0] for k, v in seen.items()}
     overheads: dict[Pace, dict[str, list[float]]] = {}
     for r in timed:
-        if (pace := Pace.of_record(r)) in fastest and (extra := _overhead(r, fastest[pace], catalog)) is not None:
+        if (pace := Pace.of_record(r)) not in fastest:
+            continue
+        own = r.metrics.get("train_img_per_s") if r.protocol in training else None
+        extra = _overhead(r, float(own) if own else fastest[pace], catalog)
+        if extra is not None:
             overheads.setdefault(pace, {}).setdefault(r.protocol, []).append(extra)
     return {k: PaceSpeed(*max(v), n=len(v), median_img_per_s=statistics.median(x for x, _ in v),
-                         overhead_s={p: statistics.median(x) for p, x in overheads.get(k, {}).items()})
+                         overhead_s={p: min(x) for p, x in overheads.get(k, {}).items()})
             for k, v in seen.items()}
 
 
