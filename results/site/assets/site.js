@@ -63,13 +63,24 @@
         rows[i].hidden = !ok;
         if (ok) shown++;
       }
-      status.textContent = shown === rows.length ? rows.length + " rows" : "showing " + shown + " of " + rows.length + " rows";
+      var total = rows.length + (rows.length === 1 ? " row" : " rows");
+      status.textContent = shown === rows.length ? total : "showing " + shown + " of " + total;
+      markWide();
     }
     text.addEventListener("input", apply);
     if (select) select.addEventListener("change", apply);
     if (flagged) flagged.addEventListener("change", apply);
     box.hidden = false;
     apply();
+  }
+
+  // A table wider than its box (more columns than the window holds, their text wrapped) scrolls
+  // inside a box no taller than the window, its headings kept in view: its sideways scrollbar is
+  // then on screen with it, never below a long table's last row.
+  function markWide() {
+    document.querySelectorAll(".scroll").forEach(function (box) {
+      box.classList.toggle("wide", box.scrollWidth > box.clientWidth + 1);
+    });
   }
 
   // A link to a cell's details (#cell-3) opens them.
@@ -82,6 +93,8 @@
     document.querySelectorAll("table.sortable").forEach(makeSortable);
     document.querySelectorAll(".filter[data-table]").forEach(makeFilter);
     openTarget();
+    markWide();
     window.addEventListener("hashchange", openTarget);
+    window.addEventListener("resize", markWide);
   });
 })();
