@@ -214,14 +214,18 @@ class RunLock:
 class DriverLock:
     """One driver at a time resumes a suite's newest runs: held from choosing the run directory to the end
     of the run, so two `benchbench run SUITE` started at the same instant do not both make full runs: the
-    second is refused. The lock is an flock on the suite's results folder itself (no file is added)."""
+    second is refused. The lock is an flock on the suite's results folder itself (no file is added); the
+    folders it had to create are removed again when the run wrote nothing into them (a run refused
+    before its first cell leaves nothing behind)."""
 
     def __init__(self, results: Path, suite: str):
         self.path = Path(results) / suite
         self.suite = suite
         self._fd: int | None = None
+        self._created: list[Path] = []  # deepest first
 
     def __enter__(self) -> "DriverLock":
+        self._created = [p for p in (self.path, *self.path.parents) if not p.exists()]
         with writing(self.path, "create the suite's results folder"):
             self.path.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
@@ -239,6 +243,11 @@ class DriverLock:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        for folder in self._created:
+            try:
+                folder.rmdir()  # only while empty
+            except OSError:
+                break
 
 
 def repair_torn_tail(run_dir: Path) -> str | None:

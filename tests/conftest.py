@@ -1189,7 +1189,9 @@ def _db_concurrent_drivers(run_suite: "SuiteRun", gated, url: str) -> list[Path]
     for proc in procs:
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err
-        assert "warning" not in err, err
+        # no database warning (eight drivers on 2 cores also load the machine: that warning is not at issue)
+        assert not [line for line in err.splitlines()
+                    if line.startswith("warning") and "the load average is" not in line], err
     return run_suite.run_dirs()
 
 

@@ -114,7 +114,7 @@ def test_two_nodes_train_the_weights_one_node_trains_and_node_0_alone_records(ru
 def test_a_node_that_dies_fails_node_0s_cell_and_leaves_no_process(run_suite, ranks):
     """Node 1's launcher is SIGKILLed while its rank trains (as when its machine goes down): its rank
     follows it (PR_SET_PDEATHSIG), and node 0's rank fails in the gradients' all-reduce, either at once
-    (gloo sees the peer's socket close: seen on an idle machine) or at the collective timeout (seen
+    (gloo sees the peer's socket close or reset: seen on an idle machine and in CI) or at the collective timeout (seen
     under load), and node 0 records the cell as failed with that error."""
     run_suite.plugin(ranks.PLUGIN, "f64.py")
     suite = run_suite.write(ranks.SUITE.format(name="dies", model="vit-f64", devices=1,
@@ -136,7 +136,9 @@ def test_a_node_that_dies_fails_node_0s_cell_and_leaves_no_process(run_suite, ra
     assert node0.returncode == 1, err
     (record,) = run_suite.records(_one_run_dir(run_suite.dir / "node0"))
     assert record.status == "failed" and record.error.startswith("RankFailure: rank 0 of 2 failed: "), record.error
-    assert any(why in record.error.lower() for why in ("timed out", "timeout", "connection closed by peer")), record.error
+    # gloo words the peer's socket closing either way ("closed by peer" or, mid-read, "reset by peer")
+    assert any(why in record.error.lower() for why in ("timed out", "timeout", "connection closed by peer",
+                                                       "connection reset by peer")), record.error
     assert waited < 20 + 60, waited  # at most the timeout, then the launcher's stop (a loaded machine: slow)
     deadline = time.monotonic() + 30
     while ranks.leftovers() and time.monotonic() < deadline:

@@ -74,9 +74,12 @@ def test_a_second_run_on_the_same_directory_is_refused_and_sigterm_stops_the_fir
     gated.suite(run_suite, 6, gate)
     first = run_suite.start()
     run_dir = _inside_cell(run_suite, gated, gate, 1, first)  # one cell recorded, the lock held
-    second = run_suite.cli(*run_suite.argv(), timeout=120)
+    second = run_suite.cli(*run_suite.argv(), timeout=120)  # the same command: the suite's driver lock
     assert second.returncode == 2, second.stderr
-    assert f"{run_dir} is in use by pid {first.pid}" in second.stderr and "--fresh" in second.stderr
+    assert "is being run by another `benchbench run`" in second.stderr and "--fresh" in second.stderr
+    named = run_suite.cli(*run_suite.argv("--run-dir", str(run_dir)), timeout=120)  # the run's own lock
+    assert named.returncode == 2, named.stderr
+    assert f"{run_dir} is in use by pid {first.pid}" in named.stderr and "--fresh" in named.stderr
     first.send_signal(signal.SIGTERM)
     out, err = first.communicate(timeout=60)
     assert first.returncode == 130 and "interrupted:" in err
