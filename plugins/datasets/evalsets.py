@@ -5,6 +5,7 @@ class of the published release."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -13,6 +14,7 @@ from benchbench.errors import BenchError, did_you_mean
 from benchbench.specs import DataOptions
 from benchbench_plugins.datasets.folders import FolderImages, folder_classes, image_folder
 from benchbench_plugins.datasets.locate import candidate_dirs, missing_data
+from benchbench_plugins.datasets.transforms import photo_transform
 
 HERE = Path(__file__).parent
 SPLITS = ("test",)
@@ -62,3 +64,30 @@ def class_folders(dataset_id: str, directory: Path, folders: Sequence[str], tran
                          "first " + ", ".join(missing[:5]) + f"; expected {layout} (the published release has "
                          "every class: unpack all of it)")
     return image_folder(directory, folders, transform, dataset_id=dataset_id)
+
+
+@dataclass(frozen=True)
+class WnidFolders:
+    """A test-only set published as one folder per wnid (ImageNet-R, -A, -Sketch): where it is looked
+    for (`names` under each data root), what a missing copy is called and where to get it."""
+
+    dataset_id: str
+    wnids: tuple[str, ...]
+    names: tuple[str, ...]  # DIR/<name> folders tried, in order
+    what: str  # e.g. "ImageNet-R wnid folders"
+    layout: str
+    where: str
+
+    def locate(self, options: DataOptions) -> Path:
+        return find_root(self.dataset_id, options, self.names, lambda d: any((d / w).is_dir() for w in self.wnids),
+                         self.what, self.layout, self.where)
+
+    def available(self, split: str, options: DataOptions) -> None:
+        """Raises load's error when the split or the folder is not there (DatasetSpec.available)."""
+        check_test_split(self.dataset_id, split)
+        self.locate(options)
+
+    def load(self, split: str, options: DataOptions) -> FolderImages:
+        check_test_split(self.dataset_id, split)
+        return class_folders(self.dataset_id, self.locate(options), self.wnids, photo_transform(options, NATIVE),
+                             layout=self.layout)

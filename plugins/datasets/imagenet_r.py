@@ -9,14 +9,9 @@ evaluates. Download: https://people.eecs.berkeley.edu/~hendrycks/imagenet-r.tar;
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from benchbench import hookimpl
-from benchbench.specs import DataOptions, DatasetSpec
-from benchbench_plugins.datasets.evalsets import (NATIVE, SPLITS, check_test_split, class_folders, find_root,
-                                                  subset_wnids)
-from benchbench_plugins.datasets.folders import FolderImages
-from benchbench_plugins.datasets.transforms import photo_transform
+from benchbench.specs import DatasetSpec
+from benchbench_plugins.datasets.evalsets import NATIVE, SPLITS, WnidFolders, subset_wnids
 
 ID = "imagenet-r"
 WNIDS = subset_wnids("imagenet_r")
@@ -24,21 +19,8 @@ IMAGES = 30_000
 LAYOUT = "DIR/imagenet-r/<wnid>/*.jpg (200 wnid folders)"
 WHERE = "https://github.com/hendrycks/imagenet-r (imagenet-r.tar)"
 
-
-def locate(options: DataOptions) -> Path:
-    return find_root(ID, options, ("imagenet-r",), lambda d: any((d / w).is_dir() for w in WNIDS),
-                     "ImageNet-R wnid folders", LAYOUT, WHERE)
-
-
-def available(split: str, options: DataOptions) -> None:
-    """Raises load's error when the split or the folder is not there (DatasetSpec.available)."""
-    check_test_split(ID, split)
-    locate(options)
-
-
-def load(split: str, options: DataOptions) -> FolderImages:
-    check_test_split(ID, split)
-    return class_folders(ID, locate(options), WNIDS, photo_transform(options, NATIVE), layout=LAYOUT)
+SET = WnidFolders(ID, WNIDS, ("imagenet-r",), "ImageNet-R wnid folders", LAYOUT, WHERE)
+locate, available, load = SET.locate, SET.available, SET.load
 
 
 @hookimpl

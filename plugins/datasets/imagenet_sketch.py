@@ -8,36 +8,19 @@ labelled in ImageNet-1k's order (the wnids sorted). Download: https://github.com
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from benchbench import hookimpl
 from benchbench.classmap import IMAGENET_1K
-from benchbench.specs import DataOptions, DatasetSpec
-from benchbench_plugins.datasets.evalsets import NATIVE, SPLITS, check_test_split, class_folders, find_root
-from benchbench_plugins.datasets.folders import FolderImages
-from benchbench_plugins.datasets.transforms import photo_transform
+from benchbench.specs import DatasetSpec
+from benchbench_plugins.datasets.evalsets import NATIVE, SPLITS, WnidFolders
 
 ID = "imagenet-sketch"
 IMAGES = 50_889
 LAYOUT = "DIR/sketch/<wnid>/*.JPEG (1000 wnid folders; also found as DIR/imagenet-sketch/sketch)"
 WHERE = "https://github.com/HaohanWang/ImageNet-Sketch (ImageNet-Sketch.zip)"
 
-
-def locate(options: DataOptions) -> Path:
-    return find_root(ID, options, ("sketch", "imagenet-sketch/sketch", "imagenet-sketch", "ImageNet-Sketch"),
-                     lambda d: any((d / w).is_dir() for w in IMAGENET_1K), "ImageNet-Sketch wnid folders", LAYOUT,
-                     WHERE)
-
-
-def available(split: str, options: DataOptions) -> None:
-    """Raises load's error when the split or the folder is not there (DatasetSpec.available)."""
-    check_test_split(ID, split)
-    locate(options)
-
-
-def load(split: str, options: DataOptions) -> FolderImages:
-    check_test_split(ID, split)
-    return class_folders(ID, locate(options), IMAGENET_1K, photo_transform(options, NATIVE), layout=LAYOUT)
+SET = WnidFolders(ID, IMAGENET_1K, ("sketch", "imagenet-sketch/sketch", "imagenet-sketch", "ImageNet-Sketch"),
+                  "ImageNet-Sketch wnid folders", LAYOUT, WHERE)
+locate, available, load = SET.locate, SET.available, SET.load
 
 
 @hookimpl
