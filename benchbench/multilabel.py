@@ -28,15 +28,23 @@ class SetAccuracy:
         return self.correct / self.counted if self.counted else None
 
 
-def real_accuracy(predictions: Sequence[int], label_sets: Sequence[Sequence[int]]) -> SetAccuracy:
-    """Top-1 `predictions` (dataset labels, one per image) scored against `label_sets` (image i's
-    correct labels; empty: the image is not counted)."""
+def set_hits(predictions: Sequence[int], label_sets: Sequence[Sequence[int]]) -> list[bool | None]:
+    """For each image, whether its top-1 prediction is in its label set; None where the set is empty
+    (the image is not counted)."""
     if len(predictions) != len(label_sets):
         raise BenchError(f"ReaL accuracy needs one label set per prediction: {len(predictions)} predictions, "
                          f"{len(label_sets)} label sets")
-    counted = correct = 0
-    for predicted, labels in zip(predictions, label_sets):
-        if len(labels):
-            counted += 1
-            correct += int(predicted) in set(int(x) for x in labels)
-    return SetAccuracy(correct, counted, len(predictions))
+    return [int(predicted) in {int(x) for x in labels} if len(labels) else None
+            for predicted, labels in zip(predictions, label_sets)]
+
+
+def set_accuracy(hits: Sequence[bool | None]) -> SetAccuracy:
+    """The accuracy of `set_hits`' answers: right over counted (not None) images."""
+    counted = [h for h in hits if h is not None]
+    return SetAccuracy(sum(counted), len(counted), len(hits))
+
+
+def real_accuracy(predictions: Sequence[int], label_sets: Sequence[Sequence[int]]) -> SetAccuracy:
+    """Top-1 `predictions` (dataset labels, one per image) scored against `label_sets` (image i's
+    correct labels; empty: the image is not counted)."""
+    return set_accuracy(set_hits(predictions, label_sets))

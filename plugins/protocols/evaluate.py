@@ -32,7 +32,7 @@ from torch import nn
 from benchbench import hookimpl
 from benchbench.errors import BenchError
 from benchbench.meters.params import count_params
-from benchbench.multilabel import real_accuracy
+from benchbench.multilabel import set_accuracy, set_hits
 from benchbench.predictions import METRIC as PREDICTIONS, Predictions
 from benchbench.settings import positive
 from benchbench.stats import ece
@@ -67,17 +67,16 @@ class MappedLogits(nn.Module):
 
 def set_scored(metrics: dict[str, Any], label_sets: Sequence[Sequence[int]]) -> dict[str, Any]:
     """The metrics of a multi-label split: top-1 against each image's label set over the images that
-    have one (benchbench.multilabel.real_accuracy), the predictions kept for those images with
-    `correct`, the single-label top-1/top-5 renamed `*_val_labels`."""
+    have one (benchbench.multilabel), the predictions kept for those images with `correct`, the
+    single-label top-1/top-5 renamed `*_val_labels`."""
     preds: Predictions = metrics[PREDICTIONS]
-    sets = [label_sets[int(i)] for i in preds.index]
-    top1 = preds.top5[:, 0]
-    score = real_accuracy(top1.tolist(), sets)
+    hits = set_hits(preds.top5[:, 0].tolist(), [label_sets[int(i)] for i in preds.index])
+    score = set_accuracy(hits)
     if score.top1 is None:
         raise BenchError("evaluate: none of the evaluated images has a label in its label set (real.json); "
                          "check the labels file")
-    keep = np.array([len(s) > 0 for s in sets])
-    correct = np.array([int(p) in set(int(x) for x in s) for p, s in zip(top1, sets)])[keep]
+    keep = np.array([h is not None for h in hits])
+    correct = np.array([h for h in hits if h is not None], dtype=bool)
     kept = Predictions(index=preds.index[keep], label=preds.label[keep], top5=preds.top5[keep],
                        p_true=preds.p_true[keep], p_top1=preds.p_top1[keep], correct=correct)
     out = {k: v for k, v in metrics.items() if k not in ("top1", "top5")}
