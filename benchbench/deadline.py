@@ -9,6 +9,11 @@ The exception lands wherever the cell is, and a library's own `except Exception`
 import's guard, a retry loop) may swallow it or turn it into another error. So it is raised again
 every REPEAT_S seconds until the block ends, and the `Limit` the block gets says it `expired`: the
 runner names the time limit first in such a cell's error, whatever error the cell ended with.
+
+Some code must not be interrupted halfway: torch's JIT tracer (the FLOP counter's) keeps process-wide
+state that an exception landing in its own Python frames leaves broken, so every later trace in the
+process fails ("Cannot get parent from Scope with no parent"). Such code runs in a `shielded()` block:
+a limit that falls due there is raised as soon as the block ends.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import threading
 
 
 REPEAT_S = 1.0  # after the limit, the exception again this often until the block ends
+RETRY_S = 0.01  # a limit deferred (entering or leaving a block, or shielded) is tried again this soon
 
 
 class CellTimeLimit(TimeoutError):
@@ -57,8 +63,31 @@ def time_limit(seconds: float | None) -> "_Block":
 _HERE = globals()  # frames running this module's code: a limit is never raised in them
 
 
+_SHIELDS: dict[int, int] = {}  # thread id -> depth of the `shielded()` blocks it is in
+
+
 def _in_here(frame) -> bool:
     return frame is not None and frame.f_globals is _HERE
+
+
+def _deferred(thread_id: int, frame) -> bool:
+    """Whether a limit falling due now in that thread (running `frame`) must wait a moment."""
+    return _in_here(frame) or _SHIELDS.get(thread_id, 0) > 0
+
+
+class shielded:
+    """A block (use `with`) that a time limit never interrupts: one that falls due inside is raised
+    right after it ends. For short code that must not stop halfway (a JIT trace); nests."""
+
+    def __enter__(self) -> None:
+        me = threading.get_ident()
+        _SHIELDS[me] = _SHIELDS.get(me, 0) + 1
+
+    def __exit__(self, *exc) -> None:
+        me = threading.get_ident()
+        _SHIELDS[me] -= 1
+        if not _SHIELDS[me]:
+            del _SHIELDS[me]
 
 
 def _settle() -> None:
@@ -91,8 +120,8 @@ class _Alarm(_Block):
     def _expire(self, signum, frame) -> None:
         if self.closing:
             return
-        if _in_here(frame):  # entering or leaving the block: again in a moment
-            signal.setitimer(signal.ITIMER_REAL, 0.01, REPEAT_S)
+        if _deferred(threading.get_ident(), frame):  # entering or leaving, or shielded: again in a moment
+            signal.setitimer(signal.ITIMER_REAL, RETRY_S, REPEAT_S)
             return
         self.limit.expired = True
         raise CellTimeLimit(self.limit.message)
@@ -125,8 +154,8 @@ class _Async(_Block):
         with self.lock:
             if self.done:
                 return
-            if _in_here(sys._current_frames().get(self.thread_id)):  # entering or leaving: again in a moment
-                self._arm(0.01)
+            if _deferred(self.thread_id, sys._current_frames().get(self.thread_id)):  # again in a moment
+                self._arm(RETRY_S)
                 return
             self.limit.expired = True
             self.set = bool(ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread_id),

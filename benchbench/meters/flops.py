@@ -16,6 +16,8 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from benchbench.deadline import shielded
+
 with warnings.catch_warnings():  # fvcore's imports call the deprecated torch.jit.script
     warnings.filterwarnings("ignore", message=".*torch.jit.*")
     from fvcore.nn import FlopCountAnalysis
@@ -128,6 +130,12 @@ def count_macs(model: nn.Module, image_size: int, in_chans: int = 3, *, cross_ch
     """MACs of one forward pass of one image, in eval mode, traced on the CPU in float32, and (with
     `cross_check`) counted a second time by torch's FlopCounterMode, on `meta_model` (the same
     architecture on the meta device) when given, else on `model`; see `MacCount.status`."""
+    with shielded():  # a time limit stopping the JIT tracer halfway breaks every later trace in the process
+        return _count_macs(model, image_size, in_chans, cross_check=cross_check, meta_model=meta_model)
+
+
+def _count_macs(model: nn.Module, image_size: int, in_chans: int, *, cross_check: bool,
+                meta_model: nn.Module | None) -> MacCount:
     was_training = model.training
     model.eval()
     try:
