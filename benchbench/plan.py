@@ -21,13 +21,14 @@ import math
 import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Container, Iterable, Mapping
 
 from benchbench.choices import resolved_precision
 from benchbench.compute import TRAIN_PASSES, flops
 from benchbench.execution import choose
 from benchbench.plugins import Catalog
 from benchbench.record import Record
+from benchbench.runindex import Entry
 from benchbench.specs import input_shape
 from benchbench.errors import BenchError
 from benchbench.store import read_env, read_records, run_dirs_under
@@ -125,11 +126,23 @@ def image_seconds(train_images: float, eval_images: float | None, img_per_s: flo
     return (train_images + (eval_images or 0) / TRAIN_PASSES) / img_per_s
 
 
-def cell_states(records: Iterable[Record], catalog: Catalog) -> dict[str, str]:
+def cell_states(records: Iterable[Record | Entry], catalog: Catalog, keys: Container[str] = frozenset(),
+                record_of: Callable[[Iterable[Entry]], Iterable[Record | None]] | None = None) -> dict[str, str]:
     """{cell key: "done" | "failed"}, keyed as today's protocols key cells (`suite.key_today`: a
     record written before its protocol gained a setting is its cell's); the last record of a cell
-    wins (a re-run replaces a failure)."""
-    return {key_today(r, catalog): "done" if r.ok else "failed" for r in records}
+    wins (a re-run replaces a failure). A record whose own key is one of `keys` (today's cells' keys)
+    is that cell's without working it out again: a key hashes all of a cell's keyed settings, so a
+    record keyed as a cell is today was keyed with the same settings, and key_today gives it back.
+    `records` may be a run's index entries (`store.read_keys`): `record_of` then reads the records of
+    those that need key_today (None for one that no longer reads)."""
+    records = list(records)
+    others = [r for r in records if r.key not in keys]
+    today = {}
+    if others:
+        full = record_of(others) if record_of is not None else others
+        today = {id(r): key_today(f, catalog) for r, f in zip(others, full) if f is not None}
+    return {r.key if r.key in keys else today[id(r)]: "done" if r.ok else "failed" for r in records
+            if r.key in keys or id(r) in today}
 
 
 def throughput_history(roots: Iterable[Path], device_name: str, catalog: Catalog,
@@ -192,25 +205,29 @@ def _shown(run_dir: Path) -> str:
 
 
 def plan(suite: Suite, catalog: Catalog, records: Iterable[Record],
-         history: dict[Pace, PaceSpeed] | None = None, device: "torch.device | str" = "cpu") -> list[CellPlan]:
-    """Each cell's state, cost and (from `history`, measurements of its pace on `device`'s name) time."""
+         history: dict[Pace, PaceSpeed] | None = None, device: "torch.device | str" = "cpu", *,
+         states: Mapping[str, str] | None = None) -> list[CellPlan]:
+    """Each cell's state (from `records`, or `states` as `cell_states` gives them), cost and (from
+    `history`, measurements of its pace on `device`'s name) time."""
     import torch
 
     device = torch.device(device)
-    states = cell_states(records, catalog)
+    if states is None:
+        states = cell_states(records, catalog, {cell.key for cell in suite.cells})
     history = history or {}
     macs: dict[tuple, float] = {}
+    same: dict[tuple, tuple] = {}  # cells that differ only in their seed share shape, images and pace
     out = []
     for cell in suite.cells:
-        model_spec = catalog.models.get(cell.model)
-        dataset_spec = catalog.datasets.get(cell.dataset)
-        protocol = catalog.protocols.get(cell.protocol)
-        shape = input_shape(cell.choices.resolution, model_spec, dataset_spec)
-        key = (model_spec.id, *sorted(shape.items()))
-        if key not in macs:
-            macs[key] = _meta_gmacs(model_spec, shape)
-        images = protocol.estimate(dict(cell.settings), dataset_spec) if protocol.estimate else {}
-        pace = Pace.of_cell(replace(cell, model=model_spec.id), shape["image_size"], device)
+        try:
+            shared = same.get(like := (cell.model, cell.dataset, cell.protocol, cell.settings))
+        except TypeError:  # a list among the settings
+            shared = like = None
+        if shared is None:
+            shared = _per_cell(cell, catalog, device, macs)
+            if like is not None:
+                same[like] = shared
+        shape, images, pace, key = shared
         out.append(CellPlan(
             cell=cell, state=states.get(cell.key, "todo"), resolution=shape["image_size"], gmacs=macs[key],
             train_images=images.get("train_images"), eval_images=images.get("eval_images"),
@@ -218,6 +235,21 @@ def plan(suite: Suite, catalog: Catalog, records: Iterable[Record],
             img_per_s_from=measured, pace=pace,
         ))
     return out
+
+
+def _per_cell(cell: Cell, catalog: Catalog, device: "torch.device", macs: dict[tuple, float]) -> tuple:
+    """(input shape, the protocol's image estimate, pace, MAC-count key) of a cell; MACs into `macs`."""
+    model_spec = catalog.models.get(cell.model)
+    dataset_spec = catalog.datasets.get(cell.dataset)
+    protocol = catalog.protocols.get(cell.protocol)
+    shape = input_shape(cell.choices.resolution, model_spec, dataset_spec)
+    key = (model_spec.id, *sorted(shape.items()))
+    if key not in macs:
+        macs[key] = _meta_gmacs(model_spec, shape)
+    images = protocol.estimate(dict(cell.settings), dataset_spec) if protocol.estimate else {}
+    pace = Pace.of_cell(cell if cell.model == model_spec.id else replace(cell, model=model_spec.id),
+                        shape["image_size"], device)
+    return shape, images, pace, key
 
 
 def _meta_gmacs(spec, shape: dict) -> float | None:

@@ -38,7 +38,7 @@ from typing import Any, Mapping
 
 from benchbench.choices import resolved_precision
 from benchbench.errors import BenchError
-from benchbench.record_values import (CHOICE_PREFIX, MetricError, check_metrics, metrics_problem, number_problem,
+from benchbench.record_values import (CHOICE_PREFIX, INT_LIMIT, MetricError, check_metrics, metrics_problem, number_problem,
                                       settings_problem, texts_problem)
 
 __all__ = ["CHOICE_PREFIX", "MetricError", "Record", "RecordError", "check_metrics", "upgrade"]
@@ -123,8 +123,10 @@ class Record:
         return out
 
     @classmethod
-    def from_json(cls, obj: Any) -> "Record":
-        """A record from one parsed line, upgraded to the current schema; RecordError if it is none."""
+    def from_json(cls, obj: Any, *, screened: bool = False) -> "Record":
+        """A record from one parsed line, upgraded to the current schema; RecordError if it is none.
+        `screened`: the line it was parsed from passed `screened_line` (the checks it makes needless are
+        skipped: the same result, faster)."""
         if not isinstance(obj, Mapping):
             raise RecordError(f"a JSON {type(obj).__name__}, not an object")
         obj = upgrade(obj)
@@ -133,15 +135,15 @@ class Record:
             raise RecordError(f"not a benchbench record: no {', '.join(missing)}")
         if obj["status"] not in STATUSES:
             raise RecordError(f"status {obj['status']!r}: allowed: {', '.join(STATUSES)}")
-        known = {f.name for f in dataclasses.fields(cls)}
         for name, value in obj.items():
             if name in _TYPES and not _is(value, _TYPES[name]):
                 raise RecordError(f"{name!r} is {type(value).__name__} {_short(value)}, not "
                                   + " or ".join("null" if t is type(None) else _JSON_NAMES.get(t, t.__name__)
                                                 for t in _TYPES[name]))
-        problem = _value_problem(obj)
+        problem = _screened_problem(obj) if screened else _value_problem(obj)
         if problem:
             raise RecordError(problem)
+        known = _FIELDS.get(cls) or _FIELDS.setdefault(cls, frozenset(f.name for f in dataclasses.fields(cls)))
         return cls(**{k: v for k, v in obj.items() if k in known})
 
 
@@ -180,8 +182,54 @@ def _value_problem(obj: Mapping[str, Any]) -> str | None:
                                                                              ("accuracies",)))
 
 
+# Bytes after which a line of records.jsonl may hold a control character in a string: raw ones, the
+# backslash (JSON writes them escaped) and 0xc2 (U+0080 to U+009F are C2 80 to C2 9F in UTF-8; a false
+# alarm for U+00A0 to U+00BF only costs the full check).
+_CONTROL_BYTES = bytes([*range(0x20), 0x7f, 0x5c, 0xc2])
+_OTHER_BYTES = bytes(b for b in range(256) if b not in _CONTROL_BYTES)
+_INF = float("inf")
+_STR_TYPE = {str}
+_FIELDS: dict[type, frozenset[str]] = {}
+
+
+def screened_line(raw: bytes) -> bool:
+    """Whether a raw line of records.jsonl can hold no control character in any string (see
+    `_CONTROL_BYTES`) and no value nested deeper than a setting may be (at most 20 brackets in all): a
+    record parsed from it may be read `screened`, its numbers and types still checked."""
+    return (raw.count(b"{") + raw.count(b"[") <= 20 and not raw.translate(None, _OTHER_BYTES)
+            and b"NaN" not in raw and b"Infinity" not in raw)
+
+
+def _screened_problem(obj: Mapping[str, Any]) -> str | None:
+    """`_value_problem` of a record from a screened line: its numbers and the types of its metrics,
+    settings and accuracies checked here; anything else found goes to the full check, which names it."""
+    metrics, settings = obj.get("metrics") or {}, obj.get("settings") or {}
+    for name, value in metrics.items():
+        kind = type(value)
+        if (kind is float and -_INF < value < _INF) or (kind is int and -INT_LIMIT < value < INT_LIMIT):
+            if name:
+                continue
+        elif name.startswith(CHOICE_PREFIX) and (kind is str or kind is bool or value is None):
+            continue
+        return _value_problem(obj)
+    for value in settings.values():
+        kind = type(value)
+        if not (kind is str or kind is bool or value is None or (kind is float and -_INF < value < _INF)
+                or (kind is int and -INT_LIMIT < value < INT_LIMIT)):
+            return _value_problem(obj)  # a list, an object or a number out of range: the full check
+    for name in ("seed", "resolution", "devices", "attempts", "wall_seconds"):
+        if obj.get(name) is not None and number_problem(obj[name]):
+            return _value_problem(obj)
+    if not all(v is None or type(v) is str for v in (obj.get("accuracies") or {}).values()):
+        return _value_problem(obj)
+    return None
+
+
 def _is(value: Any, types: tuple[type, ...]) -> bool:
-    if type(value) in types and type(value) is not dict:  # the common case, quickly
+    kind = type(value)
+    if kind is dict:  # the common cases, quickly
+        return Mapping in types and set(map(type, value)) <= _STR_TYPE
+    if kind in types:
         return True
     if isinstance(value, bool):
         return bool in types

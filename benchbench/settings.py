@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from benchbench.errors import BenchError, unknown_message
 from benchbench.specs import ProtocolSpec, Setting
@@ -90,6 +90,19 @@ def one_of(*allowed: str) -> Callable[[Any], str | None]:
         return None if value in allowed else f"allowed: {', '.join(allowed)}"
 
     return check
+
+
+def varying_cell_settings(cells: Iterable[Any]) -> tuple[list[str], dict[int, dict]]:
+    """(`varying_settings` of cells, {id of a cell's settings: them as a dict}): cells that share their
+    settings (a suite's cells of other seeds share one tuple) are looked at once."""
+    distinct: dict[int, tuple[str, dict]] = {}
+    protocols: dict[tuple[str, int], None] = {}
+    for cell in cells:
+        if id(cell.settings) not in distinct:
+            distinct[id(cell.settings)] = (cell.protocol, dict(cell.settings))
+        protocols[cell.protocol, id(cell.settings)] = None  # one tuple under two protocols: both count
+    varying = varying_settings([p for p, _ in protocols], [distinct[i][1] for _, i in protocols])
+    return varying, {k: s for k, (_, s) in distinct.items()}
 
 
 def varying_settings(protocols: list[str], settings: list[dict]) -> list[str]:

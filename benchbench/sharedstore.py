@@ -9,7 +9,8 @@ the append are one step for every writer. On NFS, Linux turns the flock into an 
   cell, or a record of the same job (the same key and `job_id`): a worker and a driver that both saw
   one job end write one record between them. Each process keeps an index of the file (those keys, and
   the byte offset it has read to) and reads under the lock only what was appended since: an append
-  costs the same however many records the run holds.
+  costs the same however many records the run holds. A fresh process starts from the run's index
+  (`benchbench.runindex`) where it has one, instead of parsing the whole file.
 - `Journal`: jobs.jsonl, one line per job submitted for a cell (key, executor, job id). A driver that
   died leaves it behind; the next driver re-attaches to the jobs it names instead of resubmitting.
 """
@@ -25,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
+from benchbench import runindex
 from benchbench.record import Record
 from benchbench.store import RECORDS, append_record, writing
 
@@ -88,7 +90,7 @@ def _index(path: Path, fd: int) -> _Index:
     index = _INDEXES.get(path)
     if (index is None or index.inode != (st.st_dev, st.st_ino) or st.st_size < index.offset
             or os.pread(fd, len(index.tail), index.offset - len(index.tail)) != index.tail):
-        index = _INDEXES[path] = _Index((st.st_dev, st.st_ino))
+        index = _INDEXES[path] = _seeded(path, fd, _Index((st.st_dev, st.st_ino)), st.st_size)
     if st.st_size > index.offset:
         data = os.pread(fd, st.st_size - index.offset, index.offset)
         whole = data[:data.rfind(b"\n") + 1]  # a torn last line is read once it is whole (or cut)
@@ -96,6 +98,21 @@ def _index(path: Path, fd: int) -> _Index:
             index.add(obj)
         index.offset += len(whole)
         index.tail = os.pread(fd, min(_TAIL, index.offset), index.offset - min(_TAIL, index.offset))
+    return index
+
+
+def _seeded(path: Path, fd: int, index: _Index, size: int) -> _Index:
+    """`index` (empty) filled from the run's index file where it describes the file's start (a fresh
+    process appending to a run of 100,000 records hashes it instead of parsing it): the rest is read on."""
+    if size < (1 << 20):  # parsing a small file costs less than hashing and loading an index
+        return index
+    data = os.pread(fd, size, 0)
+    cached = runindex.load(path.parent, data)
+    if cached is not None:
+        index.ok.update(e.key for e in cached.entries if e.ok)
+        index.jobs.update((e.key, e.job_id) for e in cached.entries if e.job_id is not None)
+        index.offset = cached.size
+        index.tail = data[max(0, cached.size - _TAIL):cached.size]
     return index
 
 

@@ -23,10 +23,13 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
+from benchbench import runindex
 from benchbench.errors import BenchError
-from benchbench.record import Record, RecordError
+from benchbench.gcpause import gc_paused
+from benchbench.record import Record, RecordError, screened_line
+from benchbench.runindex import Entry
 
 RECORDS = "records.jsonl"
 ENV = "env.json"
@@ -371,6 +374,24 @@ class _Read:
                 and os.pread(fd, len(self.tail), self.size - len(self.tail)) == self.tail)
 
 
+def records_file(run_dir: Path, *, missing_ok: bool = False) -> Path | None:
+    """The run's records.jsonl, or None when there is none and `missing_ok`; a BenchError (one line, with
+    what to pass instead) when there is none otherwise, a StoreError when it is no regular file."""
+    path = Path(run_dir) / RECORDS
+    kind = file_kind(path)
+    if kind is not None:
+        raise StoreError(f"{path} is {kind}, not a records file; move it out of the way, or pass another run "
+                         "directory")
+    if path.exists():
+        return path
+    if missing_ok:
+        return None
+    if not Path(run_dir).exists():
+        raise BenchError(f"{run_dir}: no such file or directory; pass a run directory such as "
+                         "results/<suite>/<run-id>")
+    raise BenchError(f"{run_dir}: no {RECORDS} here; pass a run directory such as results/<suite>/<run-id>")
+
+
 class RunReader:
     """read_records of one run, read again as it grows: each `read()` after the first parses only what
     was appended since (when the file is the same one, and ends before that as it did), so a command
@@ -381,19 +402,10 @@ class RunReader:
         self._last: _Read | None = None
 
     def read(self, *, missing_ok: bool = False) -> ReadResult:
-        run_dir, path = self.run_dir, self.run_dir / RECORDS
-        kind = file_kind(path)
-        if kind is not None:
-            raise StoreError(f"{path} is {kind}, not a records file; move it out of the way, or pass another run "
-                             "directory")
-        if not path.exists():
+        path = records_file(self.run_dir, missing_ok=missing_ok)
+        if path is None:
             self._last = None
-            if missing_ok:
-                return ReadResult([], [])
-            if not run_dir.exists():
-                raise BenchError(f"{run_dir}: no such file or directory; pass a run directory such as "
-                                 "results/<suite>/<run-id>")
-            raise BenchError(f"{run_dir}: no {RECORDS} here; pass a run directory such as results/<suite>/<run-id>")
+            return ReadResult([], [])
         with writing(path, "read"), open(path, "rb") as f:
             st = os.fstat(f.fileno())
             last = self._last if self._last is not None and self._last.followed_by(st, f.fileno()) else None
@@ -403,7 +415,10 @@ class RunReader:
             size = start + len(data)
             tail = os.pread(f.fileno(), min(size, 64), size - min(size, 64))
         lines = last.lines if last else 0
-        records, problems = _parse(path, data, lines + 1)
+        spans: list[tuple[int, int]] | None = [] if last is None else None
+        records, problems = _parse(path, data, lines + 1, spans)
+        if spans is not None and len(records) + len(problems) >= runindex.MIN_LINES:  # a whole big file
+            _save_index(path, data, runindex.Index(0, 0, [], []), records, spans, problems)
         if last is not None:
             records, problems = last.result.records + records, last.result.problems + problems
         if data.endswith(b"\n") or not data:  # a torn last line is read whole next time, so not remembered
@@ -414,17 +429,89 @@ class RunReader:
         return ReadResult(list(records), list(problems))
 
 
-def _parse(path: Path, data: bytes, first: int) -> tuple[list[Record], list[str]]:
-    """The records in `data`, lines numbered from `first`, and a problem for each line that is none."""
+@dataclass(frozen=True)
+class Keys:
+    """A run's records as the entries of its index (`runindex.Entry`: key, ok, job id, where the line
+    is), and a problem for each line that is no record, as `ReadResult` has them."""
+
+    path: Path | None
+    entries: list[Entry]
+    problems: list[str]
+
+    def records(self, entries: Iterable[Entry]) -> Iterator[Record | None]:
+        """The records of `entries`, read again from their lines (None for a line that no longer reads
+        as one: the file was rewritten since)."""
+        with open(self.path, "rb") as f:
+            for entry in entries:
+                try:
+                    yield Record.from_json(json.loads(os.pread(f.fileno(), entry.length, entry.offset)))
+                except (ValueError, RecordError, RecursionError):
+                    yield None
+
+
+def read_keys(run_dir: Path, *, missing_ok: bool = False) -> Keys:
+    """`read_records` as index entries, for what needs only keys and statuses (a resume's plan): the lines
+    the run's index (`benchbench.runindex`) covers are not parsed, the rest are, as `read_records` does
+    (same records, same problems), and the index is brought up to date when that was many lines."""
+    path = records_file(run_dir, missing_ok=missing_ok)
+    if path is None:
+        return Keys(None, [], [])
+    with writing(path, "read"), open(path, "rb") as f:
+        data = f.read()
+    index = runindex.load(path.parent, data) or runindex.Index(0, 0, [], [])
+    spans: list[tuple[int, int]] = []
+    records, problems = _parse(path, data[index.size:], index.lines + 1, spans)
+    if len(records) + len(problems) >= runindex.MIN_LINES:
+        _save_index(path, data, index, records, spans, problems)
+    entries = index.entries + [Entry(r.key, r.ok, r.job_id, index.size + o, n) for r, (o, n) in zip(records, spans)]
+    return Keys(path, entries, [f"{path}:{n}: {text}" for n, text in index.problems] + problems)
+
+
+def _save_index(path: Path, data: bytes, index: "runindex.Index", records: list[Record],
+                spans: list[tuple[int, int]], problems: list[str]) -> None:
+    """`index` (of `data`'s start) extended by the records and problems parsed after it, to the last
+    whole line of `data`, written beside `path`."""
+    covered = data.rfind(b"\n") + 1
+    if covered <= index.size:
+        return
+    lines = index.lines + data.count(b"\n", index.size, covered)
+    entries = index.entries + [Entry(r.key, r.ok, r.job_id, index.size + o, n) for r, (o, n) in zip(records, spans)
+                               if index.size + o + n < covered]
+    numbered = []
+    for problem in problems:
+        number, _, text = problem[len(str(path)) + 1:].partition(": ")
+        if int(number) <= lines:
+            numbered.append((int(number), text))
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return
+    runindex.save(path.parent, data, runindex.Index(covered, lines, entries, index.problems + numbered), mode)
+
+
+def _parse(path: Path, data: bytes, first: int, spans: list[tuple[int, int]] | None = None
+           ) -> tuple[list[Record], list[str]]:
+    """The records in `data`, lines numbered from `first`, and a problem for each line that is none;
+    with `spans`, the (offset in `data`, length) of each record's line is added to it."""
+    with gc_paused():
+        return _parse_lines(path, data, first, spans)
+
+
+def _parse_lines(path: Path, data: bytes, first: int, spans: list[tuple[int, int]] | None
+                 ) -> tuple[list[Record], list[str]]:
     records, problems = [], []
     lines = data.split(b"\n")
     torn_tail = lines[-1] != b""  # a complete file ends with a newline
+    offset = 0
     for number, raw in enumerate(lines, start=first):
+        start, offset = offset, offset + len(raw) + 1
         if not raw.strip():
             continue
         where = f"{path}:{number}: "
         try:
-            records.append(Record.from_json(json.loads(raw.decode("utf-8"))))
+            records.append(Record.from_json(json.loads(raw.decode("utf-8")), screened=screened_line(raw)))
+            if spans is not None:
+                spans.append((start, len(raw)))
         except UnicodeDecodeError as exc:
             problems.append(where + f"not UTF-8 text (byte {exc.start + 1} of the line); ignored")
         except json.JSONDecodeError as exc:

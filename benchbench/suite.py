@@ -308,22 +308,30 @@ def _expand(lists: dict[str, tuple[Any, str]], settings: dict[str, dict], sweeps
             raise SuiteError(f"{where}: protocol {proto_id!r} (plugin {catalog.protocols.plugin_of[proto_id]!r}) "
                              f"cannot run: {problem}")
         _resolve_settings(catalog, proto_id, settings.get(proto_id, {}), f"{where}: [settings.{proto_id}]")
-    cells, cache, checked = [], {}, {}
+    cells, cache, made, checked = [], {}, {}, {}
     for m in resolved["models"]:
         for d in resolved["datasets"]:
             for p in resolved["protocols"]:
-                for combo in _combinations(sweeps.get(p, {})):
+                for c, combo in enumerate(_combinations(sweeps.get(p, {}))):
                     for s in resolved["seeds"]:
-                        given = {**settings.get(p, {}), **combo}
-                        for o in overrides:
-                            if o.applies({"model": m, "dataset": d, "protocol": p, "seed": s}):
-                                given.update(o.settings.get(p, {}))
-                        blob = json.dumps(given, sort_keys=True)
-                        if (p, blob) not in cache:
-                            cache[p, blob] = _resolve_settings(catalog, p, given, f"{where}: [sweep.{p}] {combo}"
-                                                               if combo else f"{where}: [settings.{p}]")
-                        cell = make_cell(catalog.protocols.get(p), m, d, s, cache[p, blob])
-                        _check_resolution(cell, f"{where}: cell {m} x {d} x {p}", catalog)
+                        applied = tuple(i for i, o in enumerate(overrides)
+                                        if o.applies({"model": m, "dataset": d, "protocol": p, "seed": s}))
+                        if (p, c, applied) not in cache:  # settings resolved once per distinct settings
+                            given = {**settings.get(p, {}), **combo}
+                            for i in applied:
+                                given.update(overrides[i].settings.get(p, {}))
+                            blob = json.dumps(given, sort_keys=True)
+                            cache[p, c, applied] = cache.get((p, blob)) or _resolve_settings(
+                                catalog, p, given, f"{where}: [sweep.{p}] {combo}" if combo
+                                else f"{where}: [settings.{p}]")
+                            cache[p, blob] = cache[p, c, applied]
+                        if (m, d, p, c, applied) not in made:  # a cell of another seed is this one's copy
+                            made[m, d, p, c, applied] = cell = make_cell(catalog.protocols.get(p), m, d, s,
+                                                                         cache[p, c, applied])
+                            _check_resolution(cell, f"{where}: cell {m} x {d} x {p}", catalog)
+                        else:
+                            base = made[m, d, p, c, applied]
+                            cell = Cell(m, d, p, s, base.settings, unkeyed=base.unkeyed, choices=base.choices)
                         if (m, p) not in checked:
                             checked[m, p] = _check_model(m, p, f"{where}: cell {m} x {d} x {p}", catalog)
                         cells.append(cell)
@@ -400,7 +408,7 @@ def _load(path: Path, doc: dict[str, Any], catalog: Catalog, quick: bool, seeds:
         raise SuiteError(f"{where}: [suite].table = {layout!r}: allowed: {', '.join(TABLE_LAYOUTS)}")
     limit = check_time_limit(head.get("cell_time_limit_s"), f"{where}: [suite].cell_time_limit_s")
     return Suite(name=name, description=str(head.get("description", "")), path=path, quick=quick,
-                 cells=tuple(replace(c, time_limit_s=limit) for c in cells.values()), table=layout,
+                 cells=tuple(cells.values() if limit is None else (replace(c, time_limit_s=limit) for c in cells.values())), table=layout,
                  executor=_executor(doc, where, catalog))
 
 

@@ -4,10 +4,13 @@
 
 For each size N it writes a run of N realistic records (2.5 kB each, as a training cell writes them:
 metrics, settings, environment) of a suite of N cells, then measures, each in a fresh process:
-- append: `append_once` of one more record into that run, the first append of a process (cold: it
-  reads the run once) and the mean of 50 more (warm: what each later cell of a driver costs);
+- append: `append_once` of one more record into that run (after the plans), the first append of a
+  process (cold: it reads the run's index, or the run) and the mean of 50 more (warm: what each later
+  cell of a driver costs).
 - plan: `benchbench run SUITE --dry-run` on the run: the suite's N cells, each found done, from the
-  command's start to its table (the same reading and planning a resume does before its first cell).
+  command's start to its table (the same reading and planning a resume does before its first cell);
+  first on the run as written (never read before: no index), then again (a resume: the run was read
+  before, by the first plan here or a driver's end-of-run table, which leave its index);
 `--before REV` measures the code of git revision REV the same way (its benchbench/ extracted into a
 temporary folder) and prints the ratio before/after for each figure. Goals: warm append flat in N and
 under 5 ms at 100,000 records; plan under 10 s at 100,000 records.
@@ -75,18 +78,26 @@ def child_append(run_dir: str) -> None:
     print(json.dumps({"cold_s": cold, "warm_s": (time.perf_counter() - start) / WARM}))
 
 
-def measure(code: Path, run_dir: Path, suite: Path) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(code), "BENCHBENCH_LOAD_ENTRY_POINTS": "0"}
+def dry_run(env: dict, run_dir: Path, suite: Path) -> float:
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "benchbench.cli", "run", str(suite), "--results",
                            str(run_dir.parent.parent), "--run-dir", str(run_dir), "--dry-run", "--device", "cpu"],
                           env=env, capture_output=True, text=True, cwd=run_dir.parent.parent)
-    plan_s = time.perf_counter() - start
+    seconds = time.perf_counter() - start
     if done.returncode != 0 or "0 to run" not in done.stdout + done.stderr:
         raise SystemExit(f"dry run failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return seconds
+
+
+def measure(code: Path, run_dir: Path, suite: Path) -> dict[str, float]:
+    """The plan of a run never read before (no index), then again (the run read before: its index, where
+    the code keeps one, as a driver's end-of-run table or plan leaves it), then the appends."""
+    env = {**os.environ, "PYTHONPATH": str(code), "BENCHBENCH_LOAD_ENTRY_POINTS": "0"}
+    plan_s = dry_run(env, run_dir, suite)
+    indexed_s = dry_run(env, run_dir, suite)
     out = subprocess.run([sys.executable, __file__, "--child-append", str(run_dir)], env=env, capture_output=True,
                          text=True, check=True)
-    return {**json.loads(out.stdout), "plan_s": plan_s}
+    return {**json.loads(out.stdout), "plan_s": plan_s, "indexed_s": indexed_s}
 
 
 def extract(rev: str, into: Path) -> Path:
@@ -105,8 +116,8 @@ def main() -> None:
     if args.child_append:
         return child_append(args.child_append)
     print(textwrap.dedent(f"""\
-        | records | code | first append (s) | append (ms/record) | plan a resume (s) |
-        |---:|---|---:|---:|---:|"""))
+        | records | code | first append (s) | append (ms/record) | plan, first read (s) | plan a resume (s) |
+        |---:|---|---:|---:|---:|---:|"""))
     for n in map(int, args.sizes.split(",")):
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
@@ -118,13 +129,14 @@ def main() -> None:
             rows = {}
             for name, code in codes.items():
                 (run_dir / "records.jsonl").write_bytes(pristine)
+                (run_dir / ".records.index.json").unlink(missing_ok=True)
                 rows[name] = m = measure(code, run_dir, root / "bench.toml")
-                print(f"| {n:,} | {name} | {m['cold_s']:.3f} | {m['warm_s'] * 1e3:.2f} | {m['plan_s']:.2f} |",
-                      flush=True)
+                print(f"| {n:,} | {name} | {m['cold_s']:.3f} | {m['warm_s'] * 1e3:.2f} | {m['plan_s']:.2f} "
+                      f"| {m['indexed_s']:.2f} |", flush=True)
             if "before" in rows:
                 b, a = rows["before"], rows["after"]
                 print(f"| {n:,} | before/after | {b['cold_s'] / a['cold_s']:.2f}x | {b['warm_s'] / a['warm_s']:.1f}x "
-                      f"| {b['plan_s'] / a['plan_s']:.2f}x |", flush=True)
+                      f"| {b['plan_s'] / a['plan_s']:.2f}x | {b['indexed_s'] / a['indexed_s']:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":

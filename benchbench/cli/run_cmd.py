@@ -14,7 +14,7 @@ import sys
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from benchbench import threads
 from benchbench.cli.common import catalog
@@ -23,10 +23,10 @@ from benchbench.plan import cell_states, duration, plan, summary, throughput_his
 from benchbench.rendezvous import records_the_cell
 from benchbench.run.cell import check_parallel, eager, key_today
 from benchbench.run.context import Plugins, RunContext
-from benchbench.settings import varying_settings
+from benchbench.settings import varying_cell_settings
 from benchbench.specs import DataOptions
 from benchbench.store import (ENV, RECORDS, DriverLock, RunLock, check_directory, check_outside_sites, check_run_dir, latest_run_dir, new_run_dir,
-                              RunReader, read_env, read_records, repair_torn_tail, run_dirs_under, write_json,
+                              Keys, read_env, read_keys, read_records, repair_torn_tail, run_dirs_under, write_json,
                               writing)
 from benchbench.suite import REPO_SUITES, check_time_limit, load_suite
 from benchbench.text import plural
@@ -89,21 +89,39 @@ def _echo(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _dry_run(plans, run_dir: Path | None) -> None:
-    from tabulate import tabulate
+def github_table(rows: list[list[Any]], headers: list[str]) -> str:
+    """tabulate(rows, headers, tablefmt="github", disable_numparse=True), the same text, written here for
+    plain ASCII cells (a plan of 100,000 cells: tabulate takes seconds); anything else goes to tabulate."""
+    cells = [["" if v is None else str(v) for v in row] for row in rows]
+    if not all(c.isascii() and c.isprintable() and c == c.strip() for row in [headers, *cells] for c in row):
+        from tabulate import tabulate
 
-    settings = [dict(p.cell.settings) for p in plans]
-    varying = varying_settings([p.cell.protocol for p in plans], settings)
-    rows = [[p.state, p.cell.model, p.cell.dataset, p.cell.protocol, p.cell.seed, *(s.get(k, "-") for k in varying),
+        return tabulate(rows, headers, tablefmt="github", disable_numparse=True)
+    widths = [max([len(h) + 2, *(len(row[i]) for row in cells)]) for i, h in enumerate(headers)]
+    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |",
+             "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    lines += ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |" for row in cells]
+    return "\n".join(lines)
+
+
+def _dry_run(plans, run_dir: Path | None) -> None:
+    varying, settings = varying_cell_settings(p.cell for p in plans)
+    shown = {k: [s.get(name, "-") for name in varying] for k, s in settings.items()}
+    rows = [[p.state, p.cell.model, p.cell.dataset, p.cell.protocol, p.cell.seed, *shown[id(p.cell.settings)],
              p.resolution, "-" if p.gmacs is None else f"{p.gmacs:.4g}",
              "-" if p.exaflops is None else f"{p.exaflops:.3g}",
-             "-" if p.state == "done" else duration(p.seconds), p.cell.key] for p, s in zip(plans, settings)]
-    print(tabulate(rows, ["State", "Model", "Dataset", "Protocol", "Seed", *varying, "Res (px)", "GMACs",
-                          "exaFLOPs", "Est. time", "Key"], tablefmt="github", disable_numparse=True))
+             "-" if p.state == "done" else duration(p.seconds), p.cell.key] for p in plans]
+    print(github_table(rows, ["State", "Model", "Dataset", "Protocol", "Seed", *varying, "Res (px)", "GMACs",
+                              "exaFLOPs", "Est. time", "Key"]))
     print(f"\nrun directory: {run_dir if run_dir else 'a new one'}\n{summary(totals(plans))}")
     used = {p.pace: p.img_per_s_from for p in plans if p.state != "done" and p.img_per_s_from}
     for pace, measured in used.items():
         print(f"  {pace}: {measured}")
+
+
+def _states(keys: Keys | None, cat, suite) -> dict[str, str]:
+    """{cell key: "done" | "failed"} of the run read as `keys` (None: no run yet)."""
+    return {} if keys is None else cell_states(keys.entries, cat, {c.key for c in suite.cells}, keys.records)
 
 
 def _driver_device(name: str, in_process: bool) -> "torch.device":
@@ -261,12 +279,15 @@ def _plan_and_run(args, cat, suite, choice, device, root: Path, named: Path | No
         run_dir = None if args.fresh else latest_run_dir(root, suite.name, suite.quick)
         if run_dir is not None:
             check_run_dir(run_dir)
-    reader = RunReader(run_dir) if run_dir else None  # read again under the lock: only what was appended since
-    earlier = reader.read(missing_ok=True).records if reader else []
+    # Keys and statuses are all a plan needs of the run (read again under the lock): its index spares a
+    # resume of 100,000 records parsing them (benchbench.runindex).
+    earlier = read_keys(run_dir, missing_ok=True) if run_dir else None
+    states = _states(earlier, cat, suite)
     threads.apply()  # the run's device name says the threads its cells start with
-    history = throughput_history([root, PUBLISHED], device_name(device), cat,
-                                 known={run_dir.resolve(): earlier} if run_dir else None)
-    plans = plan(suite, cat, earlier, history, device)
+    # Earlier measurements time the cells to run: with none to run, no records need parsing for them.
+    to_run = any(states.get(c.key) != "done" for c in suite.cells)
+    history = throughput_history([root, PUBLISHED], device_name(device), cat) if to_run else {}
+    plans = plan(suite, cat, (), history, device, states=states)
     todo = [p.cell for p in plans if p.state != "done"]
     # an executor's cells run on its nodes, which check their own devices (the batch rule holds anywhere)
     _check_cells(suite, todo, device, here=choice.spec.in_process)
@@ -288,7 +309,8 @@ def _plan_and_run(args, cat, suite, choice, device, root: Path, named: Path | No
     with open_executor(choice, context, todo) as executor:
         if run_dir is None:
             context = replace(context, run_dir=new_run_dir(root, suite.name))
-        return _run(args, Session(cat, suite, choice, executor, device, reader), context, bool(earlier), plans)
+        return _run(args, Session(cat, suite, choice, executor, device), context,
+                    bool(earlier and earlier.entries), plans)
 
 
 @dataclass(frozen=True)
@@ -301,7 +323,6 @@ class Session:
     choice: Choice
     executor: Executor
     device: "torch.device"
-    reader: RunReader | None = None  # the run resumed, as read so far
 
 
 def _run(args, session: Session, context: RunContext, resuming: bool, plans) -> int:
@@ -328,14 +349,13 @@ def _run(args, session: Session, context: RunContext, resuming: bool, plans) -> 
                 _echo(f"warning: {run_dir / ENV} is not a JSON object; left as it is (each record carries its "
                       "own environment)")
             # What is done is read again under the lock: another run may have finished cells meanwhile.
-            reader = session.reader if session.reader and session.reader.run_dir == run_dir else RunReader(run_dir)
-            read = reader.read(missing_ok=True)
+            read = read_keys(run_dir, missing_ok=True)
             for problem in read.problems:
                 _echo(f"warning: {problem}")
             if read.problems:
                 _echo(f"warning: {len(read.problems)} lines of {run_dir / RECORDS} are not records; they are kept "
                       "as they are, and cells without a record run again")
-            states = cell_states(read.records, cat)
+            states = _states(read, cat, suite)
             plans = [replace(p, state=states.get(p.cell.key, "todo")) for p in plans]
             on = "" if session.choice.spec.default else f" through executor {session.choice.spec.id!r}"
             _echo(f"{suite.name}: {'resuming ' if resuming else ''}{run_dir} on {env['device_name']}{on}\n"
@@ -350,7 +370,7 @@ def _run(args, session: Session, context: RunContext, resuming: bool, plans) -> 
                 write_json(run_dir / ENV, {**env, "load_average_end": threads.load_average()})
     except KeyboardInterrupt:
         try:  # a fresh run stopped in its first cell has no records file yet
-            states = cell_states(read_records(run_dir, missing_ok=True).records, cat)
+            states = cell_states(read_records(run_dir, missing_ok=True).records, cat, {c.key for c in suite.cells})
         except BenchError:
             states = {}
         recorded = sum(states.get(c.key) == "done" for c in suite.cells)

@@ -7,6 +7,7 @@ setting by name again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
@@ -78,18 +79,33 @@ class Cell:
     # Derived from the settings (choices_of): never part of the key.
     choices: Choices = field(default_factory=Choices, compare=False)
 
-    @property
+    @functools.cached_property  # computed once per cell: a plan of 100,000 cells asks each several times
     def key(self) -> str:
-        blob = json.dumps(
-            {"model": self.model, "dataset": self.dataset, "protocol": self.protocol, "seed": self.seed,
-             "settings": {k: v for k, v in self.settings if k not in self.unkeyed}},
-            sort_keys=True,
-        )
+        # The sha256 of json.dumps({"model", "dataset", "protocol", "seed", "settings"}, sort_keys=True),
+        # written out in that order with the settings' part made once per distinct settings.
+        blob = (f'{{"dataset": {json.dumps(self.dataset)}, "model": {json.dumps(self.model)}, '
+                f'"protocol": {json.dumps(self.protocol)}, "seed": {json.dumps(self.seed)}, '
+                f'"settings": {_settings_blob(self.settings, self.unkeyed)}}}')
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @property
     def label(self) -> str:
         return f"{self.model} x {self.dataset} x {self.protocol} (seed {self.seed})"
+
+
+def _settings_blob(settings: tuple[tuple[str, Any], ...], unkeyed: frozenset[str]) -> str:
+    """The keyed settings as the key's JSON writes them; remembered for settings that can be (hashable)."""
+    try:
+        return _settings_blob_cached(settings, unkeyed)
+    except TypeError:  # a list among the values
+        return _dump_settings(settings, unkeyed)
+
+
+def _dump_settings(settings: tuple[tuple[str, Any], ...], unkeyed: frozenset[str]) -> str:
+    return json.dumps({k: v for k, v in settings if k not in unkeyed}, sort_keys=True)
+
+
+_settings_blob_cached = functools.lru_cache(maxsize=4096)(_dump_settings)
 
 
 def make_cell(protocol: ProtocolSpec, model: str, dataset: str, seed: int, settings: Mapping[str, Any],
@@ -112,10 +128,21 @@ def key_today(record: "Record", catalog: "Catalog") -> str:
     cell. A record of a protocol that is not loaded keeps its own key."""
     if record.protocol not in catalog.protocols:
         return record.key
-    protocol = catalog.protocols.get(record.protocol)
-    settings = {**defaults(protocol.settings), **record.settings}
+    known, no_key = _protocol_keying(catalog.protocols.get(record.protocol))
+    settings = {**known, **record.settings}
     return Cell(model=record.model, dataset=record.dataset, protocol=record.protocol, seed=record.seed,
-                settings=tuple(sorted(settings.items())), unkeyed=unkeyed(protocol)).key
+                settings=tuple(sorted(settings.items())), unkeyed=no_key).key
+
+
+def _protocol_keying(protocol: ProtocolSpec) -> tuple[dict[str, Any], frozenset[str]]:
+    """(the protocol's default settings, its unkeyed settings), worked out once per protocol spec."""
+    cached = _KEYING.get(id(protocol))
+    if cached is None or cached[0] is not protocol:
+        cached = _KEYING[id(protocol)] = (protocol, defaults(protocol.settings), unkeyed(protocol))
+    return cached[1], cached[2]
+
+
+_KEYING: dict[int, tuple[ProtocolSpec, dict[str, Any], frozenset[str]]] = {}
 
 
 def eager(cell: Cell) -> Cell:

@@ -25,7 +25,7 @@ from benchbench.record import Record
 from benchbench.run.cell import Cell
 from benchbench.run.context import RunContext
 from benchbench.run.worker import Job, fault_record, summary_line
-from benchbench.settings import defaults, varying_settings
+from benchbench.settings import defaults, varying_cell_settings
 from benchbench.sharedstore import Journal, append_once
 from benchbench.specs import Executor, ExecutorSpec, Setting
 from benchbench.store import RECORDS, read_records
@@ -188,7 +188,7 @@ def run_cells(executor: Executor, context: RunContext, suite: Suite, catalog: Ca
     A KeyboardInterrupt (Ctrl-C, or SIGTERM turned into one) propagates: a cell in progress in this
     process is not recorded, every finished one is, so the same command resumes (and re-attaches to
     jobs an executor left running)."""
-    shown = varying_settings([c.protocol for c in suite.cells], [dict(c.settings) for c in suite.cells])
+    shown, _ = varying_cell_settings(suite.cells)
     bar = tqdm(total=len(todo), desc=suite.name, unit="cell", disable=not context.show_progress or not todo,
                dynamic_ncols=True, mininterval=0.2 if sys.stderr.isatty() else 15.0)
     say = (lambda line: tqdm.write(line, file=sys.stderr)) if context.show_progress else echo

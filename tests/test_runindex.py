@@ -1,0 +1,176 @@
+"""A resume of a big run reads its records' keys from the run's index instead of parsing every record
+(benchbench.runindex): the same records and problems as a full read whatever happened to the file
+since the index was written, and a fresh writer's first append starts from it too. The fast paths
+under it (a screened line's checks, a cell's key written out) give what the full ones give."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from benchbench import runindex, sharedstore
+from benchbench.record import Record, RecordError, screened_line
+from benchbench.run.cell import Cell
+from benchbench.sharedstore import append_once
+from benchbench.store import RECORDS, read_keys, read_records
+
+N = runindex.MIN_LINES + 200
+
+
+def _record(i: int, status: str = "ok", **over) -> dict:
+    return {**Record(key=f"k{i:05d}", status=status, model="m", dataset="d", protocol="p", seed=i,
+                     job_id=f"j{i}" if i % 3 == 0 else None, error=None if status == "ok" else "RuntimeError: x",
+                     metrics={"top1": 0.5, "exec_compile": False}, settings={"lr": 0.1, "n": [1, 2]}).to_json(),
+            **over}
+
+
+def _write(run_dir: Path, objs: list) -> None:
+    with open(run_dir / RECORDS, "a") as f:
+        for obj in objs:
+            f.write((obj if isinstance(obj, str) else json.dumps(obj)) + "\n")
+
+
+def _same_as_full_read(run_dir: Path) -> runindex.Index | None:
+    """The index as read_keys left it, after checking read_keys against read_records (which indexes)."""
+    keys = read_keys(run_dir)
+    index = runindex.load(run_dir, (run_dir / RECORDS).read_bytes())
+    full = read_records(run_dir)
+    assert [(e.key, e.ok, e.job_id) for e in keys.entries] == [(r.key, r.ok, r.job_id) for r in full.records]
+    assert keys.problems == full.problems
+    assert list(keys.records(keys.entries[-3:])) == full.records[-3:]
+    return index
+
+
+def test_keys_from_the_index_equal_a_full_read_as_the_file_grows_and_is_edited(tmp_path):
+    _write(tmp_path, [_record(i, "ok" if i % 7 else "failed") for i in range(N)]
+           + ["{not json", json.dumps(_record(N, metrics={"top1": "high"}))])  # two lines that are no record
+    first = _same_as_full_read(tmp_path)
+    assert first is not None and len(first.entries) == N and [n for n, _ in first.problems] == [N + 1, N + 2]
+    _write(tmp_path, [_record(N + 10 + i) for i in range(5)])  # appended after the index: parsed, no rewrite
+    assert _same_as_full_read(tmp_path).size == first.size
+    data = (tmp_path / RECORDS).read_bytes()
+    at = data.index(b'"k00042"')
+    (tmp_path / RECORDS).write_bytes(data[:at] + b'"k00O42"' + data[at + 8:])  # an edit inside what it covers
+    assert runindex.load(tmp_path, (tmp_path / RECORDS).read_bytes()) is None
+    assert _same_as_full_read(tmp_path) is not None  # read in full, and indexed again
+    with open(tmp_path / RECORDS, "ab") as f:
+        f.write(json.dumps(_record(99999)).encode()[:40])  # a torn last line: never indexed
+    keys = read_keys(tmp_path)
+    assert keys.problems[-1].endswith("torn last line (the run was interrupted while writing it); ignored")
+    (tmp_path / RECORDS).write_bytes(data[:len(data) // 2])  # cut shorter than the index
+    _same_as_full_read(tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "other-format", "wrong-types"])
+def test_a_damaged_index_is_ignored(tmp_path, damage):
+    _write(tmp_path, [_record(i) for i in range(N)])
+    read_keys(tmp_path)
+    index = tmp_path / runindex.INDEX
+    obj = json.loads(index.read_text())
+    index.write_text({"garbage": "{[", "other-format": json.dumps({**obj, "format": 99}),
+                      "wrong-types": json.dumps({**obj, "entries": [[1, 2]]})}[damage])
+    assert runindex.load(tmp_path, (tmp_path / RECORDS).read_bytes()) is None
+    assert len(read_keys(tmp_path).entries) == N
+
+
+def test_a_small_run_has_no_index_and_one_that_cannot_be_written_reads_the_same(tmp_path):
+    _write(tmp_path, [_record(i) for i in range(10)])
+    read_keys(tmp_path)
+    assert not (tmp_path / runindex.INDEX).exists()
+    _write(tmp_path, [_record(i) for i in range(10, N)])
+    (tmp_path / runindex.INDEX).mkdir()  # in the way (as a full disk or a read-only folder would be)
+    assert len(read_keys(tmp_path).entries) == N and len(read_records(tmp_path).records) == N
+    assert (tmp_path / runindex.INDEX).is_dir() and sorted(p.name for p in tmp_path.iterdir()) == [
+        runindex.INDEX, RECORDS]  # no temporary file left behind
+
+
+def test_a_fresh_writer_starts_from_the_index_and_keeps_one_ok_record_per_cell(tmp_path, monkeypatch):
+    # Big enough (over 1 MB) for a fresh writer to start from the index rather than parse the file
+    _write(tmp_path, [_record(i, settings={"pad": "x" * 900}) for i in range(N)])
+    read_keys(tmp_path)
+    sharedstore._INDEXES.clear()
+    parsed = []
+    real = sharedstore._objects
+    monkeypatch.setattr(sharedstore, "_objects", lambda data: parsed.append(len(data)) or real(data))
+    assert not append_once(tmp_path, Record.from_json(_record(5)))  # done, known from the index alone
+    assert parsed == []  # nothing parsed: the index covers the whole file
+    assert not append_once(tmp_path, Record.from_json(_record(3, "failed", job_id="j3")))  # same job
+    assert append_once(tmp_path, Record.from_json(_record(N + 1)))
+    assert not append_once(tmp_path, Record.from_json(_record(N + 1)))
+    assert [r.key for r in read_records(tmp_path).records].count(f"k{N + 1:05d}") == 1
+
+
+def test_cell_states_from_keys_equal_those_from_records_also_for_records_keyed_before(tmp_path, catalog):
+    from benchbench.plan import cell_states
+    from benchbench.run.cell import make_cell
+    from benchbench.settings import defaults
+
+    protocol = catalog.protocols.get("measure")
+    cells = [make_cell(protocol, "vit-mu7", "fashion-mnist", s, defaults(protocol.settings)) for s in range(N)]
+    objs = [_record(i, key=c.key, model=c.model, dataset=c.dataset, protocol=c.protocol, seed=c.seed,
+                    settings=dict(c.settings)) for i, c in enumerate(cells)]
+    for obj in objs[:50]:  # written before the protocol had its last setting: another key, the same cell
+        name = sorted(obj["settings"])[-1]
+        obj["settings"] = {k: v for k, v in obj["settings"].items() if k != name}
+        obj["key"] = "old" + obj["key"][3:]
+    _write(tmp_path, objs)
+    read_keys(tmp_path)
+    keys = read_keys(tmp_path)
+    wanted = {c.key for c in cells}
+    by_keys = cell_states(keys.entries, catalog, wanted, keys.records)
+    assert by_keys == cell_states(read_records(tmp_path).records, catalog)
+    assert set(by_keys) == wanted
+
+
+def _line(obj) -> bytes:
+    return json.dumps(obj, ensure_ascii=False).encode()
+
+
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(min_value=-2 ** 70, max_value=2 ** 70),
+                    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=6),
+                    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+
+
+@settings(max_examples=400, deadline=None)
+@given(field=st.sampled_from(["metrics", "settings", "accuracies", "seed", "model", "wall_seconds", "resolution"]),
+       name=st.text(max_size=5), value=_VALUES)
+def test_a_screened_line_is_judged_as_the_full_check_judges_it(field, name, value):
+    obj = _record(1)
+    if field in ("metrics", "settings", "accuracies"):
+        obj[field] = {**obj[field], name: value}
+    else:
+        obj[field] = value
+    raw = _line(obj).replace(b"Infinity", b"1e999")  # json writes non-finite numbers as NaN/Infinity
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return
+
+    def outcome(screened: bool):
+        try:
+            return Record.from_json(parsed, screened=screened)
+        except RecordError as exc:
+            return str(exc)
+
+    assert outcome(screened_line(raw)) == outcome(False)
+
+
+def test_lines_that_may_hide_a_control_character_or_deep_nesting_are_not_screened():
+    plain = _line(_record(1))
+    assert screened_line(plain)
+    for bad in (b'"a\\u0007"', b'"tab\\t"', "\u0085".encode(), b"\x7f", b"NaN", b"-Infinity", b"[" * 21):
+        assert not screened_line(plain[:-1] + b', "x": ' + bad + b"}")
+
+
+@pytest.mark.parametrize("settings_", [(), (("lr", 0.1), ("n", [1, {"é": None}]), ("s", "x\u2028")),
+                                       (("b", True), ("f", 1e-7), ("i", -3), ("big", 12345678901234567890))])
+def test_a_cells_key_is_the_sha256_of_its_whole_json_as_it_always_was(settings_):
+    cell = Cell("vit-b16", "cifar10", "finetune", 3, settings_, unkeyed=frozenset({"s"}))
+    blob = json.dumps({"model": "vit-b16", "dataset": "cifar10", "protocol": "finetune", "seed": 3,
+                       "settings": {k: v for k, v in settings_ if k != "s"}}, sort_keys=True)
+    assert cell.key == hashlib.sha256(blob.encode()).hexdigest()[:16]
