@@ -33,7 +33,7 @@ def _rows(html: str, table_id: str) -> list[list[str]]:
 
 def test_every_page_is_valid_html_and_every_link_resolves(site, check_site):
     pages = check_site(site)
-    assert {"index.html", "zoo.html", "comparisons.html", "run-tiny-20260101-000000.html",
+    assert {"index.html", "zoo.html", "comparisons.html", "history.html", "run-tiny-20260101-000000.html",
             "run-broken-20260103-000000.html", "run-torn-20260104-000000.html", "run-empty-20260105-000000.html",
             "compare-tiny-20260101-000000--vs--tiny-20260102-000000.html"} <= set(pages)
     # Every asset is in the site: a stylesheet, a script, an icon; nothing from the network.
@@ -248,4 +248,26 @@ def test_the_report_summary_counts_in_words(report_runs, report_models, tmp_path
 
     monkeypatch.setattr(report_cmd, "catalog", lambda args: SimpleNamespace(models=report_models))
     assert main(["report", str(report_runs.base), "-o", str(tmp_path / "one")]) == 0
-    assert capsys.readouterr().out.strip().endswith("index.html: 1 run, 0 comparisons (0 regressions), 4 pages")
+    assert capsys.readouterr().out.strip().endswith("index.html: 1 run, 0 comparisons (0 regressions), 5 pages")
+
+
+def test_the_history_page_draws_each_cell_across_runs_and_lists_its_regressions(report_runs, report_models,
+                                                                                 tmp_path):
+    from benchbench.site.build import build_site
+
+    out = tmp_path / "site"
+    build_site([report_runs.root], out, models=report_models)
+    html = (out / "history.html").read_text()
+    # Constructed: vit-a lost 10 points of top-1 in the second run; seed 1's cell (0.82 -> 0.72) stays
+    # there, seed 0's (0.80 -> 0.70) is back at 0.80 in the fourth run (one point of it): no step.
+    assert _rows(html, "table-regressions") == [[
+        "vit-a x fashion-mnist x scratch", "top1", "vit-a|fashion-mnist|scratch|1|[] (seed=1)", "-", "0.82", "0.72",
+        "-12.2%", "run 20260102-000000", "run 20260101-000000"]]
+    groups = re.findall(r'<h2 id="(h-[^"]+)">(.*?)</h2>', html)
+    assert [title for _, title in groups] == [f"{m} x fashion-mnist x scratch: {metric}" for m in ("bit-b", "vit-a", "vit-c")
+                                              for metric in ("top1", "train_img_per_s")]
+    assert html.count("<svg") == len(groups) == 6  # a figure each; the regression's row links to its figure
+    assert 'href="#h-vit-a-fashion-mnist-scratch-top1"' in html
+    build_site([report_runs.base], tmp_path / "one", models=report_models)  # one run: nothing has a history
+    assert "No history: no cell of these 1 runs was recorded in two runs or more" in (
+        tmp_path / "one" / "history.html").read_text()

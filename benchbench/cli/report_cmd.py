@@ -11,7 +11,7 @@ from benchbench.text import plural
 
 def add_parser(sub, parent) -> None:
     p = sub.add_parser("report", parents=[parent],
-                       help="write a static website of runs: an index, a page per run, comparisons, the model zoo")
+                       help="write a static website of runs: an index, a page per run, comparisons, history, the model zoo")
     p.add_argument("paths", nargs="+", metavar="ROOT_OR_RUN_DIR",
                    help="a results root (every run below it) or a run directory, e.g. results or runs/quickstart/<run-id>")
     p.add_argument("-o", "--output", required=True, metavar="SITE_DIR",

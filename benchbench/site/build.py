@@ -82,6 +82,7 @@ def _render(tmp: Path, site: Site, models, roots: list[str]) -> list[str]:
     """The site's files, written under `tmp`; returns their paths relative to it."""
     from benchbench import __version__
     from benchbench.plots import family_styles
+    from benchbench.site.history_page import METRICS as HISTORY_METRICS, history_groups, regressions_table
     from benchbench.site.run_page import run_page
     from benchbench.site.zoo import zoo_rows
 
@@ -118,6 +119,9 @@ def _render(tmp: Path, site: Site, models, roots: list[str]) -> list[str]:
             "table-comparison", f"{c.b.label} against {c.a.label}", c.columns, c.rows, flagged=c.flagged))
     page("comparisons.html", "comparisons.html", comparisons=site.comparisons, runs=site.runs,
          table=_comparisons_table(site.comparisons))
+    groups = history_groups(site.runs)
+    page("history.html", "history.html", groups=groups, runs=site.runs, metrics=HISTORY_METRICS,
+         table=regressions_table(groups))
     rows = zoo_rows(models)
     page("zoo.html", "zoo.html", zoo=html_table(
         "table-zoo", "Every registered model, at its default resolution, 1000 classes",
