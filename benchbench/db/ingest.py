@@ -24,6 +24,7 @@ from benchbench.db.connect import Database, db_errors
 from benchbench.db.rows import dumps, record_row
 from benchbench.db.schema import records
 from benchbench.errors import BenchError
+from benchbench.gcpause import gc_paused
 from benchbench.record import Record
 from benchbench.store import RECORDS, read_records, run_dirs_under
 
@@ -134,9 +135,10 @@ def run_dirs(paths: Iterable[str | Path]) -> list[Path]:
 def read_rows(run_dir: Path, dialect: str) -> tuple[list[str], int, list]:
     """A run's problems, its number of records, and their rows `prepare`d for `dialect` (the part of
     ingesting that needs no database: run in worker processes for a large ingest)."""
-    read = read_records(run_dir)
-    where = str(Path(run_dir).resolve())
-    return read.problems, len(read.records), prepare([record_row(r, where) for r in read.records], dialect)
+    with gc_paused():  # rows of thousands of records: no reference cycles to collect
+        read = read_records(run_dir)
+        where = str(Path(run_dir).resolve())
+        return read.problems, len(read.records), prepare([record_row(r, where) for r in read.records], dialect)
 
 
 def _workers(dirs: list[Path], jobs: int | None) -> int:

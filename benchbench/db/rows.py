@@ -70,9 +70,12 @@ def dumps(value: Any) -> str:
     """JSON text for a JSON column: NaN and infinities as strings (PostgreSQL's JSON takes none, and
     strict readers of SQLite's neither); the engines serialise with this too."""
     try:
-        return json.dumps(value, allow_nan=False)
+        return _ENCODE(value)
     except ValueError:
-        return json.dumps(_json_safe(value), allow_nan=False)
+        return _ENCODE(_json_safe(value))
+
+
+_ENCODE = json.JSONEncoder(allow_nan=False).encode  # json.dumps(..., allow_nan=False) makes one per call
 
 
 def record_row(record: Record, run_dir: str = "") -> dict[str, Any]:
