@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,33 @@ def test_a_cells_key_is_the_sha256_of_its_whole_json_as_it_always_was(settings_)
     blob = json.dumps({"model": "vit-b16", "dataset": "cifar10", "protocol": "finetune", "seed": 3,
                        "settings": {k: v for k, v in settings_ if k != "s"}}, sort_keys=True)
     assert cell.key == hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def test_a_dry_run_of_a_big_run_plans_from_its_index_and_sees_an_edit(run_suite, catalog, capsys):
+    """End to end: a run of 1,200 done cells (records written as a driver writes them) is planned all
+    done, from the index the first plan leaves; a record edited to failed afterwards is seen at once."""
+    from benchbench.suite import load_suite
+
+    path = run_suite.write(f"""
+        [suite]
+        name = "big"
+        models = ["vit-mu7"]
+        datasets = ["fashion-mnist"]
+        protocols = ["measure"]
+        seeds = {list(range(N))}
+    """)
+    cells = load_suite(str(path), catalog).cells
+    run_dir = run_suite.results / "big" / "20260101-000000"
+    run_dir.mkdir(parents=True)
+    _write(run_dir, [_record(i, key=c.key, model=c.model, dataset=c.dataset, protocol=c.protocol, seed=c.seed,
+                             settings=dict(c.settings)) for i, c in enumerate(cells)])
+    for _ in range(2):  # the first plan parses the run and indexes it, the second reads the index
+        assert run_suite.run("--dry-run") == 0
+        assert f"{N:,} cells: {N} done, 0 to run" in capsys.readouterr().out
+        assert (run_dir / runindex.INDEX).is_file()
+    data = (run_dir / RECORDS).read_bytes()
+    at = data.index(b'"status": "ok"', data.index(cells[7].key.encode()))
+    (run_dir / RECORDS).write_bytes(data[:at] + b'"status": "failed"' + data[at + len(b'"status": "ok"'):])
+    assert run_suite.run("--dry-run") == 0
+    out = capsys.readouterr().out
+    assert f"{N - 1} done, 1 to run" in out and len(re.findall(r"\| failed +\| vit-mu7", out)) == 1
