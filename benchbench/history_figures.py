@@ -33,7 +33,7 @@ def history_figure(series: Sequence[Series], metric: str, title: str = "") -> pl
             ax.annotate(f"{r.relative:+.1%}", (at - 0.5, r.after), xytext=(4, 4), textcoords="offset points",
                         color=REGRESSION_COLOR, fontsize=8)
         head = f"cell {s.key}" + (f" ({s.label})" if s.label else "") + (f", {s.environment}" if s.environment else "")
-        ax.set_title(head, fontsize=9, loc="left")
+        ax.set_title(_fit(head), fontsize=9, loc="left")
         ax.set_ylabel(metric)
         ax.set_xticks(list(xs))
         ax.set_xticklabels([p.run_id for p in s.points], rotation=60, fontsize=6, ha="right")
@@ -41,6 +41,13 @@ def history_figure(series: Sequence[Series], metric: str, title: str = "") -> pl
     fig.suptitle(title or f"History of {metric}", fontsize=11)
     fig.tight_layout()
     return fig
+
+
+TITLE_CHARS = 110  # a panel's title at 9 pt across the figure's 8 inches; `history` prints the whole
+
+
+def _fit(text: str) -> str:
+    return text if len(text) <= TITLE_CHARS else text[:TITLE_CHARS - 3] + "..."
 
 
 def save(series: Sequence[Series], metric: str, out: Path, title: str = "") -> Path:
