@@ -135,15 +135,19 @@ class Record:
             raise RecordError(f"not a benchbench record: no {', '.join(missing)}")
         if obj["status"] not in STATUSES:
             raise RecordError(f"status {obj['status']!r}: allowed: {', '.join(STATUSES)}")
+        parsed = _PARSED_TYPES if screened else {}  # JSON's own types: an object is a dict of str keys
         for name, value in obj.items():
-            if name in _TYPES and not _is(value, _TYPES[name]):
+            if (types := _TYPES.get(name)) is not None and type(value) not in parsed.get(name, ()) and \
+                    not _is(value, types):
                 raise RecordError(f"{name!r} is {type(value).__name__} {_short(value)}, not "
                                   + " or ".join("null" if t is type(None) else _JSON_NAMES.get(t, t.__name__)
-                                                for t in _TYPES[name]))
+                                                for t in types))
         problem = _screened_problem(obj) if screened else _value_problem(obj)
         if problem:
             raise RecordError(problem)
-        known = _FIELDS.get(cls) or _FIELDS.setdefault(cls, frozenset(f.name for f in dataclasses.fields(cls)))
+        if cls is Record:
+            return _record({k: v for k, v in obj.items() if k in _RECORD_FIELDS})
+        known = frozenset(f.name for f in dataclasses.fields(cls))
         return cls(**{k: v for k, v in obj.items() if k in known})
 
 
@@ -161,6 +165,28 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "predictions": (Mapping, type(None)),
     "executor": _OPT_STR, "node": _OPT_STR, "job_id": _OPT_STR, "attempts": (int, type(None)),
 }
+# For a record parsed from JSON (whose objects are dicts with string keys), the types each field may have.
+_PARSED_TYPES = {name: tuple(dict if t is Mapping else t for t in types) for name, types in _TYPES.items()}
+_RECORD_FIELDS = frozenset(f.name for f in dataclasses.fields(Record))
+_RECORD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Record) if f.default is not dataclasses.MISSING}
+_RECORD_FACTORIES = {f.name: f.default_factory for f in dataclasses.fields(Record)
+                     if f.default_factory is not dataclasses.MISSING}
+
+
+def _record(values: dict[str, Any]) -> Record:
+    """Record(**values), built without the frozen dataclass's __init__ (a setattr per field through
+    object.__setattr__: two thirds of reading a record). Record has no __post_init__; `values` holds
+    the required fields (from_json checked them) and only fields."""
+    record = object.__new__(Record)
+    fields = record.__dict__
+    fields.update(_RECORD_DEFAULTS)
+    for name, make in _RECORD_FACTORIES.items():
+        if name not in values:
+            fields[name] = make()
+    fields.update(values)
+    return record
+
+
 _JSON_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true/false", Mapping: "an object"}
 
 
@@ -189,7 +215,6 @@ _CONTROL_BYTES = bytes([*range(0x20), 0x7f, 0x5c, 0xc2])
 _OTHER_BYTES = bytes(b for b in range(256) if b not in _CONTROL_BYTES)
 _INF = float("inf")
 _STR_TYPE = {str}
-_FIELDS: dict[type, frozenset[str]] = {}
 
 
 def screened_line(raw: bytes) -> bool:
@@ -217,8 +242,9 @@ def _screened_problem(obj: Mapping[str, Any]) -> str | None:
         if not (kind is str or kind is bool or value is None or (kind is float and -_INF < value < _INF)
                 or (kind is int and -INT_LIMIT < value < INT_LIMIT)):
             return _value_problem(obj)  # a list, an object or a number out of range: the full check
-    for name in ("seed", "resolution", "devices", "attempts", "wall_seconds"):
-        if obj.get(name) is not None and number_problem(obj[name]):
+    for name in ("seed", "resolution", "devices", "attempts", "wall_seconds"):  # their types are checked
+        value = obj.get(name)
+        if value is not None and not (-INT_LIMIT < value < INT_LIMIT if type(value) is int else -_INF < value < _INF):
             return _value_problem(obj)
     if not all(v is None or type(v) is str for v in (obj.get("accuracies") or {}).values()):
         return _value_problem(obj)
@@ -250,11 +276,14 @@ def split_result(result: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
 
 
 def upgrade(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """A record object of any known schema as the current schema (see the module docstring)."""
+    """A record object of any known schema as the current schema (see the module docstring): a copy, or
+    the object itself when it is a dict of the current schema already (nothing to change)."""
     schema = obj.get("schema", 1)
     if not isinstance(schema, int) or schema < 1 or schema > SCHEMA:
         raise RecordError(f"record schema {schema!r}: this benchbench reads schemas 1 to {SCHEMA}; "
                           "upgrade benchbench to read it")
+    if schema == SCHEMA and type(obj) is dict:  # nothing to change (and from_json changes nothing)
+        return obj
     out = dict(obj)
     if schema == 1:
         metrics = out.get("metrics") if isinstance(out.get("metrics"), Mapping) else {}

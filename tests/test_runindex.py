@@ -205,3 +205,18 @@ def test_a_dry_run_of_a_big_run_plans_from_its_index_and_sees_an_edit(run_suite,
     assert run_suite.run("--dry-run") == 0
     out = capsys.readouterr().out
     assert f"{N - 1} done, 1 to run" in out and len(re.findall(r"\| failed +\| vit-mu7", out)) == 1
+
+
+def test_a_record_read_back_is_the_record_its_constructor_makes():
+    import pickle
+    from dataclasses import fields, replace
+
+    for obj in (_record(3), _record(4, "failed", env={"device_name": "cpu"}, checkpoint={"sha256": "ab"}),
+                {"key": "k", "status": "ok", "model": "m", "dataset": "d", "protocol": "p", "seed": 0, "schema": 3}):
+        read = Record.from_json(json.loads(json.dumps(obj)), screened=True)
+        made = Record(**{k: v for k, v in obj.items() if k in {f.name for f in fields(Record)}})
+        assert read == made and repr(read) == repr(made) and read.to_json() == made.to_json()
+        assert pickle.loads(pickle.dumps(read)) == made and replace(read, seed=9) == replace(made, seed=9)
+    minimal = {"key": "k", "status": "ok", "model": "m", "dataset": "d", "protocol": "p", "seed": 0}
+    one, two = Record.from_json(dict(minimal)), Record.from_json(dict(minimal))
+    assert one.metrics == {} and one.metrics is not two.metrics  # a default dict of its own, as __init__ gives
