@@ -364,3 +364,34 @@ def test_a_read_only_database_path_with_uri_characters_is_read(report_runs, tmp_
     assert _cli(capsys, "db", "ingest", report_runs.base, "--db", url)[0] == 0
     code, out, _ = _cli(capsys, "db", "info", "--db", url)
     assert code == 0 and "6 records of 1 run" in out
+
+
+def test_the_bulk_sqlite_rows_equal_what_sqlalchemy_stores_for_the_same_records(report_runs, make_record, tmp_path):
+    """The bulk ingest makes SQLite's parameters directly; SQLAlchemy's own insert of record_row (its
+    type processing: JSON text, DATETIME text, 0/1) must store the same values, column by column."""
+    from benchbench.db.ingest import _COLUMNS, insert_prepared, prepare
+    from benchbench.db.rows import record_row
+    from benchbench.store import read_records
+
+    recs = [r for d in (report_runs.base, report_runs.failed) for r in read_records(d).records]
+    recs += [replace(make_record("vit-x", top1=0.5), job_id="7", quick=True, env={"versions": {"torch": "2"}},
+                     started_at="2026-01-01T10:00:00+02:00", finished_at=None, metrics={"top1": 0.5, "params": 12,
+                                                                                         "exec_compile": False}),
+             replace(make_record("vit-y"), started_at=None, job_id=None, suite=None, run_id=None, env=None)]
+    bulk, orm = (open_database(f"sqlite:///{tmp_path / name}.db", write=True) for name in ("bulk", "orm"))
+    try:
+        assert insert_prepared(bulk, prepare(recs, "/r/suite/run-1", "sqlite")) == len(recs)
+        with orm.engine.begin() as conn:
+            conn.execute(schema.records.insert(), [record_row(r, "/r/suite/run-1") for r in recs])
+    finally:
+        bulk.close()
+        orm.close()
+    query = f"SELECT {', '.join(_COLUMNS)} FROM records ORDER BY id"
+    json_at = [i for i, c in enumerate(_COLUMNS) if isinstance(schema.records.c[c].type, schema.JSON)]
+
+    def decoded(rows):  # a JSON column's value as JSON: SQL NULL and the text 'null' are both None
+        return [tuple(json.loads(v) if i in json_at and v is not None else v for i, v in enumerate(row))
+                for row in rows]
+
+    bulk_rows = _sql(tmp_path / "bulk.db", query)
+    assert len(bulk_rows) == len(recs) and decoded(bulk_rows) == decoded(_sql(tmp_path / "orm.db", query))

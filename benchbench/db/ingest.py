@@ -17,11 +17,11 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from sqlalchemy import JSON, Boolean, Connection, DateTime
+from sqlalchemy import Connection
 from sqlalchemy.dialects import postgresql
 
 from benchbench.db.connect import Database, db_errors
-from benchbench.db.rows import dumps, record_row
+from benchbench.db.rows import record_row, sqlite_params
 from benchbench.db.schema import records
 from benchbench.errors import BenchError
 from benchbench.gcpause import gc_paused
@@ -41,37 +41,17 @@ class IngestResult:
     problems: list[str] = field(default_factory=list)  # "file:line: why; ignored"
 
 
-_JSON = tuple(c.name for c in records.columns if isinstance(c.type, JSON))
 _COLUMNS = tuple(c.name for c in records.columns if c.name != "id")
 _SQLITE_INSERT = (f"INSERT INTO records ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
                   "ON CONFLICT (suite, run_id, key, job) DO NOTHING")
 
 
-_JSON_AT = tuple(i for i, c in enumerate(_COLUMNS) if c in _JSON)
-_TIME_AT = tuple(i for i, c in enumerate(_COLUMNS) if isinstance(records.c[c].type, DateTime))
-_BOOL_AT = tuple(i for i, c in enumerate(_COLUMNS) if isinstance(records.c[c].type, Boolean))
-
-
-def _sqlite_params(row: dict) -> tuple:
-    """A row's values as SQLAlchemy's SQLite types store them (JSON text, DATETIME text, 0/1), in the
-    order of `_SQLITE_INSERT`."""
-    out = [row.get(c) for c in _COLUMNS]
-    for i in _JSON_AT:
-        if out[i] is not None:
-            out[i] = dumps(out[i])
-    for i in _TIME_AT:
-        if out[i] is not None:
-            out[i] = out[i].isoformat(sep=" ", timespec="microseconds")
-    for i in _BOOL_AT:
-        if out[i] is not None:
-            out[i] = int(out[i])
-    return tuple(out)
-
-
-def prepare(rows: Sequence[dict], dialect: str) -> list:
-    """Rows as the dialect's insert takes them: SQLite's parameter tuples (cheap to hand between
-    processes, and all the insert has left to do), PostgreSQL's rows as they are."""
-    return [_sqlite_params(row) for row in rows] if dialect == "sqlite" else list(rows)
+def prepare(recs: Sequence[Record], run_dir: str, dialect: str) -> list:
+    """Records of `run_dir` as the dialect's insert takes them: SQLite's parameter tuples (cheap to hand
+    between processes, and all the insert has left to do), PostgreSQL's rows."""
+    if dialect == "sqlite":
+        return [sqlite_params(r, run_dir) for r in recs]
+    return [record_row(r, run_dir) for r in recs]
 
 
 def _insert_sqlite(conn: Connection, params: Sequence[tuple]) -> int:
@@ -112,7 +92,7 @@ def insert_prepared(db: Database, prepared: Sequence) -> int:
 
 def insert_records(db: Database, recs: Iterable[Record], run_dir: str = "") -> int:
     """Insert `recs` (of one run directory) in one transaction; the number of new rows."""
-    return insert_prepared(db, prepare([record_row(r, run_dir) for r in recs], db.engine.dialect.name))
+    return insert_prepared(db, prepare(list(recs), run_dir, db.engine.dialect.name))
 
 
 def run_dirs(paths: Iterable[str | Path]) -> list[Path]:
@@ -138,7 +118,7 @@ def read_rows(run_dir: Path, dialect: str) -> tuple[list[str], int, list]:
     with gc_paused():  # rows of thousands of records: no reference cycles to collect
         read = read_records(run_dir)
         where = str(Path(run_dir).resolve())
-        return read.problems, len(read.records), prepare([record_row(r, where) for r in read.records], dialect)
+        return read.problems, len(read.records), prepare(read.records, where, dialect)
 
 
 def _workers(dirs: list[Path], jobs: int | None) -> int:

@@ -113,3 +113,36 @@ def row_record(rest: dict[str, Any], settings: Any, env: Any, metrics: Any) -> R
     if env is not None:
         line["env"] = env
     return Record.from_json(line)
+
+
+def _stamp(text: str | None) -> str | None:
+    """`_time(text)` as SQLAlchemy's SQLite DATETIME stores it."""
+    t = _time(text)
+    return None if t is None else t.isoformat(sep=" ", timespec="microseconds")
+
+
+def _bit(value: bool | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def sqlite_params(record: Record, run_dir: str = "") -> tuple:
+    """The SQLite insert's parameters of `record`'s row, in the table's column order (id left out):
+    what benchbench.db.ingest makes of `record_row(record, run_dir)`, made here directly (a bulk
+    ingest makes 100,000; tests/test_db.py checks the two agree)."""
+    line = record_line(record)
+    env = record.env or {}
+    versions = env.get("versions") if isinstance(env.get("versions"), dict) else {}
+    metrics = record.metrics
+    execution = record.execution
+    return (
+        record.suite or "", record.run_id or run_dir.rstrip("/").rpartition("/")[2], record.key, job_of(record, line),
+        record.model, record.model_family or None, record.dataset, record.protocol, record.seed, record.status,
+        *((None if (v := _number(metrics.get(name))) is None else int(v) if kind.__name__ == "BigInteger" else v)
+          for name, kind in METRIC_COLUMNS.items()),
+        record.device or None, env.get("device_name"), record.devices, record.precision,
+        None if execution is None else dumps(_json_safe(execution)), env.get("git_commit"), versions.get("torch"),
+        _stamp(record.started_at), _stamp(record.finished_at), _number(record.wall_seconds), record.error,
+        _bit(record.quick), record.executor, record.node, record.job_id, run_dir or None,
+        dumps(line["settings"]), None if line.get("env") is None else dumps(line["env"]), dumps(line["metrics"]),
+        dumps({k: v for k, v in line.items() if k not in SPLIT}),
+    )
