@@ -8,7 +8,9 @@ model x dataset x protocol selected, and their series' steps found).
     python benchmarks/db_ingest.py --records 20000 --runs 40
 
 Prints one JSON object: records/s of the first ingest (goal: >= 20,000/s) and of the re-ingest, the
-seconds of the history query, and the series and points it found.
+seconds of the history query, and the series and points it found; and, from a second, one-process
+ingest into another database, the microseconds per record of each stage (parse, read, the insert's
+parameters, the insert).
 """
 
 from __future__ import annotations
@@ -55,6 +57,36 @@ def write_runs(root: Path, records: int, runs: int) -> list[Path]:
     return out
 
 
+def stage_costs(runs: list[Path], path: Path) -> dict[str, float]:
+    """Microseconds per record of each stage of a one-process ingest into a fresh database at `path`:
+    the JSON parse alone, reading (parse, checks, Record: the store's reader), the insert's
+    parameters, and the insert."""
+    from benchbench.db.ingest import insert_prepared, prepare
+    from benchbench.store import read_records
+
+    db = open_database(f"sqlite:///{path}", write=True)
+    spent = {"json_parse": 0.0, "read": 0.0, "parameters": 0.0, "insert": 0.0}
+    n = 0
+    try:
+        for run in runs:
+            t = time.perf_counter()
+            [json.loads(line) for line in (run / "records.jsonl").read_bytes().splitlines() if line]
+            spent["json_parse"] += time.perf_counter() - t
+            t = time.perf_counter()
+            recs = read_records(run).records
+            spent["read"] += time.perf_counter() - t
+            t = time.perf_counter()
+            params = prepare(recs, str(run), "sqlite")
+            spent["parameters"] += time.perf_counter() - t
+            t = time.perf_counter()
+            insert_prepared(db, params)
+            spent["insert"] += time.perf_counter() - t
+            n += len(recs)
+    finally:
+        db.close()
+    return {k: round(v / n * 1e6, 1) for k, v in spent.items()}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=100_000)
@@ -73,6 +105,7 @@ def main() -> None:
             t = time.perf_counter()
             again = ingest(db, runs, args.jobs)
             again_s = time.perf_counter() - t
+            stages = stage_costs(runs, root / "stages.db")
             t = time.perf_counter()
             found = select_records(db, Filters(models=("m7",), datasets=("d3",), protocols=("scratch",),
                                                statuses=("ok",)))
@@ -87,6 +120,7 @@ def main() -> None:
         "reingest_records_per_s": round(again.read / again_s), "history_query_s": round(query_s, 3),
         "history_series": len(series), "history_points": sum(len(s.points) for s in series),
         "history_regressions": sum(len(s.regressions) for s in series),
+        "us_per_record": stages,
         "cpus": len(os.sched_getaffinity(0)), "load_average_1min": os.getloadavg()[0],
     }, indent=2))
 
