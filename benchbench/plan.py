@@ -219,8 +219,9 @@ def plan(suite: Suite, catalog: Catalog, records: Iterable[Record],
     same: dict[tuple, tuple] = {}  # cells that differ only in their seed share shape, images and pace
     out = []
     for cell in suite.cells:
-        try:
-            shared = same.get(like := (cell.model, cell.dataset, cell.protocol, cell.settings))
+        try:  # keyed by the values' types too: 1, 1.0 and True are equal in Python, not as settings
+            like = (cell.model, cell.dataset, cell.protocol, cell.settings, tuple(type(v) for _, v in cell.settings))
+            shared = same.get(like)
         except TypeError:  # a list among the settings
             shared = like = None
         if shared is None:

@@ -220,3 +220,16 @@ def test_a_record_read_back_is_the_record_its_constructor_makes():
     minimal = {"key": "k", "status": "ok", "model": "m", "dataset": "d", "protocol": "p", "seed": 0}
     one, two = Record.from_json(dict(minimal)), Record.from_json(dict(minimal))
     assert one.metrics == {} and one.metrics is not two.metrics  # a default dict of its own, as __init__ gives
+
+
+def test_cells_whose_settings_python_calls_equal_but_json_does_not_get_their_own_keys():
+    """1, 1.0 and True are equal (and hash alike) in Python: a memo of the settings' JSON must not give
+    one of them the other's text (their keys would collide, and a resume would take one for the other)."""
+    keys = set()
+    for value in (1, 1.0, True, 1, "1"):
+        cell = Cell("vit-b16", "cifar10", "finetune", 0, (("lr", value),))
+        blob = json.dumps({"model": "vit-b16", "dataset": "cifar10", "protocol": "finetune", "seed": 0,
+                           "settings": {"lr": value}}, sort_keys=True)
+        assert cell.key == hashlib.sha256(blob.encode()).hexdigest()[:16]
+        keys.add(cell.key)
+    assert len(keys) == 4

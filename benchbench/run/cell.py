@@ -94,14 +94,15 @@ class Cell:
 
 
 def _settings_blob(settings: tuple[tuple[str, Any], ...], unkeyed: frozenset[str]) -> str:
-    """The keyed settings as the key's JSON writes them; remembered for settings that can be (hashable)."""
+    """The keyed settings as the key's JSON writes them; remembered for settings that can be (hashable).
+    The memo is keyed by each value's type too: 1, 1.0 and True are equal in Python, not in JSON."""
     try:
-        return _settings_blob_cached(settings, unkeyed)
+        return _settings_blob_cached(settings, tuple(type(v) for _, v in settings), unkeyed)
     except TypeError:  # a list among the values
-        return _dump_settings(settings, unkeyed)
+        return _dump_settings(settings, (), unkeyed)
 
 
-def _dump_settings(settings: tuple[tuple[str, Any], ...], unkeyed: frozenset[str]) -> str:
+def _dump_settings(settings: tuple[tuple[str, Any], ...], types: tuple[type, ...], unkeyed: frozenset[str]) -> str:
     return json.dumps({k: v for k, v in settings if k not in unkeyed}, sort_keys=True)
 
 
