@@ -47,8 +47,12 @@ class Index:
     problems: list[tuple[int, str]]  # (line number, the reader's problem with it)
 
 
-def digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+EMPTY = Index(0, 0, [], [])  # of no bytes: a run without an index file reads from its start
+
+
+def digest(data: bytes, size: int) -> str:
+    """The sha256 of `data`'s first `size` bytes (not copied)."""
+    return hashlib.sha256(memoryview(data)[:size]).hexdigest()
 
 
 def load(run_dir: Path, data: bytes) -> Index | None:
@@ -59,7 +63,7 @@ def load(run_dir: Path, data: bytes) -> Index | None:
         if not isinstance(obj, dict) or obj.get("format") != FORMAT:
             return None
         size, lines = int(obj["size"]), int(obj["lines"])
-        if not 0 <= size <= len(data) or (size and data[size - 1:size] != b"\n") or digest(data[:size]) != obj["sha256"]:
+        if not 0 <= size <= len(data) or (size and data[size - 1:size] != b"\n") or digest(data, size) != obj["sha256"]:
             return None
         entries = [Entry(str(k), bool(ok), None if j is None else str(j), int(o), int(n))
                    for k, ok, j, o, n in obj["entries"]]
@@ -73,7 +77,7 @@ def save(run_dir: Path, data: bytes, index: Index, mode: int = 0o644) -> None:
     """Write `index` of `data`'s first `index.size` bytes, atomically, with permissions `mode` (the
     records file's); nothing where the run directory cannot take it (read-only, full): the index only
     saves time."""
-    obj = {"format": FORMAT, "size": index.size, "lines": index.lines, "sha256": digest(data[:index.size]),
+    obj = {"format": FORMAT, "size": index.size, "lines": index.lines, "sha256": digest(data, index.size),
            "entries": [list(e) for e in index.entries], "problems": [list(p) for p in index.problems]}
     tmp = None
     try:

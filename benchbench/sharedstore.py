@@ -88,11 +88,15 @@ def _index(path: Path, fd: int) -> _Index:
     replaced, cut shorter, or rewritten before the offset (another writer's repair, a hand edit)."""
     st = os.fstat(fd)
     index = _INDEXES.get(path)
+    whole_file = None
     if (index is None or index.inode != (st.st_dev, st.st_ino) or st.st_size < index.offset
             or os.pread(fd, len(index.tail), index.offset - len(index.tail)) != index.tail):
-        index = _INDEXES[path] = _seeded(path, fd, _Index((st.st_dev, st.st_ino)), st.st_size)
+        index = _INDEXES[path] = _Index((st.st_dev, st.st_ino))
+        whole_file = os.pread(fd, st.st_size, 0)
+        _seed(index, path, whole_file)
     if st.st_size > index.offset:
-        data = os.pread(fd, st.st_size - index.offset, index.offset)
+        data = whole_file[index.offset:] if whole_file is not None else os.pread(fd, st.st_size - index.offset,
+                                                                                 index.offset)
         whole = data[:data.rfind(b"\n") + 1]  # a torn last line is read once it is whole (or cut)
         for obj in _objects(whole):
             index.add(obj)
@@ -101,19 +105,17 @@ def _index(path: Path, fd: int) -> _Index:
     return index
 
 
-def _seeded(path: Path, fd: int, index: _Index, size: int) -> _Index:
-    """`index` (empty) filled from the run's index file where it describes the file's start (a fresh
-    process appending to a run of 100,000 records hashes it instead of parsing it): the rest is read on."""
-    if size < (1 << 20):  # parsing a small file costs less than hashing and loading an index
-        return index
-    data = os.pread(fd, size, 0)
+def _seed(index: _Index, path: Path, data: bytes) -> None:
+    """Fill `index` (new) from the run's index file where it describes the start of `data` (the whole
+    file): a fresh process appending to a run of 100,000 records hashes it instead of parsing it."""
+    if len(data) < (1 << 20):  # parsing a small file costs less than hashing and loading an index
+        return
     cached = runindex.load(path.parent, data)
     if cached is not None:
         index.ok.update(e.key for e in cached.entries if e.ok)
         index.jobs.update((e.key, e.job_id) for e in cached.entries if e.job_id is not None)
         index.offset = cached.size
         index.tail = data[max(0, cached.size - _TAIL):cached.size]
-    return index
 
 
 def _objects(data: bytes) -> Iterator[dict]:

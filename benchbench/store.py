@@ -415,10 +415,10 @@ class RunReader:
             size = start + len(data)
             tail = os.pread(f.fileno(), min(size, 64), size - min(size, 64))
         lines = last.lines if last else 0
-        spans: list[tuple[int, int]] | None = [] if last is None else None
-        records, problems = _parse(path, data, lines + 1, spans)
-        if spans is not None and len(records) + len(problems) >= runindex.MIN_LINES:  # a whole big file
-            _save_index(path, data, runindex.Index(0, 0, [], []), records, spans, problems)
+        records, entries, numbered = _parse(data, lines + 1, start)
+        if last is None and len(records) + len(numbered) >= runindex.MIN_LINES:  # a whole big file
+            _save_index(path, data, runindex.EMPTY, entries, numbered)
+        problems = _shown(path, numbered)
         if last is not None:
             records, problems = last.result.records + records, last.result.problems + problems
         if data.endswith(b"\n") or not data:  # a torn last line is read whole next time, so not remembered
@@ -458,69 +458,65 @@ def read_keys(run_dir: Path, *, missing_ok: bool = False) -> Keys:
         return Keys(None, [], [])
     with writing(path, "read"), open(path, "rb") as f:
         data = f.read()
-    index = runindex.load(path.parent, data) or runindex.Index(0, 0, [], [])
-    spans: list[tuple[int, int]] = []
-    records, problems = _parse(path, data[index.size:], index.lines + 1, spans)
-    if len(records) + len(problems) >= runindex.MIN_LINES:
-        _save_index(path, data, index, records, spans, problems)
-    entries = index.entries + [Entry(r.key, r.ok, r.job_id, index.size + o, n) for r, (o, n) in zip(records, spans)]
-    return Keys(path, entries, [f"{path}:{n}: {text}" for n, text in index.problems] + problems)
+    index = runindex.load(path.parent, data) or runindex.EMPTY
+    _, entries, numbered = _parse(data[index.size:], index.lines + 1, index.size)
+    if len(entries) + len(numbered) >= runindex.MIN_LINES:
+        _save_index(path, data, index, entries, numbered)
+    return Keys(path, index.entries + entries, _shown(path, index.problems + numbered))
 
 
-def _save_index(path: Path, data: bytes, index: "runindex.Index", records: list[Record],
-                spans: list[tuple[int, int]], problems: list[str]) -> None:
-    """`index` (of `data`'s start) extended by the records and problems parsed after it, to the last
-    whole line of `data`, written beside `path`."""
+def _shown(path: Path, numbered: list[tuple[int, str]]) -> list[str]:
+    """Problems with their lines, as the reader reports them: "FILE:LINE: why; ignored"."""
+    return [f"{path}:{number}: {text}" for number, text in numbered]
+
+
+def _save_index(path: Path, data: bytes, index: "runindex.Index", entries: list[Entry],
+                numbered: list[tuple[int, str]]) -> None:
+    """`index` (of `data`'s start) extended by the entries and problems parsed after it, to the last
+    whole line of `data` (a torn last line is left out), written beside `path`."""
     covered = data.rfind(b"\n") + 1
     if covered <= index.size:
         return
     lines = index.lines + data.count(b"\n", index.size, covered)
-    entries = index.entries + [Entry(r.key, r.ok, r.job_id, index.size + o, n) for r, (o, n) in zip(records, spans)
-                               if index.size + o + n < covered]
-    numbered = []
-    for problem in problems:
-        number, _, text = problem[len(str(path)) + 1:].partition(": ")
-        if int(number) <= lines:
-            numbered.append((int(number), text))
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except OSError:
         return
-    runindex.save(path.parent, data, runindex.Index(covered, lines, entries, index.problems + numbered), mode)
+    runindex.save(path.parent, data, runindex.Index(
+        covered, lines, index.entries + [e for e in entries if e.offset + e.length < covered],
+        index.problems + [p for p in numbered if p[0] <= lines]), mode)
 
 
-def _parse(path: Path, data: bytes, first: int, spans: list[tuple[int, int]] | None = None
-           ) -> tuple[list[Record], list[str]]:
-    """The records in `data`, lines numbered from `first`, and a problem for each line that is none;
-    with `spans`, the (offset in `data`, length) of each record's line is added to it."""
+def _parse(data: bytes, first: int, base: int = 0) -> tuple[list[Record], list[Entry], list[tuple[int, str]]]:
+    """The records in `data` (records.jsonl's bytes from offset `base`, lines numbered from `first`),
+    the index entry of each, and (line number, why) for each line that is none."""
     with gc_paused():
-        return _parse_lines(path, data, first, spans)
+        return _parse_lines(data, first, base)
 
 
-def _parse_lines(path: Path, data: bytes, first: int, spans: list[tuple[int, int]] | None
-                 ) -> tuple[list[Record], list[str]]:
-    records, problems = [], []
+def _parse_lines(data: bytes, first: int, base: int) -> tuple[list[Record], list[Entry], list[tuple[int, str]]]:
+    records, entries, problems = [], [], []
     lines = data.split(b"\n")
     torn_tail = lines[-1] != b""  # a complete file ends with a newline
-    offset = 0
+    offset = base
     for number, raw in enumerate(lines, start=first):
         start, offset = offset, offset + len(raw) + 1
         if not raw.strip():
             continue
-        where = f"{path}:{number}: "
         try:
-            records.append(Record.from_json(json.loads(raw.decode("utf-8")), screened=screened_line(raw)))
-            if spans is not None:
-                spans.append((start, len(raw)))
+            record = Record.from_json(json.loads(raw.decode("utf-8")), screened=screened_line(raw))
         except UnicodeDecodeError as exc:
-            problems.append(where + f"not UTF-8 text (byte {exc.start + 1} of the line); ignored")
+            problems.append((number, f"not UTF-8 text (byte {exc.start + 1} of the line); ignored"))
         except json.JSONDecodeError as exc:
             last = number == first + len(lines) - 1 and torn_tail
-            problems.append(where + ("torn last line (the run was interrupted while writing it); ignored" if last
-                                     else f"not valid JSON ({exc}); ignored"))
+            problems.append((number, "torn last line (the run was interrupted while writing it); ignored" if last
+                             else f"not valid JSON ({exc}); ignored"))
         except (RecordError, RecursionError) as exc:
             reason = exc if isinstance(exc, RecordError) else "nested too deeply"
-            problems.append(where + f"not a record this benchbench can read ({reason}); ignored")
+            problems.append((number, f"not a record this benchbench can read ({reason}); ignored"))
         except ValueError as exc:  # e.g. an integer of more digits than Python converts
-            problems.append(where + f"not valid JSON ({exc}); ignored")
-    return records, problems
+            problems.append((number, f"not valid JSON ({exc}); ignored"))
+        else:
+            records.append(record)
+            entries.append(Entry(record.key, record.ok, record.job_id, start, len(raw)))
+    return records, entries, problems

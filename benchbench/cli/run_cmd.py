@@ -26,7 +26,7 @@ from benchbench.run.context import Plugins, RunContext
 from benchbench.settings import varying_cell_settings
 from benchbench.specs import DataOptions
 from benchbench.store import (ENV, RECORDS, DriverLock, RunLock, check_directory, check_outside_sites, check_run_dir, latest_run_dir, new_run_dir,
-                              Keys, read_env, read_keys, read_records, repair_torn_tail, run_dirs_under, write_json,
+                              Keys, read_env, read_keys, repair_torn_tail, run_dirs_under, write_json,
                               writing)
 from benchbench.suite import REPO_SUITES, check_time_limit, load_suite
 from benchbench.text import plural
@@ -370,7 +370,7 @@ def _run(args, session: Session, context: RunContext, resuming: bool, plans) -> 
                 write_json(run_dir / ENV, {**env, "load_average_end": threads.load_average()})
     except KeyboardInterrupt:
         try:  # a fresh run stopped in its first cell has no records file yet
-            states = cell_states(read_records(run_dir, missing_ok=True).records, cat, {c.key for c in suite.cells})
+            states = _states(read_keys(run_dir, missing_ok=True), cat, suite)
         except BenchError:
             states = {}
         recorded = sum(states.get(c.key) == "done" for c in suite.cells)
