@@ -38,7 +38,7 @@ from typing import Any, Mapping
 
 from benchbench.choices import resolved_precision
 from benchbench.errors import BenchError
-from benchbench.record_values import (CHOICE_PREFIX, INT_LIMIT, MetricError, check_metrics, metrics_problem, number_problem,
+from benchbench.record_values import (CHOICE_PREFIX, MetricError, check_metrics, metrics_problem, number_problem,
                                       settings_problem, texts_problem)
 
 __all__ = ["CHOICE_PREFIX", "MetricError", "Record", "RecordError", "check_metrics", "upgrade"]
@@ -142,7 +142,7 @@ class Record:
                 raise RecordError(f"{name!r} is {type(value).__name__} {_short(value)}, not "
                                   + " or ".join("null" if t is type(None) else _JSON_NAMES.get(t, t.__name__)
                                                 for t in types))
-        problem = _screened_problem(obj) if screened else _value_problem(obj)
+        problem = _value_problem(obj, controls=not screened)
         if problem:
             raise RecordError(problem)
         if cls is Record:
@@ -196,16 +196,18 @@ _NAMES = ("key", "status", "model", "dataset", "protocol", "model_name", "model_
           "node", "job_id", "started_at", "finished_at")
 
 
-def _value_problem(obj: Mapping[str, Any]) -> str | None:
-    """What is wrong inside a record's values (benchbench.record_values), the first found; None if nothing."""
+def _value_problem(obj: Mapping[str, Any], controls: bool = True) -> str | None:
+    """What is wrong inside a record's values (benchbench.record_values), the first found; None if nothing.
+    `controls=False` for a record from a `screened_line`: no control character to look for. (The names'
+    types are from_json's to check: only control characters remain to look for in them.)"""
     for name in ("seed", "resolution", "devices", "attempts", "wall_seconds"):
         if obj.get(name) is not None and (problem := number_problem(obj[name])):
             return f"{name!r} is {problem}"
     accuracies = obj.get("accuracies") or {}
-    return (texts_problem(obj, _NAMES) or metrics_problem(obj.get("metrics") or {})
-            or settings_problem(obj.get("settings") or {})
-            or texts_problem(accuracies, tuple(accuracies)) or texts_problem({"accuracies": " ".join(accuracies)},
-                                                                             ("accuracies",)))
+    return ((controls and texts_problem(obj, _NAMES)) or metrics_problem(obj.get("metrics") or {}, controls)
+            or settings_problem(obj.get("settings") or {}, controls)
+            or texts_problem(accuracies, tuple(accuracies), controls)
+            or texts_problem({"accuracies": " ".join(accuracies)}, ("accuracies",), controls))
 
 
 # Bytes after which a line of records.jsonl may hold a control character in a string: raw ones, the
@@ -213,7 +215,6 @@ def _value_problem(obj: Mapping[str, Any]) -> str | None:
 # alarm for U+00A0 to U+00BF only costs the full check).
 _CONTROL_BYTES = bytes([*range(0x20), 0x7f, 0x5c, 0xc2])
 _OTHER_BYTES = bytes(b for b in range(256) if b not in _CONTROL_BYTES)
-_INF = float("inf")
 _STR_TYPE = {str}
 
 
@@ -223,32 +224,6 @@ def screened_line(raw: bytes) -> bool:
     record parsed from it may be read `screened`, its numbers and types still checked."""
     return (raw.count(b"{") + raw.count(b"[") <= 20 and not raw.translate(None, _OTHER_BYTES)
             and b"NaN" not in raw and b"Infinity" not in raw)
-
-
-def _screened_problem(obj: Mapping[str, Any]) -> str | None:
-    """`_value_problem` of a record from a screened line: its numbers and the types of its metrics,
-    settings and accuracies checked here; anything else found goes to the full check, which names it."""
-    metrics, settings = obj.get("metrics") or {}, obj.get("settings") or {}
-    for name, value in metrics.items():
-        kind = type(value)
-        if (kind is float and -_INF < value < _INF) or (kind is int and -INT_LIMIT < value < INT_LIMIT):
-            if name:
-                continue
-        elif name.startswith(CHOICE_PREFIX) and (kind is str or kind is bool or value is None):
-            continue
-        return _value_problem(obj)
-    for value in settings.values():
-        kind = type(value)
-        if not (kind is str or kind is bool or value is None or (kind is float and -_INF < value < _INF)
-                or (kind is int and -INT_LIMIT < value < INT_LIMIT)):
-            return _value_problem(obj)  # a list, an object or a number out of range: the full check
-    for name in ("seed", "resolution", "devices", "attempts", "wall_seconds"):  # their types are checked
-        value = obj.get(name)
-        if value is not None and not (-INT_LIMIT < value < INT_LIMIT if type(value) is int else -_INF < value < _INF):
-            return _value_problem(obj)
-    if not all(v is None or type(v) is str for v in (obj.get("accuracies") or {}).values()):
-        return _value_problem(obj)
-    return None
 
 
 def _is(value: Any, types: tuple[type, ...]) -> bool:

@@ -145,37 +145,40 @@ def json_value_problem(value: Any, depth: int = 0) -> str | None:
 
 # The same checks over a whole record's values, fast for the common case (read-back of 100,000 records
 # must stay quick): plain types are tested first, and only a value that fails is looked at again to
-# say why.
+# say why. `controls=False`: the values come from a line that can hold no control character
+# (benchbench.record.screened_line), so the searches for them are skipped; the verdict is the same.
 
-def texts_problem(obj: Mapping[str, Any], names: tuple[str, ...]) -> str | None:
+def texts_problem(obj: Mapping[str, Any], names: tuple[str, ...], controls: bool = True) -> str | None:
     """None when each of `names` in `obj` is absent, null or plain text; else the first problem."""
     values = [obj.get(name) for name in names]
-    if all(v is None or type(v) is str for v in values) and not _CONTROL.search(
-            " ".join(v for v in values if v is not None)):
+    if all(v is None or type(v) is str for v in values) and not (controls and _CONTROL.search(
+            " ".join(v for v in values if v is not None))):
         return None
     return next(f"{name!r} is {p}" for name, v in zip(names, values) if v is not None and (p := text_problem(v)))
 
 
-def metrics_problem(metrics: Mapping[str, Any]) -> str | None:
+def metrics_problem(metrics: Mapping[str, Any], controls: bool = True) -> str | None:
     """None when every metric holds what it may (`metric_problem`); else the first problem."""
     for name, value in metrics.items():
         kind = type(value)
         if (kind is float and math.isfinite(value)) or (kind is int and -INT_LIMIT < value < INT_LIMIT):
             continue
+        if not controls and name.startswith(CHOICE_PREFIX) and (kind is str or kind is bool or value is None):
+            continue  # a choice: all metric_problem would look for in it is control characters
         if problem := metric_problem(name, value):
             return problem
-    if _CONTROL.search(" ".join(k for k in metrics if type(k) is str)):
+    if controls and _CONTROL.search(" ".join(k for k in metrics if type(k) is str)):
         return next(p for k in metrics if (p := metric_problem(k, 0)))
     return None
 
 
-def settings_problem(settings: Mapping[str, Any]) -> str | None:
+def settings_problem(settings: Mapping[str, Any], controls: bool = True) -> str | None:
     """None when every setting is a JSON value (`json_value_problem`) under a plain name; else the first."""
     for name, value in settings.items():
         kind = type(value)
         if kind is bool or value is None or (kind is int and -INT_LIMIT < value < INT_LIMIT) or (
-                kind is float and math.isfinite(value)) or (kind is str and not _CONTROL.search(value)):
-            if type(name) is str and not _CONTROL.search(name):
+                kind is float and math.isfinite(value)) or (kind is str and not (controls and _CONTROL.search(value))):
+            if type(name) is str and not (controls and _CONTROL.search(name)):
                 continue
         if problem := (text_problem(name) or json_value_problem(value)):
             return f"setting {short(name)}: {problem}"
