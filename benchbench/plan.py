@@ -32,7 +32,7 @@ from benchbench.runindex import Entry
 from benchbench.specs import input_shape
 from benchbench.errors import BenchError
 from benchbench.store import read_env, read_records, run_dirs_under
-from benchbench.run.cell import Cell, key_today
+from benchbench.run.cell import Cell, key_today, typed
 from benchbench.suite import Suite
 from benchbench.text import plural
 
@@ -219,9 +219,8 @@ def plan(suite: Suite, catalog: Catalog, records: Iterable[Record],
     same: dict[tuple, tuple] = {}  # cells that differ only in their seed share shape, images and pace
     out = []
     for cell in suite.cells:
-        try:  # keyed by the values' types too: 1, 1.0 and True are equal in Python, not as settings
-            like = (cell.model, cell.dataset, cell.protocol, cell.settings, tuple(type(v) for _, v in cell.settings))
-            shared = same.get(like)
+        try:
+            shared = same.get(like := (cell.model, cell.dataset, cell.protocol, typed(cell.settings)))
         except TypeError:  # a list among the settings
             shared = like = None
         if shared is None:

@@ -93,20 +93,27 @@ class Cell:
         return f"{self.model} x {self.dataset} x {self.protocol} (seed {self.seed})"
 
 
+def typed(settings: tuple[tuple[str, Any], ...]) -> tuple:
+    """`settings` as a memo's key: with each value's type, as 1, 1.0 and True are equal (and hash alike)
+    in Python, not as settings nor in JSON. Looking it up raises TypeError where a value is a list."""
+    return settings, tuple(type(v) for _, v in settings)
+
+
 def _settings_blob(settings: tuple[tuple[str, Any], ...], unkeyed: frozenset[str]) -> str:
-    """The keyed settings as the key's JSON writes them; remembered for settings that can be (hashable).
-    The memo is keyed by each value's type too: 1, 1.0 and True are equal in Python, not in JSON."""
+    """The keyed settings as the key's JSON writes them; remembered for settings that can be (hashable)."""
     try:
-        return _settings_blob_cached(settings, tuple(type(v) for _, v in settings), unkeyed)
+        return _remembered_json(typed(settings), unkeyed)
     except TypeError:  # a list among the values
-        return _dump_settings(settings, (), unkeyed)
+        return _settings_json(settings, unkeyed)
 
 
-def _dump_settings(settings: tuple[tuple[str, Any], ...], types: tuple[type, ...], unkeyed: frozenset[str]) -> str:
+def _settings_json(settings: tuple[tuple[str, Any], ...], unkeyed: frozenset[str]) -> str:
     return json.dumps({k: v for k, v in settings if k not in unkeyed}, sort_keys=True)
 
 
-_settings_blob_cached = functools.lru_cache(maxsize=4096)(_dump_settings)
+@functools.lru_cache(maxsize=4096)
+def _remembered_json(typed_settings: tuple, unkeyed: frozenset[str]) -> str:
+    return _settings_json(typed_settings[0], unkeyed)
 
 
 def make_cell(protocol: ProtocolSpec, model: str, dataset: str, seed: int, settings: Mapping[str, Any],
