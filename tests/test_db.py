@@ -369,8 +369,8 @@ def test_a_read_only_database_path_with_uri_characters_is_read(report_runs, tmp_
 def test_the_bulk_sqlite_rows_equal_what_sqlalchemy_stores_for_the_same_records(report_runs, make_record, tmp_path):
     """The bulk ingest makes SQLite's parameters directly; SQLAlchemy's own insert of record_row (its
     type processing: JSON text, DATETIME text, 0/1) must store the same values, column by column."""
-    from benchbench.db.ingest import _COLUMNS, insert_prepared, prepare
-    from benchbench.db.rows import record_row
+    from benchbench.db.ingest import insert_prepared, prepare
+    from benchbench.db.rows import COLUMNS, record_row
     from benchbench.store import read_records
 
     recs = [r for d in (report_runs.base, report_runs.failed) for r in read_records(d).records]
@@ -386,8 +386,8 @@ def test_the_bulk_sqlite_rows_equal_what_sqlalchemy_stores_for_the_same_records(
     finally:
         bulk.close()
         orm.close()
-    query = f"SELECT {', '.join(_COLUMNS)} FROM records ORDER BY id"
-    json_at = [i for i, c in enumerate(_COLUMNS) if isinstance(schema.records.c[c].type, schema.JSON)]
+    query = f"SELECT {', '.join(COLUMNS)} FROM records ORDER BY id"
+    json_at = [i for i, c in enumerate(COLUMNS) if isinstance(schema.records.c[c].type, schema.JSON)]
 
     def decoded(rows):  # a JSON column's value as JSON: SQL NULL and the text 'null' are both None
         return [tuple(json.loads(v) if i in json_at and v is not None else v for i, v in enumerate(row))

@@ -21,7 +21,7 @@ from sqlalchemy import Connection
 from sqlalchemy.dialects import postgresql
 
 from benchbench.db.connect import Database, db_errors
-from benchbench.db.rows import record_row, sqlite_params
+from benchbench.db.rows import COLUMNS, record_row, sqlite_params
 from benchbench.db.schema import records
 from benchbench.errors import BenchError
 from benchbench.gcpause import gc_paused
@@ -41,8 +41,7 @@ class IngestResult:
     problems: list[str] = field(default_factory=list)  # "file:line: why; ignored"
 
 
-_COLUMNS = tuple(c.name for c in records.columns if c.name != "id")
-_SQLITE_INSERT = (f"INSERT INTO records ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
+_SQLITE_INSERT = (f"INSERT INTO records ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
                   "ON CONFLICT (suite, run_id, key, job) DO NOTHING")
 
 

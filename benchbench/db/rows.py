@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from benchbench.db.schema import METRIC_COLUMNS
+from sqlalchemy import JSON, Boolean, DateTime
+
+from benchbench.db.schema import METRIC_COLUMNS, records
 from benchbench.record import OPTIONAL, Record
 
 
@@ -55,6 +57,7 @@ def _json_safe(value: Any) -> Any:
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(Record))
+COLUMNS = tuple(c.name for c in records.columns if c.name != "id")  # a row's, in the table's order
 
 
 def record_line(record: Record) -> dict[str, Any]:
@@ -78,30 +81,29 @@ def dumps(value: Any) -> str:
 _ENCODE = json.JSONEncoder(allow_nan=False).encode  # json.dumps(..., allow_nan=False) makes one per call
 
 
-def record_row(record: Record, run_dir: str = "") -> dict[str, Any]:
-    """The row of `record`; `run_dir` is where it was read from (its name is the run id of a record
-    that does not carry one)."""
+def row_values(record: Record, run_dir: str = "") -> tuple:
+    """The values of `record`'s row, in the order of `COLUMNS` (the table's, id left out); `run_dir` is
+    where it was read from (its name is the run id of a record that does not carry one)."""
     line = record_line(record)
     env = record.env or {}
     versions = env.get("versions") if isinstance(env.get("versions"), dict) else {}
     metrics = record.metrics
-    row = {
-        "suite": record.suite or "", "run_id": record.run_id or run_dir.rstrip("/").rpartition("/")[2],
-        "key": record.key, "job": job_of(record, line), "model": record.model, "family": record.model_family or None,
-        "dataset": record.dataset, "protocol": record.protocol, "seed": record.seed, "status": record.status,
-        "device": record.device or None, "device_name": env.get("device_name"), "devices": record.devices,
-        "precision": record.precision, "execution": _json_safe(record.execution),
-        "git_commit": env.get("git_commit"), "torch_version": versions.get("torch"),
-        "started_at": _time(record.started_at), "finished_at": _time(record.finished_at),
-        "wall_seconds": _number(record.wall_seconds), "error": record.error, "quick": record.quick,
-        "executor": record.executor, "node": record.node, "job_id": record.job_id, "run_dir": run_dir or None,
-        "settings": line["settings"], "env": line.get("env"), "metrics": line["metrics"],
-        "record": {k: v for k, v in line.items() if k not in SPLIT},
-    }
-    for name, kind in METRIC_COLUMNS.items():
-        value = _number(metrics.get(name))
-        row[name] = int(value) if value is not None and kind.__name__ == "BigInteger" else value
-    return row
+    return (
+        record.suite or "", record.run_id or run_dir.rstrip("/").rpartition("/")[2], record.key, job_of(record, line),
+        record.model, record.model_family or None, record.dataset, record.protocol, record.seed, record.status,
+        *((None if (v := _number(metrics.get(name))) is None else int(v) if kind.__name__ == "BigInteger" else v)
+          for name, kind in METRIC_COLUMNS.items()),
+        record.device or None, env.get("device_name"), record.devices, record.precision,
+        _json_safe(record.execution), env.get("git_commit"), versions.get("torch"),
+        _time(record.started_at), _time(record.finished_at), _number(record.wall_seconds), record.error,
+        record.quick, record.executor, record.node, record.job_id, run_dir or None,
+        line["settings"], line.get("env"), line["metrics"], {k: v for k, v in line.items() if k not in SPLIT},
+    )
+
+
+def record_row(record: Record, run_dir: str = "") -> dict[str, Any]:
+    """The row of `record`: {column: value} (`row_values`)."""
+    return dict(zip(COLUMNS, row_values(record, run_dir)))
 
 
 SPLIT = ("settings", "env", "metrics")  # parts of the JSON line kept in columns of their own
@@ -115,34 +117,23 @@ def row_record(rest: dict[str, Any], settings: Any, env: Any, metrics: Any) -> R
     return Record.from_json(line)
 
 
-def _stamp(text: str | None) -> str | None:
-    """`_time(text)` as SQLAlchemy's SQLite DATETIME stores it."""
-    t = _time(text)
-    return None if t is None else t.isoformat(sep=" ", timespec="microseconds")
-
-
-def _bit(value: bool | None) -> int | None:
-    return None if value is None else int(value)
+_JSON_AT = tuple(i for i, c in enumerate(COLUMNS) if isinstance(records.c[c].type, JSON))
+_TIME_AT = tuple(i for i, c in enumerate(COLUMNS) if isinstance(records.c[c].type, DateTime))
+_BOOL_AT = tuple(i for i, c in enumerate(COLUMNS) if isinstance(records.c[c].type, Boolean))
 
 
 def sqlite_params(record: Record, run_dir: str = "") -> tuple:
-    """The SQLite insert's parameters of `record`'s row, in the table's column order (id left out):
-    what benchbench.db.ingest makes of `record_row(record, run_dir)`, made here directly (a bulk
-    ingest makes 100,000; tests/test_db.py checks the two agree)."""
-    line = record_line(record)
-    env = record.env or {}
-    versions = env.get("versions") if isinstance(env.get("versions"), dict) else {}
-    metrics = record.metrics
-    execution = record.execution
-    return (
-        record.suite or "", record.run_id or run_dir.rstrip("/").rpartition("/")[2], record.key, job_of(record, line),
-        record.model, record.model_family or None, record.dataset, record.protocol, record.seed, record.status,
-        *((None if (v := _number(metrics.get(name))) is None else int(v) if kind.__name__ == "BigInteger" else v)
-          for name, kind in METRIC_COLUMNS.items()),
-        record.device or None, env.get("device_name"), record.devices, record.precision,
-        None if execution is None else dumps(_json_safe(execution)), env.get("git_commit"), versions.get("torch"),
-        _stamp(record.started_at), _stamp(record.finished_at), _number(record.wall_seconds), record.error,
-        _bit(record.quick), record.executor, record.node, record.job_id, run_dir or None,
-        dumps(line["settings"]), None if line.get("env") is None else dumps(line["env"]), dumps(line["metrics"]),
-        dumps({k: v for k, v in line.items() if k not in SPLIT}),
-    )
+    """`row_values` as SQLAlchemy's SQLite types store them (JSON text, DATETIME text, 0/1): the bulk
+    insert's parameters, made without SQLAlchemy's per-row processing (tests/test_db.py checks they
+    store what SQLAlchemy's own insert does)."""
+    out = list(row_values(record, run_dir))
+    for i in _JSON_AT:
+        if out[i] is not None:
+            out[i] = dumps(out[i])
+    for i in _TIME_AT:
+        if out[i] is not None:
+            out[i] = out[i].isoformat(sep=" ", timespec="microseconds")
+    for i in _BOOL_AT:
+        if out[i] is not None:
+            out[i] = int(out[i])
+    return tuple(out)
