@@ -143,6 +143,43 @@ def test_journal_mode_is_wal_on_a_local_disk_and_delete_on_nfs(tmp_path):
         assert _sql(folder / "b.db", "pragma journal_mode") == [(mode,)]
 
 
+def test_the_journal_mode_is_set_again_while_sqlite_answers_database_is_locked(tmp_path):
+    """A change of journal mode may answer "database is locked" at once, without SQLite's busy handler
+    (eight writers opening a new database together, about once in 200): it is tried again until the
+    busy timeout; any other error, or one lasting past the timeout, is raised."""
+    from benchbench.db.connect import set_journal_mode
+
+    def busy(code=sqlite3.SQLITE_BUSY):
+        error = sqlite3.OperationalError("database is locked")
+        error.sqlite_errorcode = code
+        return error
+
+    class Cursor:
+        def __init__(self, conn, failures):
+            self.conn, self.failures, self.tries = conn, list(failures), 0
+
+        def execute(self, sql):
+            self.tries += "=" in sql
+            if "=" in sql and self.failures:
+                raise self.failures.pop(0)
+            return self.conn.execute(sql)
+
+    conn = sqlite3.connect(tmp_path / "a.db")
+    cursor = Cursor(conn, [busy(), busy(261)])  # 261: SQLITE_BUSY_RECOVERY, an extended busy code
+    set_journal_mode(cursor, "wal", timeout_s=5)
+    assert cursor.tries == 3 and conn.execute("pragma journal_mode").fetchone() == ("wal",)
+    cursor = Cursor(conn, [])
+    set_journal_mode(cursor, "wal", timeout_s=5)
+    assert cursor.tries == 0  # already in the mode: nothing to change, no lock to take
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
+        error = sqlite3.OperationalError("disk I/O error")
+        error.sqlite_errorcode = 10
+        set_journal_mode(Cursor(sqlite3.connect(tmp_path / "b.db"), [error]), "wal", timeout_s=5)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        set_journal_mode(Cursor(sqlite3.connect(tmp_path / "c.db"), [busy()] * 1000), "wal", timeout_s=0.05)
+    conn.close()
+
+
 def test_a_version_1_database_is_migrated_and_a_newer_one_refused(report_runs, tmp_path, capsys):
     from sqlalchemy import create_engine
 
