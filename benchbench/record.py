@@ -135,10 +135,11 @@ class Record:
             raise RecordError(f"not a benchbench record: no {', '.join(missing)}")
         if obj["status"] not in STATUSES:
             raise RecordError(f"status {obj['status']!r}: allowed: {', '.join(STATUSES)}")
-        parsed = _PARSED_TYPES if screened else {}  # JSON's own types: an object is a dict of str keys
+        # a typed field's value of one of these types passes at once; any other is checked by _is
+        passing = _PARSED_TYPES if screened else _NONE_PASSING
         for name, value in obj.items():
-            if (types := _TYPES.get(name)) is not None and type(value) not in parsed.get(name, ()) and \
-                    not _is(value, types):
+            if (allowed := passing.get(name)) is not None and type(value) not in allowed and \
+                    not _is(value, types := _TYPES[name]):
                 raise RecordError(f"{name!r} is {type(value).__name__} {_short(value)}, not "
                                   + " or ".join("null" if t is type(None) else _JSON_NAMES.get(t, t.__name__)
                                                 for t in types))
@@ -167,6 +168,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 # For a record parsed from JSON (whose objects are dicts with string keys), the types each field may have.
 _PARSED_TYPES = {name: tuple(dict if t is Mapping else t for t in types) for name, types in _TYPES.items()}
+_NONE_PASSING: dict[str, tuple[type, ...]] = {name: () for name in _TYPES}  # every value checked by _is
 _RECORD_FIELDS = frozenset(f.name for f in dataclasses.fields(Record))
 _RECORD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Record) if f.default is not dataclasses.MISSING}
 _RECORD_FACTORIES = {f.name: f.default_factory for f in dataclasses.fields(Record)

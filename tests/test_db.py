@@ -432,3 +432,56 @@ def test_the_bulk_sqlite_rows_equal_what_sqlalchemy_stores_for_the_same_records(
 
     bulk_rows = _sql(tmp_path / "bulk.db", query)
     assert len(bulk_rows) == len(recs) and decoded(bulk_rows) == decoded(_sql(tmp_path / "orm.db", query))
+
+
+def test_rows_of_records_with_every_optional_field_set_or_absent_give_them_back(tmp_path, make_record, db_path):
+    """The `record` column is the line less settings, env and metrics: optional fields present when
+    set, absent when None (row_values builds it from the record's fields, not from its line)."""
+    from benchbench.db.query import Filters, select_records
+    from benchbench.store import append_record
+
+    full = replace(make_record("vit-a", top1=0.5), job_id="12", executor="slurm", node="n1", attempts=2,
+                   checkpoint={"path": "w.safetensors", "sha256": "ab"}, preprocessing={"crop_pct": 0.875},
+                   predictions={"path": "p.npz", "sha256": "cd", "images": 10}, precision="bf16",
+                   env={"git_commit": "c", "versions": {"torch": "2"}, "device_name": "cpu"})
+    bare = replace(make_record("vit-b", top1=0.4), env=None, precision=None, started_at=None)
+    run = tmp_path / "s" / "r1"
+    run.mkdir(parents=True)
+    for record in (full, bare):
+        append_record(run, record)
+    db_path.parent.mkdir()
+    db = open_database(f"sqlite:///{db_path}", write=True)
+    try:
+        ingest(db, [run])
+        back = select_records(db, Filters())
+    finally:
+        db.close()
+    assert sorted(back, key=repr) == sorted((full, bare), key=repr)
+    rest = {model: json.loads(text) for model, text in _sql(db_path, "select model, record from records")}
+    assert rest["vit-a"] == {k: v for k, v in full.to_json().items() if k not in ("settings", "env", "metrics")}
+    assert "job_id" not in rest["vit-b"] and "env" not in rest["vit-b"] and "precision" not in rest["vit-b"]
+
+
+def test_json_columns_are_encoded_as_json_dumps_does():
+    """rows.dumps encodes through the json module's C encoder made once: the text of json.dumps,
+    NaN and infinities as strings, and the same TypeError for what JSON cannot hold."""
+    import math
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from benchbench.db.rows import dumps
+
+    scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+    values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+                          | st.dictionaries(st.text(max_size=5), inner, max_size=4), max_leaves=20)
+
+    @settings(max_examples=300, deadline=None)
+    @given(values)
+    def same(value):
+        assert dumps(value) == json.dumps(value)
+
+    same()
+    assert dumps({"a": [math.nan, -math.inf], "b": {"c": math.inf}}) == '{"a": ["nan", "-inf"], "b": {"c": "inf"}}'
+    with pytest.raises(TypeError, match="Object of type set is not JSON serializable"):
+        dumps({"a": {1}})

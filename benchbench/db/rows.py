@@ -9,21 +9,22 @@ import json
 import math
 from collections.abc import Mapping
 from datetime import datetime, timezone
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime
 
 from benchbench.db.schema import METRIC_COLUMNS, records
 from benchbench.record import OPTIONAL, Record
 
 
-def job_of(record: Record, line: dict[str, Any]) -> str:
+def job_of(record: Record) -> str:
     """The attempt part of a record's identity (see benchbench.db.schema)."""
     if record.job_id:
         return f"job:{record.job_id}"
     if record.started_at:
         return f"start:{record.started_at}"
-    return "line:" + hashlib.sha1(json.dumps(line, sort_keys=True).encode()).hexdigest()
+    return "line:" + hashlib.sha1(json.dumps(record_line(record), sort_keys=True).encode()).hexdigest()
 
 
 def _time(text: str | None) -> datetime | None:
@@ -73,40 +74,67 @@ def dumps(value: Any) -> str:
     """JSON text for a JSON column: NaN and infinities as strings (PostgreSQL's JSON takes none, and
     strict readers of SQLite's neither); the engines serialise with this too."""
     try:
-        return _ENCODE(value)
+        return _encode(value)
     except ValueError:
-        return _ENCODE(_json_safe(value))
+        return _encode(_json_safe(value))
 
 
-_ENCODE = json.JSONEncoder(allow_nan=False).encode  # json.dumps(..., allow_nan=False) makes one per call
+def _no_default(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _c_encode(value: Any) -> str:
+    """json.dumps(value, allow_nan=False) through the json module's C encoder made once, with no check
+    for cycles (a record's parts come from JSON or become JSON: they have none): half the cost of a
+    JSONEncoder's encode for a record's small objects, which makes a C encoder per call."""
+    return "".join(_C_ENCODER(value, 0))
+
+
+if c_make_encoder is not None:  # the json module's C accelerator (absent only in unusual builds)
+    _C_ENCODER = c_make_encoder(None, _no_default, encode_basestring_ascii, None, ": ", ", ", False, False, False)
+    _encode = _c_encode
+else:  # pragma: no cover
+    _encode = json.JSONEncoder(allow_nan=False).encode
+
+SPLIT = ("settings", "env", "metrics")  # parts of the JSON line kept in columns of their own
+_REST = tuple(name for name in _FIELDS if name not in SPLIT)  # the `record` column's
+_REST_OPTIONAL = tuple(name for name in OPTIONAL if name in _REST)  # ... left out when None, as in a line
+_METRICS = tuple((name, kind is BigInteger) for name, kind in METRIC_COLUMNS.items())
 
 
 def row_values(record: Record, run_dir: str = "") -> tuple:
     """The values of `record`'s row, in the order of `COLUMNS` (the table's, id left out); `run_dir` is
     where it was read from (its name is the run id of a record that does not carry one)."""
-    line = record_line(record)
+    fields = vars(record)
+    rest = {name: fields[name] for name in _REST}  # the line's other keys, in its order (record_line)
+    for name in _REST_OPTIONAL:
+        if rest[name] is None:
+            del rest[name]
     env = record.env or {}
-    versions = env.get("versions") if isinstance(env.get("versions"), dict) else {}
+    versions = env.get("versions")
     metrics = record.metrics
+    typed = []
+    for name, big in _METRICS:
+        value = metrics.get(name)
+        if value is not None and (value := _number(value)) is not None and big:
+            value = int(value)
+        typed.append(value)
     return (
-        record.suite or "", record.run_id or run_dir.rstrip("/").rpartition("/")[2], record.key, job_of(record, line),
+        record.suite or "", record.run_id or run_dir.rstrip("/").rpartition("/")[2], record.key, job_of(record),
         record.model, record.model_family or None, record.dataset, record.protocol, record.seed, record.status,
-        *((None if (v := _number(metrics.get(name))) is None else int(v) if kind.__name__ == "BigInteger" else v)
-          for name, kind in METRIC_COLUMNS.items()),
+        *typed,
         record.device or None, env.get("device_name"), record.devices, record.precision,
-        _json_safe(record.execution), env.get("git_commit"), versions.get("torch"),
+        _json_safe(record.execution), env.get("git_commit"),
+        versions.get("torch") if isinstance(versions, dict) else None,
         _time(record.started_at), _time(record.finished_at), _number(record.wall_seconds), record.error,
         record.quick, record.executor, record.node, record.job_id, run_dir or None,
-        line["settings"], line.get("env"), line["metrics"], {k: v for k, v in line.items() if k not in SPLIT},
+        record.settings, record.env, metrics, rest,
     )
 
 
 def record_row(record: Record, run_dir: str = "") -> dict[str, Any]:
     """The row of `record`: {column: value} (`row_values`)."""
     return dict(zip(COLUMNS, row_values(record, run_dir)))
-
-
-SPLIT = ("settings", "env", "metrics")  # parts of the JSON line kept in columns of their own
 
 
 def row_record(rest: dict[str, Any], settings: Any, env: Any, metrics: Any) -> Record:
