@@ -10,7 +10,7 @@ model x dataset x protocol selected, and their series' steps found).
 Prints one JSON object: records/s of the first ingest (goal: >= 20,000/s) and of the re-ingest, the
 seconds of the history query, and the series and points it found; and, from a second, one-process
 ingest into another database, the microseconds per record of each stage (parse, read, the insert's
-parameters, the insert).
+parameters, the insert). `--jobs 1` measures the ingest of a machine without a CPU to spare.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchbench import threads
 from benchbench.db.connect import open_database
 from benchbench.db.ingest import ingest
 from benchbench.db.query import Filters, select_records
@@ -58,30 +59,35 @@ def write_runs(root: Path, records: int, runs: int) -> list[Path]:
 
 
 def stage_costs(runs: list[Path], path: Path) -> dict[str, float]:
-    """Microseconds per record of each stage of a one-process ingest into a fresh database at `path`:
-    the JSON parse alone, reading (parse, checks, Record: the store's reader), the insert's
-    parameters, and the insert."""
-    from benchbench.db.ingest import insert_prepared, prepare
+    """Microseconds per record of each stage of a one-process ingest into a fresh database at `path`,
+    as `ingest` does them (the collector paused while rows are made, GROUP_ROWS rows to a
+    transaction): the JSON parse alone, reading (parse, checks, Record: the store's reader), the
+    insert's parameters, and the insert."""
+    from benchbench.db.ingest import GROUP_ROWS, insert_prepared, prepare
+    from benchbench.gcpause import gc_paused
     from benchbench.store import read_records
 
     db = open_database(f"sqlite:///{path}", write=True)
     spent = {"json_parse": 0.0, "read": 0.0, "parameters": 0.0, "insert": 0.0}
-    n = 0
+    n, group = 0, []
     try:
-        for run in runs:
-            t = time.perf_counter()
-            [json.loads(line) for line in (run / "records.jsonl").read_bytes().splitlines() if line]
-            spent["json_parse"] += time.perf_counter() - t
-            t = time.perf_counter()
-            recs = read_records(run).records
-            spent["read"] += time.perf_counter() - t
-            t = time.perf_counter()
-            params = prepare(recs, str(run), "sqlite")
-            spent["parameters"] += time.perf_counter() - t
-            t = time.perf_counter()
-            insert_prepared(db, params)
-            spent["insert"] += time.perf_counter() - t
+        for i, run in enumerate(runs):
+            with gc_paused():
+                t = time.perf_counter()
+                [json.loads(line) for line in (run / "records.jsonl").read_bytes().splitlines() if line]
+                spent["json_parse"] += time.perf_counter() - t
+                t = time.perf_counter()
+                recs = read_records(run).records
+                spent["read"] += time.perf_counter() - t
+                t = time.perf_counter()
+                group += prepare(recs, str(run), "sqlite")
+                spent["parameters"] += time.perf_counter() - t
             n += len(recs)
+            if len(group) >= GROUP_ROWS or i == len(runs) - 1:
+                t = time.perf_counter()
+                insert_prepared(db, group)
+                spent["insert"] += time.perf_counter() - t
+                group = []
     finally:
         db.close()
     return {k: round(v / n * 1e6, 1) for k, v in spent.items()}
@@ -102,6 +108,7 @@ def main() -> None:
             t, cpu = time.perf_counter(), time.process_time()
             first = ingest(db, runs, args.jobs)
             first_s, first_cpu = time.perf_counter() - t, time.process_time() - cpu
+            time.sleep(threads.WINDOW * threads.SAMPLE_S)  # the load watcher forgets the first ingest's workers
             t = time.perf_counter()
             again = ingest(db, runs, args.jobs)
             again_s = time.perf_counter() - t

@@ -462,6 +462,58 @@ def test_rows_of_records_with_every_optional_field_set_or_absent_give_them_back(
     assert "job_id" not in rest["vit-b"] and "env" not in rest["vit-b"] and "precision" not in rest["vit-b"]
 
 
+def test_an_ingest_inserts_whole_runs_a_group_of_rows_to_a_transaction(tmp_path, make_record, db_path, monkeypatch):
+    from benchbench.db import ingest as ingest_module
+    from benchbench.store import append_record
+
+    runs = []
+    for r, n in enumerate((3, 1, 2, 4)):
+        run = tmp_path / "s" / f"r{r}"
+        run.mkdir(parents=True)
+        for i in range(n):
+            append_record(run, replace(make_record(f"m{i}"), run_id=run.name, key=f"{r}-{i}"))
+        runs.append(run)
+    monkeypatch.setattr(ingest_module, "GROUP_ROWS", 4)
+    groups = []
+    insert = ingest_module.insert_prepared
+    monkeypatch.setattr(ingest_module, "insert_prepared", lambda db, rows: groups.append(len(rows)) or insert(db, rows))
+    db_path.parent.mkdir()
+    db = open_database(f"sqlite:///{db_path}", write=True)
+    try:
+        assert ingest(db, runs).added == 10
+        assert groups == [4, 6, 0]  # runs 0-1, runs 2-3 (a group ends at the run that reaches 4 rows)
+        assert ingest(db, runs).added == 0
+    finally:
+        db.close()
+    assert _sql(db_path, "select count(*), count(distinct run_id || key) from records") == [(10, 10)]
+
+
+def test_worker_count_follows_the_size_and_the_free_cpus(tmp_path, make_record, monkeypatch):
+    from benchbench import threads
+    from benchbench.db import ingest as ingest_module
+    from benchbench.store import append_record
+
+    runs = []
+    for r in range(3):
+        run = tmp_path / "s" / f"r{r}"
+        run.mkdir(parents=True)
+        append_record(run, make_record("vit-a"))
+        runs.append(run)
+    size = sum((run / RECORDS).stat().st_size for run in runs)
+    free = {"cpus": 4}
+    monkeypatch.setattr(threads, "choose", lambda settle_s=1.0: threads.Threads(free["cpus"], 4, "test", "passive"))
+    workers = ingest_module._workers
+    monkeypatch.setattr(ingest_module, "PARALLEL_BYTES", size + 1)
+    assert workers(runs, None) == 1  # too small to pay for a worker's start
+    monkeypatch.setattr(ingest_module, "PARALLEL_BYTES", size)
+    assert workers(runs, None) == 3  # a worker per run at most
+    free["cpus"] = 2
+    assert workers(runs, None) == 2
+    free["cpus"] = 1  # others keep the rest busy: read here
+    assert workers(runs, None) == 1
+    assert workers(runs, 5) == 3 and workers(runs, 0) == 1 and workers(runs[:1], None) == 1
+
+
 def test_json_columns_are_encoded_as_json_dumps_does():
     """rows.dumps encodes through the json module's C encoder made once: the text of json.dumps,
     NaN and infinities as strings, and the same TypeError for what JSON cannot hold."""

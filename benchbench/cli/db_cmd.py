@@ -40,8 +40,8 @@ def add_parser(sub, parent) -> None:
                                  help="load the records of run directories (or every run under a results root)")
     ingest.add_argument("paths", nargs="+", metavar="RUN_DIR_OR_ROOT")
     ingest.add_argument("--jobs", type=int, metavar="N",
-                        help="processes reading runs (default: one per CPU, up to 8, with 4 CPUs or more and "
-                             "records of 16 MiB or more; else 1)")
+                        help="processes reading runs (default, for records of 16 MiB or more: one per CPU free "
+                             "of other processes' load, up to 8, within --threads; else 1)")
     ingest.set_defaults(func=run_ingest)
     query = commands.add_parser("query", parents=[parent, options], help="print records as a table")
     for flag, dest in (("--model", "models"), ("--dataset", "datasets"), ("--protocol", "protocols"),

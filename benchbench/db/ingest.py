@@ -4,12 +4,12 @@ and concurrent ingesters and drivers never duplicate a row.
 
 Records are read through the store's reader (benchbench.store.read_records), which skips a torn last
 line or a line that is no record with a problem naming the file and line; the rest is ingested. The
-run's files are only read.
+run's records are only read (the reader, as every reader of a large run, may leave its index beside
+them: benchbench.runindex).
 """
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -20,6 +20,7 @@ from typing import Iterable, Sequence
 from sqlalchemy import Connection
 from sqlalchemy.dialects import postgresql
 
+from benchbench import threads
 from benchbench.db.connect import Database, db_errors
 from benchbench.db.rows import COLUMNS, record_row, sqlite_params
 from benchbench.db.schema import records
@@ -28,9 +29,15 @@ from benchbench.gcpause import gc_paused
 from benchbench.record import Record
 from benchbench.store import RECORDS, read_records, run_dirs_under
 
-BATCH = 5000  # rows per INSERT statement batch, in one transaction per run
-PARALLEL_BYTES = 16 << 20  # records files at least this large in all are read by worker processes ...
-PARALLEL_CPUS = 4  # ... where the machine has at least this many CPUs
+BATCH = 5000  # rows per INSERT statement batch (PostgreSQL)
+# Rows inserted in one transaction, of whole runs: a transaction writes each page it changed once, and
+# a run's rows change pages of the indexes all over (benchmarks/db_ingest.py, SQLite: 30 us an insert
+# with a transaction per 1,000-record run, 21 us with 20,000 rows to one). A concurrent writer waits
+# for one transaction at most: about 0.3 s.
+GROUP_ROWS = 20_000
+PARALLEL_BYTES = 16 << 20  # records files at least this large in all are read by worker processes
+MAX_WORKERS = 8
+LOAD_SETTLE_S = 0.3  # how long the count of workers may wait to see the load of other processes
 
 
 @dataclass
@@ -121,35 +128,43 @@ def read_rows(run_dir: Path, dialect: str) -> tuple[list[str], int, list]:
 
 
 def _workers(dirs: list[Path], jobs: int | None) -> int:
-    """Processes reading runs: `jobs`, or by default one per CPU (up to 8) for an ingest of at least
-    PARALLEL_BYTES of records on a machine of at least PARALLEL_CPUS CPUs, else 1 (a worker's start
-    costs more than it saves on a smaller ingest; on 2 CPUs, measured by benchmarks/db_ingest.py, 2
-    workers gained nothing: each core reads about as fast as one process reads and inserts)."""
+    """Processes reading runs: `jobs`, or by default, for an ingest of at least PARALLEL_BYTES of
+    records, one per CPU this process may keep busy now (benchbench.threads: its budget less the CPUs
+    other processes keep busy; `--threads` sets it), up to MAX_WORKERS; else 1, read here (a worker's
+    start costs more than it saves on a smaller ingest). Measured by benchmarks/db_ingest.py on 2 idle
+    CPUs (100,000 records): 13,800 records/s read here, 23,000 by 2 workers, 22,000 by 3; this process
+    inserts meanwhile."""
     if jobs is not None:
         return max(1, min(jobs, len(dirs)))
-    cpus = len(os.sched_getaffinity(0))
-    if cpus < PARALLEL_CPUS:
-        return 1
     size = sum((d / RECORDS).stat().st_size for d in dirs if (d / RECORDS).is_file())
-    return min(8, cpus, len(dirs)) if size >= PARALLEL_BYTES else 1
+    if size < PARALLEL_BYTES or len(dirs) < 2:
+        return 1
+    cpus = threads.choose(LOAD_SETTLE_S).threads
+    return min(MAX_WORKERS, cpus, len(dirs)) if cpus > 1 else 1
 
 
 def ingest(db: Database, paths: Iterable[str | Path], jobs: int | None = None) -> IngestResult:
-    """Every record of every run directory under `paths` into `db`; one transaction per run. Runs are
-    read (parsed, checked, made rows) in `jobs` worker processes (None: by size, `_workers`), started
-    fresh ("spawn": a forked child must not inherit the database's open connection); this process
-    inserts, in the runs' order."""
+    """Every record of every run directory under `paths` into `db`; whole runs to a transaction, a
+    transaction of GROUP_ROWS rows or more (the last one less). Runs are read (parsed, checked, made
+    rows) in `jobs` worker processes (None: by size and CPUs, `_workers`), started fresh ("spawn": a
+    forked child must not inherit the database's open connection); this process inserts, in the runs'
+    order."""
     dirs = run_dirs(paths)
     result = IngestResult()
     workers = _workers(dirs, jobs)
     read = partial(read_rows, dialect=db.engine.dialect.name)
     pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn")) if workers > 1 else None
+    group: list = []
     try:
         for problems, n, prepared in (pool.map(read, dirs) if pool else map(read, dirs)):
             result.runs += 1
             result.read += n
             result.problems += problems
-            result.added += insert_prepared(db, prepared)
+            group += prepared
+            if len(group) >= GROUP_ROWS:
+                result.added += insert_prepared(db, group)
+                group = []
+        result.added += insert_prepared(db, group)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
