@@ -132,8 +132,8 @@ def _workers(dirs: list[Path], jobs: int | None) -> int:
     records, one per CPU this process may keep busy now (benchbench.threads: its budget less the CPUs
     other processes keep busy; `--threads` sets it), up to MAX_WORKERS; else 1, read here (a worker's
     start costs more than it saves on a smaller ingest). Measured by benchmarks/db_ingest.py on 2 idle
-    CPUs (100,000 records): 13,800 records/s read here, 23,000 by 2 workers, 22,000 by 3; this process
-    inserts meanwhile."""
+    CPUs (100,000 records; results/db-ingest.md): 14,700 records/s read here, 22,600 by 2 workers
+    (22,000 by 3); this process inserts meanwhile."""
     if jobs is not None:
         return max(1, min(jobs, len(dirs)))
     size = sum((d / RECORDS).stat().st_size for d in dirs if (d / RECORDS).is_file())
