@@ -61,13 +61,19 @@ _FIELDS = tuple(f.name for f in dataclasses.fields(Record))
 COLUMNS = tuple(c.name for c in records.columns if c.name != "id")  # a row's, in the table's order
 
 
+def _line_part(record: Record, names: tuple[str, ...], optional: tuple[str, ...]) -> dict[str, Any]:
+    """`names` of `record`'s line (in its order) as {name: value}, those of `optional` left out when None."""
+    fields = vars(record)
+    part = {name: fields[name] for name in names}
+    for name in optional:
+        if part[name] is None:
+            del part[name]
+    return part
+
+
 def record_line(record: Record) -> dict[str, Any]:
     """`record.to_json()` without its deep copy (the row only serialises it): the same keys and values."""
-    line = {name: getattr(record, name) for name in _FIELDS}
-    for name in OPTIONAL:
-        if line[name] is None:
-            del line[name]
-    return line
+    return _line_part(record, _FIELDS, OPTIONAL)
 
 
 def dumps(value: Any) -> str:
@@ -79,10 +85,6 @@ def dumps(value: Any) -> str:
         return _encode(_json_safe(value))
 
 
-def _no_default(value: Any) -> Any:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
 def _c_encode(value: Any) -> str:
     """json.dumps(value, allow_nan=False) through the json module's C encoder made once, with no check
     for cycles (a record's parts come from JSON or become JSON: they have none): half the cost of a
@@ -91,7 +93,8 @@ def _c_encode(value: Any) -> str:
 
 
 if c_make_encoder is not None:  # the json module's C accelerator (absent only in unusual builds)
-    _C_ENCODER = c_make_encoder(None, _no_default, encode_basestring_ascii, None, ": ", ", ", False, False, False)
+    _C_ENCODER = c_make_encoder(None, json.JSONEncoder().default, encode_basestring_ascii, None, ": ", ", ",
+                                False, False, False)
     _encode = _c_encode
 else:  # pragma: no cover
     _encode = json.JSONEncoder(allow_nan=False).encode
@@ -105,11 +108,7 @@ _METRICS = tuple((name, kind is BigInteger) for name, kind in METRIC_COLUMNS.ite
 def row_values(record: Record, run_dir: str = "") -> tuple:
     """The values of `record`'s row, in the order of `COLUMNS` (the table's, id left out); `run_dir` is
     where it was read from (its name is the run id of a record that does not carry one)."""
-    fields = vars(record)
-    rest = {name: fields[name] for name in _REST}  # the line's other keys, in its order (record_line)
-    for name in _REST_OPTIONAL:
-        if rest[name] is None:
-            del rest[name]
+    rest = _line_part(record, _REST, _REST_OPTIONAL)  # the line's other keys
     env = record.env or {}
     versions = env.get("versions")
     metrics = record.metrics
