@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
@@ -384,6 +385,59 @@ def test_dump_writes_the_runs_back_byte_for_byte(report_runs, db_path, tmp_path,
         assert copy.read_bytes() == (run / RECORDS).read_bytes()
     code, _, err = _cli(capsys, "db", "dump", out, "--db", url)
     assert code == 2 and "not empty" in err
+
+
+def test_dump_writes_only_inside_its_folder_whatever_the_records_name(tmp_path, make_record, db_path, capsys):
+    """A record's suite and run id become one plain folder name each: `..`, an absolute path, a
+    separator or a control character never make a path outside DIR, two names never share a folder,
+    and every record is written, keeping its own names."""
+    from benchbench.db.ingest import insert_records
+    from benchbench.store import read_records
+
+    hostile = [("..", "../victim"), ("/tmp/x", "r1"), ("a/../../b", "."), ("s", ".."), ("s", "a\\b"),
+               ("s", "é"), ("s", "z" * 300), ("ok-suite", "20260101-000000")]
+    recs = [replace(make_record(f"m{i}"), suite=suite, run_id=run_id) for i, (suite, run_id) in enumerate(hostile)]
+    db_path.parent.mkdir()
+    url = f"sqlite:///{db_path}"
+    db = open_database(url, write=True)
+    try:
+        assert insert_records(db, recs) == len(recs)
+    finally:
+        db.close()
+    victim = tmp_path / "victim"
+    out = tmp_path / "deep" / "dumped"
+    code, printed, err = _cli(capsys, "db", "dump", out, "--db", url)
+    assert code == 0 and f"{len(recs)} records of {len(recs)} runs written" in printed, err
+    assert not victim.exists() and not Path("/tmp/x/r1").exists()
+    written = sorted(out.glob("*/*/" + RECORDS))
+    assert len(written) == len(recs)  # one folder each: no two names merged
+    for path in written:
+        assert path.resolve().is_relative_to(out.resolve()) and path.parent.parent.parent == out
+    back = {(r.suite, r.run_id) for path in written for r in read_records(path.parent).records}
+    assert back == set(hostile)  # the records keep their own names
+    assert (out / "ok-suite" / "20260101-000000" / RECORDS).is_file()  # a plain name is kept as it is
+    assert err.count("warning:") == 9 and "'..'" in err and "'/tmp/x'" in err
+
+
+def test_folder_name_is_one_plain_component_for_any_text():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from benchbench.pathnames import folder_name, inside, is_plain
+
+    seen: dict[str, str] = {}
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.text(st.characters(codec=None), max_size=120) | st.sampled_from(["..", ".", "/", "../a", "a/..", ""]))
+    def check(name):
+        folder = folder_name(name)
+        assert re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._+@=-]{0,99}", folder)  # one component, never . or ..
+        assert (folder == name) == is_plain(name)
+        assert seen.setdefault(folder, name) == name  # no two names share a folder
+        base = Path("/srv/out")
+        assert inside(base, folder, folder).parent.parent == base
+
+    check()
 
 
 def test_run_db_with_a_url_that_is_none_is_refused_before_any_cell(run_suite, gated, capsys):

@@ -59,7 +59,8 @@ def add_parser(sub, parent) -> None:
     dump = commands.add_parser("dump", parents=[parent, options],
                                help="write the database's records back as run directories (e.g. to build the site "
                                     "from: benchbench report DIR -o SITE)")
-    dump.add_argument("out", metavar="DIR", help="a new or empty folder: DIR/<suite>/<run-id>/records.jsonl")
+    dump.add_argument("out", metavar="DIR", help="a new or empty folder: DIR/<suite>/<run-id>/records.jsonl (a suite or run id that is not a "
+                           "plain folder name gets a safe one, with a warning)")
     dump.add_argument("--run", dest="runs", action="append", default=[], metavar="RUN_ID", help="only these runs")
     dump.set_defaults(func=run_dump)
     info = commands.add_parser("info", parents=[parent, options], help="the database's schema version and rows")
@@ -130,6 +131,7 @@ def run_info(args) -> int:
 def run_dump(args) -> int:
     from benchbench.db.connect import open_database
     from benchbench.db.query import Filters, select_runs
+    from benchbench.pathnames import folder_name, inside
     from benchbench.store import append_record, check_directory, writing
 
     out = Path(args.out)
@@ -147,7 +149,13 @@ def run_dump(args) -> int:
     for suite, run_id, record in found:
         runs.setdefault((suite or "unnamed", run_id), []).append(record)
     for (suite, run_id), recs in runs.items():
-        run_dir = out / suite / run_id
+        # The names come from the records: each becomes one folder name inside DIR, whatever it holds.
+        folders = folder_name(suite), folder_name(run_id)
+        run_dir = inside(out, *folders)
+        for what, name, folder in (("suite", suite, folders[0]), ("run id", run_id, folders[1])):
+            if folder != name:
+                print(f"warning: {what} {name!r} ({plural(len(recs), 'record')}) is not a plain folder name: "
+                      f"written to {run_dir}", file=sys.stderr)
         with writing(run_dir, "create"):
             run_dir.mkdir(parents=True, exist_ok=True)
         for record in recs:
