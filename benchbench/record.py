@@ -2,7 +2,13 @@
 
 On disk a record is one JSON object per line of records.jsonl (flat, as below). Its `schema` says
 which version wrote it:
-- 3 (current): adds `precision`, the precision the cell ran at as resolved on its device ("fp32",
+- 4 (current): adds `contender`, the name of the model with its weights (benchbench.contender: the
+  suite's name for it, else `<model>@<init>`, else the model id); not part of the cell's key. Records
+  of schema 3 and older are given their default name when read. Also optional in 4 (absent when not
+  measured): `energy_method` (which energy counters were read, or "unmeasured: <why>"),
+  `energy_domains` (the counters and devices read, and who else used them), and `price` (the price per
+  device-hour a cell's `cost_usd` was computed with, and its source).
+- 3: adds `precision`, the precision the cell ran at as resolved on its device ("fp32",
   "bf16", ...; never "auto"), or absent for a protocol without one. Up to schema 2 the built-in
   protocols kept it only as their `precision` setting: `upgrade` resolves that by the record's device.
   Also optional in 3 (absent when the cell had none; older records read without them):
@@ -37,16 +43,17 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from benchbench.choices import resolved_precision
+from benchbench.contender import default_name
 from benchbench.errors import BenchError
 from benchbench.record_values import (CHOICE_PREFIX, MetricError, check_metrics, metrics_problem, number_problem,
                                       settings_problem, texts_problem)
 
 __all__ = ["CHOICE_PREFIX", "MetricError", "Record", "RecordError", "check_metrics", "upgrade"]
 
-SCHEMA = 3
+SCHEMA = 4
 STATUSES = ("ok", "failed")
 OPTIONAL = ("env", "executor", "node", "job_id", "attempts", "precision", "checkpoint", "preprocessing",
-            "predictions")  # left out of the JSON when None
+            "predictions", "contender", "energy_method", "energy_domains", "price")  # left out of the JSON when None
 # What a protocol's run may return beside its metrics, as JSON objects, for the record's own fields.
 CELL_FIELDS = ("checkpoint", "preprocessing")  # left out of the JSON when None
 _SHOT = re.compile(r"^\w+?_(\d+)shot_top1$")
@@ -97,6 +104,12 @@ class Record:
     checkpoint: Mapping[str, Any] | None = None
     preprocessing: Mapping[str, Any] | None = None
     predictions: Mapping[str, Any] | None = None  # {"path", "sha256", "images"} of its predictions file
+    # Schema 4: the contender's name (benchbench.contender; None only in records built without one),
+    # the energy counters read (or "unmeasured: <why>") and what they covered, the price of its cost.
+    contender: str | None = None
+    energy_method: str | None = None
+    energy_domains: Mapping[str, Any] | None = None
+    price: Mapping[str, Any] | None = None
     schema: int = SCHEMA
 
     @property
@@ -165,6 +178,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "checkpoint": (Mapping, type(None)), "preprocessing": (Mapping, type(None)),
     "predictions": (Mapping, type(None)),
     "executor": _OPT_STR, "node": _OPT_STR, "job_id": _OPT_STR, "attempts": (int, type(None)),
+    "contender": _OPT_STR, "energy_method": _OPT_STR, "energy_domains": (Mapping, type(None)),
+    "price": (Mapping, type(None)),
 }
 # For a record parsed from JSON (whose objects are dicts with string keys), the types each field may have.
 _PARSED_TYPES = {name: tuple(dict if t is Mapping else t for t in types) for name, types in _TYPES.items()}
@@ -195,7 +210,7 @@ _JSON_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "tru
 # Fields that are names: they reach table cells, file names and terminals, so no control characters.
 _NAMES = ("key", "status", "model", "dataset", "protocol", "model_name", "model_family", "model_plugin", "dataset_name",
           "dataset_plugin", "protocol_plugin", "device", "precision", "flops_status", "suite", "run_id", "executor",
-          "node", "job_id", "started_at", "finished_at")
+          "node", "job_id", "started_at", "finished_at", "contender", "energy_method")
 
 
 def _value_problem(obj: Mapping[str, Any], controls: bool = True) -> str | None:
@@ -267,10 +282,12 @@ def upgrade(obj: Mapping[str, Any]) -> dict[str, Any]:
         shots = sorted((int(m.group(1)), name) for name in metrics if (m := _SHOT.match(name)))
         out["accuracies"] = ({name: f"{k}-shot" for k, name in shots} if shots
                              else {"top1": ""} if "top1" in metrics else {})
+    settings = out.get("settings") if isinstance(out.get("settings"), Mapping) else {}
     if schema < 3:
-        settings = out.get("settings") if isinstance(out.get("settings"), Mapping) else {}
         given = settings.get("precision")
         out["precision"] = (resolved_precision(given, str(out.get("device", "")).split(":")[0])
                             if isinstance(given, str) else None)
+    if schema < 4 and out.get("contender") is None and isinstance(out.get("model"), str):
+        out["contender"] = default_name(out["model"], settings)
     out["schema"] = SCHEMA
     return out

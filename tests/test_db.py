@@ -194,7 +194,7 @@ def test_a_version_1_database_is_migrated_and_a_newer_one_refused(report_runs, t
     engine.dispose()
     assert _sql(old, "select name from sqlite_master where type = 'index' and name = 'records_cell'") == []
     open_database(f"sqlite:///{old}", write=True).close()
-    assert _sql(old, "select version from schema_version") == [(2,)]
+    assert _sql(old, "select version from schema_version") == [(schema.VERSION,)]
     indexes = _sql(old, "select name from sqlite_master where type = 'index' and name = 'records_cell'")
     assert indexes == [("records_cell",)]
     with sqlite3.connect(old) as conn:
@@ -203,8 +203,51 @@ def test_a_version_1_database_is_migrated_and_a_newer_one_refused(report_runs, t
     for argv in (("db", "info"), ("db", "query"), ("db", "ingest", report_runs.base)):
         code, _, err = _cli(capsys, *argv, "--db", f"sqlite:///{old}")
         assert code == 2 and err.count("\n") == 1
-        assert "schema 99 is newer than this benchbench's (2); upgrade benchbench" in err
+        assert f"schema 99 is newer than this benchbench's ({schema.VERSION}); upgrade benchbench" in err
     assert _digest(old) == before
+
+
+def test_a_version_2_database_gains_the_contender_and_version_3_metric_columns(tmp_path, make_record):
+    """Version 3 adds `contender` (filled from each row: the record's default name, `<model>@<init stem>`
+    or the model id) and four metric columns; the rows' records read back the same, named."""
+    from sqlalchemy import MetaData, Table, UniqueConstraint, create_engine, insert
+
+    from benchbench.db.migrate import MIGRATIONS
+    from benchbench.db.query import Filters, select_records
+    from benchbench.db.rows import record_row
+    from benchbench.record import SCHEMA
+
+    old = tmp_path / "v2.db"
+    v2 = Table("records", MetaData(), *(c._copy() for c in schema.records.columns if c.name not in schema.V3_COLUMNS),
+               UniqueConstraint("suite", "run_id", "key", "job"))
+    engine = create_engine(f"sqlite:///{old}")
+    plain = make_record("vit-a", top1=0.5)
+    loaded = make_record("vit-b", protocol="evaluate", settings={"init": "/ckpts/vit_ti.augreg.safetensors"})
+    hub = make_record("vit-c", protocol="evaluate", settings={"init": "hf-hub:google/vit-base-patch16-224@main"})
+    with engine.begin() as conn:
+        MIGRATIONS[1](conn)  # today's _v1 makes today's table: replace it by version 2's
+        conn.exec_driver_sql("DROP TABLE records")
+        v2.create(conn)
+        MIGRATIONS[2](conn)
+        conn.execute(schema.schema_version.insert().values(version=2))
+        for i, rec in enumerate((plain, loaded, hub)):
+            row = {k: v for k, v in record_row(replace(rec, run_id=f"r{i}")).items() if k in v2.c}
+            row["record"] = {k: v for k, v in row["record"].items() if k != "contender"} | {"schema": 3}
+            conn.execute(insert(v2).values(**row))
+    engine.dispose()
+    open_database(f"sqlite:///{old}", write=True).close()
+    assert _sql(old, "select version from schema_version") == [(3,)]
+    assert _sql(old, "select model, contender, gmacs_fvcore, energy_train_j, energy_eval_j, cost_usd from records "
+                     "order by id") == [("vit-a", "vit-a", None, None, None, None),
+                                        ("vit-b", "vit-b@vit_ti.augreg", None, None, None, None),
+                                        ("vit-c", "vit-c@vit-base-patch16-224@main", None, None, None, None)]
+    db = open_database(f"sqlite:///{old}", write=False)
+    try:
+        back = select_records(db, Filters())
+    finally:
+        db.close()
+    assert [(r.contender, r.schema) for r in back] == [("vit-a", SCHEMA), ("vit-b@vit_ti.augreg", SCHEMA),
+                                                      ("vit-c@vit-base-patch16-224@main", SCHEMA)]
 
 
 def test_bad_databases_are_one_line_and_leave_everything_as_it_was(report_runs, tmp_path, capsys):

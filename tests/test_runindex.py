@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from benchbench import runindex, sharedstore
-from benchbench.record import Record, RecordError, screened_line
+from benchbench.record import SCHEMA, Record, RecordError, screened_line
 from benchbench.run.cell import Cell
 from benchbench.sharedstore import append_once
 from benchbench.store import RECORDS, read_keys, read_records
@@ -212,7 +212,7 @@ def test_a_record_read_back_is_the_record_its_constructor_makes():
     from dataclasses import fields, replace
 
     for obj in (_record(3), _record(4, "failed", env={"device_name": "cpu"}, checkpoint={"sha256": "ab"}),
-                {"key": "k", "status": "ok", "model": "m", "dataset": "d", "protocol": "p", "seed": 0, "schema": 3}):
+                {"key": "k", "status": "ok", "model": "m", "dataset": "d", "protocol": "p", "seed": 0, "schema": SCHEMA}):
         read = Record.from_json(json.loads(json.dumps(obj)), screened=True)
         made = Record(**{k: v for k, v in obj.items() if k in {f.name for f in fields(Record)}})
         assert read == made and repr(read) == repr(made) and read.to_json() == made.to_json()

@@ -144,3 +144,27 @@ def test_a_models_precisions_get_a_row_each_and_one_precision_keeps_its_name(rec
     names = [row[0] for row in build_table(results.frame([old, cell("vit", 0, 0.8, "fp32")]), "models").rows]
     assert names == ["VIT (precision not recorded)", "VIT (fp32)"]
     assert [row[0] for row in build_table(results.frame([old]), "models").rows] == ["VIT"]
+
+
+def test_records_of_schema_3_and_older_are_named_as_contenders_when_read(make_record):
+    """Schema 4's `contender`: a record that carries none is given `<model>@<init>` (a file's stem, an
+    hf-hub id's last part, a run: init as it is), or its model id; one that carries a name keeps it; the
+    name is not part of the key."""
+    from benchbench.record import SCHEMA
+
+    cases = {"": "vit-a", "ckpt/vit_ti.augreg_in21k.safetensors": "vit-a@vit_ti.augreg_in21k",
+             "hf-hub:google/vit-base-patch16-224": "vit-a@vit-base-patch16-224",
+             "hf-hub:org/name@v2": "vit-a@name@v2", "run:fashion-mnist:mpp": "vit-a@run:fashion-mnist:mpp",
+             "C:/w/R50.npz": "vit-a@R50"}
+    for schema in (1, 2, 3):
+        for init, name in cases.items():
+            line = {**make_record("vit-a", settings={"init": init} if init else {}).to_json(), "schema": schema}
+            line.pop("contender", None)
+            back = Record.from_json(line)
+            assert (back.contender, back.schema) == (name, SCHEMA), (schema, init)
+    named = make_record("vit-a", settings={"init": "x.pt"})
+    named = dataclasses.replace(named, contender="mine")
+    assert Record.from_json(json.loads(json.dumps(named.to_json()))).contender == "mine"
+    assert dataclasses.replace(named, contender="other").key == named.key
+    line = {**named.to_json(), "schema": 3, "contender": "kept"}
+    assert Record.from_json(line).contender == "kept"

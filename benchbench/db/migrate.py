@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from sqlalchemy import Connection, inspect, select, text
+from sqlalchemy import Connection, bindparam, inspect, select, text
 from sqlalchemy.schema import CreateTable
 
+from benchbench.contender import default_name
 from benchbench.db import schema
 from benchbench.errors import BenchError
 
@@ -33,8 +34,30 @@ def _v2(conn: Connection) -> None:
     schema.history_index.create(conn, checkfirst=True)
 
 
+def _v3(conn: Connection) -> None:
+    """Columns `contender` (filled from each row's record: its own name, or its default one), and the
+    metrics `gmacs_fvcore`, `energy_train_j`, `energy_eval_j` and `cost_usd` (NULL: no record before
+    version 3 measured them). A table `_v1` made at this version has them already."""
+    have = {c["name"] for c in inspect(conn).get_columns("records")}
+    for name in schema.V3_COLUMNS:
+        if name not in have:
+            column = schema.records.c[name]
+            conn.execute(text(f"ALTER TABLE records ADD COLUMN {name} {column.type.compile(dialect=conn.dialect)}"))
+    if "contender" in have:
+        return
+    table = schema.records
+    rows = conn.execute(select(table.c.id, table.c.model, table.c.settings, table.c.record)).all()
+    names = [{"row": row_id, "name": (rest or {}).get("contender") if isinstance(rest, dict) else None}
+             for row_id, _, _, rest in rows]
+    for item, (_, model, settings, _) in zip(names, rows):
+        if not isinstance(item["name"], str):
+            item["name"] = default_name(model, settings if isinstance(settings, dict) else {})
+    if names:
+        conn.execute(table.update().where(table.c.id == bindparam("row")).values(contender=bindparam("name")), names)
+
+
 # version -> the step that makes a database of version - 1 that version (0: an empty database)
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2, 3: _v3}
 assert max(MIGRATIONS) == schema.VERSION
 PG_LOCK = 0x62656E6368  # the advisory lock key of benchbench's migrations on PostgreSQL
 

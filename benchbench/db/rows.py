@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Boolean, DateTime
 
+from benchbench.contender import default_name
 from benchbench.db.schema import METRIC_COLUMNS, records
 from benchbench.record import OPTIONAL, Record
 
@@ -120,7 +121,8 @@ def row_values(record: Record, run_dir: str = "") -> tuple:
         typed.append(value)
     return (
         record.suite or "", record.run_id or run_dir.rstrip("/").rpartition("/")[2], record.key, job_of(record),
-        record.model, record.model_family or None, record.dataset, record.protocol, record.seed, record.status,
+        record.model, record.contender or default_name(record.model, record.settings), record.model_family or None,
+        record.dataset, record.protocol, record.seed, record.status,
         *typed,
         record.device or None, env.get("device_name"), record.devices, record.precision,
         _json_safe(record.execution), env.get("git_commit"),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from sqlalchemy import (JSON, BigInteger, Boolean, Column, DateTime, Float, Index, Integer, MetaData, String, Table,
                         Text, UniqueConstraint)
 
-VERSION = 2  # the layout this code writes; the history of versions is benchbench.db.migrate.MIGRATIONS
+VERSION = 3  # the layout this code writes; the history of versions is benchbench.db.migrate.MIGRATIONS
 
 metadata = MetaData()
 
@@ -31,7 +31,12 @@ METRIC_COLUMNS = {
     "img_per_s": Float,  # evaluation (inference) throughput, as the record's metric `img_per_s`
     "train_img_per_s": Float,  # training throughput
     "train_device_days": Float, "projected_device_days": Float,
+    # version 3's
+    "gmacs_fvcore": Float,  # MACs in fvcore's (timm's) convention
+    "energy_train_j": Float, "energy_eval_j": Float, "cost_usd": Float,
 }
+# The columns version 3 added (its migration adds them to an older table; `contender` is filled there).
+V3_COLUMNS = ("contender", "gmacs_fvcore", "energy_train_j", "energy_eval_j", "cost_usd")
 
 records = Table(
     "records", metadata,
@@ -41,6 +46,7 @@ records = Table(
     Column("key", String(64), nullable=False),
     Column("job", String(300), nullable=False),
     Column("model", String(300), nullable=False),
+    Column("contender", String(300)),  # the record's `contender` (its default name for older records)
     Column("family", String(100)),
     Column("dataset", String(300), nullable=False),
     Column("protocol", String(100), nullable=False),

@@ -19,6 +19,7 @@ from benchbench import precision as precision_policy
 from benchbench import predictions as predictions_file
 from benchbench import threads
 from benchbench.compute import derived
+from benchbench.contender import default_name
 from benchbench.deadline import CellTimeLimit, time_limit
 from benchbench.envinfo import device_name, pick_device
 from benchbench.errors import BenchError
@@ -65,7 +66,7 @@ def cell_record(job: Job, catalog: Catalog, **fields: Any) -> Record:
         model_plugin=catalog.models.plugin_of[model.id], dataset_name=dataset.name,
         dataset_plugin=catalog.datasets.plugin_of[dataset.id], protocol_plugin=catalog.protocols.plugin_of[protocol.id],
         devices=cell.choices.world.size, suite=context.suite, run_id=context.run_dir.name, quick=context.quick,
-        executor=context.executor, **fields)
+        executor=context.executor, contender=default_name(model.id, settings), **fields)
 
 
 def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict | None = None) -> Record:
