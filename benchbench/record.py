@@ -45,8 +45,8 @@ from typing import Any, Mapping
 from benchbench.choices import resolved_precision
 from benchbench.contender import default_name
 from benchbench.errors import BenchError
-from benchbench.record_values import (CHOICE_PREFIX, MetricError, check_metrics, metrics_problem, number_problem,
-                                      settings_problem, texts_problem)
+from benchbench.record_values import (CHOICE_PREFIX, MetricError, accuracies_problem, check_metrics,
+                                      metrics_problem, number_problem, settings_problem, texts_problem)
 
 __all__ = ["CHOICE_PREFIX", "MetricError", "Record", "RecordError", "check_metrics", "upgrade"]
 
@@ -224,7 +224,8 @@ def _value_problem(obj: Mapping[str, Any], controls: bool = True) -> str | None:
     return ((controls and texts_problem(obj, _NAMES)) or metrics_problem(obj.get("metrics") or {}, controls)
             or settings_problem(obj.get("settings") or {}, controls)
             or texts_problem(accuracies, tuple(accuracies), controls)
-            or texts_problem({"accuracies": " ".join(accuracies)}, ("accuracies",), controls))
+            or texts_problem({"accuracies": " ".join(accuracies)}, ("accuracies",), controls)
+            or accuracies_problem(obj.get("metrics") or {}, accuracies))
 
 
 # Bytes after which a line of records.jsonl may hold a control character in a string: raw ones, the

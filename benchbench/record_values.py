@@ -9,6 +9,9 @@ are read back (a file may be edited, or written by an older or foreign version).
 - Names (ids, display names, plugins, device, run id, ...) and setting strings hold no control
   characters (tab and newline included): they reach table cells, file names and terminals.
 - Settings are JSON values: strings, finite numbers, true/false, null, lists and objects of them.
+- An accuracy is a fraction in [0, 1]: each metric a record declares in `accuracies`, and `top1` and
+  `top5` wherever they are (a table prints 1.5 as 150 %). A record holding one outside is refused as
+  it is read (its cell is missing, and runs again on resume), and a cell reporting one fails.
 """
 
 from __future__ import annotations
@@ -182,4 +185,18 @@ def settings_problem(settings: Mapping[str, Any], controls: bool = True) -> str 
                 continue
         if problem := (text_problem(name) or json_value_problem(value)):
             return f"setting {short(name)}: {problem}"
+    return None
+
+
+ACCURACY_NAMES = ("top1", "top5")  # accuracies whatever a record declares
+
+
+def accuracies_problem(metrics: Mapping[str, Any], accuracies: Mapping[str, Any]) -> str | None:
+    """None when each accuracy among `metrics` (those `accuracies` declares, and `ACCURACY_NAMES`) is a
+    number in [0, 1]; else the first that is not (its type is metrics_problem's to check)."""
+    for name in (*ACCURACY_NAMES, *accuracies):
+        value = metrics.get(name)
+        if type(value) in (int, float) and not 0 <= value <= 1:
+            return (f"metric {name!r} is {value!r}, an accuracy outside [0, 1] (a fraction: 0.85, not 85); "
+                    "correct the record, or run its cell again")
     return None
