@@ -4,8 +4,11 @@ A series holds one cell's figures (one key: the same resolved settings), never a
 ordered by the time each record finished. A timing figure (throughput, device-days, seconds, MFU) is
 compared only within one device and environment (device name, torch version, devices): a cell
 measured in several gets a series per environment, and says so. Steps are found by
-benchbench.steps (noise-aware change points, as asv finds them); a step in the direction that is
-worse for the figure is a regression, named by the first run (and commit) after it and its size.
+benchbench.steps (change points, as asv finds them); each step is judged by the one rule
+(benchbench.judge), the points of the segment before it against those after it: an accuracy by
+the spread of the points and the test set's size (`eval_images`), a timing only where the points
+estimate the machine's noise (2 or more a side, or 3 or more against one; else the step is
+`unjudged`). A step judged a regression is named by the first run (and commit) after it and its size.
 """
 
 from __future__ import annotations
@@ -16,21 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Mapping, Sequence
 
+from benchbench import judge
+from benchbench import steps as stepdetect
 from benchbench.errors import BenchError, did_you_mean
 from benchbench.record import Record
 from benchbench.settings import varying_settings
-from benchbench import steps as stepdetect
-
-TIMING = ("img_per_s", "device_days", "_s", "mfu", "seconds", "flop_per_s", "flops_per_s")
-HIGHER_IS_BETTER = ("top1", "top5", "accuracy", "img_per_s", "mfu", "flop_per_s", "flops_per_s")
-
-
-def is_timing(metric: str) -> bool:
-    return any(part in metric if not part.startswith("_") else metric.endswith(part) for part in TIMING)
-
-
-def higher_is_better(metric: str) -> bool:
-    return any(part in metric for part in HIGHER_IS_BETTER)
 
 
 @dataclass(frozen=True)
@@ -41,6 +34,7 @@ class Point:
     value: float
     environment: str  # device name, torch version, devices
     rank: tuple = ()  # where it stands in the history's order (by commit, or by time)
+    images: int | None = None  # the test-set size behind an accuracy (`eval_images`), None where unknown
 
     @property
     def label(self) -> str:
@@ -49,12 +43,14 @@ class Point:
 
 @dataclass(frozen=True)
 class Regression:
-    """A step worse for the figure: `first` is the first point after it, `last_good` the one before."""
+    """A step judged worse for the figure: `first` is the first point after it, `last_good` the one
+    before; `judged` the verdict (benchbench.judge) of the points after against those before."""
 
     first: Point
     last_good: Point
     before: float  # the level before (median of its segment)
     after: float  # the level after
+    judged: judge.Judged | None = None
 
     @property
     def size(self) -> float:
@@ -73,7 +69,8 @@ class Series:
     points: tuple[Point, ...]
     segments: tuple[stepdetect.Segment, ...]
     regressions: tuple[Regression, ...]
-    improvements: int  # steps for the better
+    improvements: int  # steps judged for the better
+    unjudged: int = 0  # timing steps without a noise estimate (one point a side)
 
 
 def _environment(record: Record) -> str:
@@ -95,6 +92,11 @@ def bare_commit(commit: str) -> str:
     return commit[:-len("-dirty")] if commit.endswith("-dirty") else commit
 
 
+def _images(record: Record) -> int | None:
+    n = record.metrics.get("eval_images")
+    return int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) and n > 0 else None
+
+
 def _point(record: Record, metric: str, timing: bool, commit_order: Mapping[str, int] | None) -> Point | None:
     value = _value(record, metric)
     if value is None or not record.ok:
@@ -103,7 +105,8 @@ def _point(record: Record, metric: str, timing: bool, commit_order: Mapping[str,
     commit = commit if isinstance(commit, str) else None
     when = (record.finished_at or "", record.run_id or "")
     rank = when if commit_order is None else (commit_order.get(bare_commit(commit or ""), -1), *when)
-    return Point(record.run_id or "", commit, record.finished_at, value, _environment(record) if timing else "", rank)
+    return Point(record.run_id or "", commit, record.finished_at, value, _environment(record) if timing else "", rank,
+                 _images(record))
 
 
 def _order(point: Point) -> tuple:
@@ -120,23 +123,48 @@ def _check_commits(records: Sequence[Record], commit_order: Mapping[str, int]) -
                          "name the repository that ran them with --repo, or order by time (--order time)")
 
 
-def series_of(points: Sequence[Point], key: str, label: str, metric: str, threshold: float) -> Series:
+def _test_images(points: Sequence[Point]) -> int | None:
+    """The test-set size behind the points' accuracies: the smallest, None where a point lacks it."""
+    sizes = [p.images for p in points]
+    return None if not sizes or None in sizes else min(sizes)
+
+
+def series_of(points: Sequence[Point], key: str, label: str, kind: judge.Kind, rules: judge.Rules) -> Series:
+    """One cell's points in order, their segments, and each step between segments judged."""
     points = tuple(sorted(points, key=_order))
     segments = stepdetect.detect([p.value for p in points])
-    found = stepdetect.significant_steps(segments, higher_is_better(metric), threshold)
-    regressions = tuple(Regression(points[s.after.start], points[s.before.stop - 1], s.before.value, s.after.value)
-                        for s in found if s.worse)
-    return Series(key, label, points[0].environment if points else "", points, tuple(segments), regressions,
-                  sum(not s.worse for s in found))
+    regressions, improvements, unjudged = [], 0, 0
+    for before, after in zip(segments, segments[1:]):
+        a, b = points[before.start:before.stop], points[after.start:after.stop]
+        j = judge.judge([p.value for p in a], [p.value for p in b], kind, rules, images=_test_images([*a, *b]))
+        if j.verdict == "regression":
+            regressions.append(Regression(b[0], a[-1], before.value, after.value, j))
+        improvements += j.verdict == "better"
+        unjudged += j.verdict == "unjudged"
+    return Series(key, label, points[0].environment if points else "", points, tuple(segments), tuple(regressions),
+                  improvements, unjudged)
 
 
-def history(records: Sequence[Record], metric: str, threshold: float = 0.05,
+def history(records: Sequence[Record], metric: str, rules: judge.Rules | None = None,
             commit_order: Mapping[str, int] | None = None) -> list[Series]:
     """The series of `metric` in `records` (of one model, dataset and protocol), one per cell and,
     for a timing figure, per environment, ordered by time, or by `commit_order` ({commit: position},
-    e.g. a repository's `git rev-list --topo-order --reverse`; time within a commit) where given;
-    BenchError when no record has the metric, or a record's commit is not in `commit_order`."""
-    timing = is_timing(metric)
+    e.g. a repository's `git rev-list --topo-order --reverse`; time within a commit) where given,
+    their steps judged by `rules` (benchbench.judge's defaults where None). BenchError when no record
+    has the metric, the metric is not one benchbench judges, or a record's commit is not in
+    `commit_order`."""
+    rules = (rules or judge.Rules()).check()
+    if not any(r.ok and _value(r, metric) is not None for r in records):
+        known = sorted({m for r in records for m in r.metrics if _value(r, m) is not None})
+        nearest = did_you_mean(metric, known)
+        hint = f"; did you mean {nearest!r}?" if nearest else ""
+        raise BenchError(f"no successful record has metric {metric!r}{hint}"
+                         + (f" (metrics: {', '.join(known)})" if known else " (no matching records)"))
+    kind = judge.kind_of(metric, {m for r in records for m in r.accuracies})
+    if kind is None:
+        raise BenchError(f"--metric {metric}: benchbench does not know which way is better for it, so it cannot "
+                         f"find regressions (it judges {judge.judged_metrics()})")
+    timing = kind.noise == "machine"
     by_series: dict[tuple[str, str], list[Point]] = {}
     settings: dict[str, dict] = {}
     if commit_order is not None:
@@ -146,16 +174,10 @@ def history(records: Sequence[Record], metric: str, threshold: float = 0.05,
         if point is not None:
             by_series.setdefault((record.key, point.environment), []).append(point)
             settings.setdefault(record.key, {"seed": record.seed, **record.settings})
-    if not by_series:
-        known = sorted({m for r in records for m in r.metrics if _value(r, m) is not None})
-        nearest = did_you_mean(metric, known)
-        hint = f"; did you mean {nearest!r}?" if nearest else ""
-        raise BenchError(f"no successful record has metric {metric!r}{hint}"
-                         + (f" (metrics: {', '.join(known)})" if known else " (no matching records)"))
     keys = list(settings)
     shown = varying_settings(["" for _ in keys], [settings[k] for k in keys])
     labels = {k: ", ".join(f"{name}={settings[k][name]}" for name in shown if name in settings[k]) for k in keys}
-    return [series_of(points, key, labels[key], metric, threshold) for (key, _), points in by_series.items()]
+    return [series_of(points, key, labels[key], kind, rules) for (key, _), points in by_series.items()]
 
 
 def environments(series: Sequence[Series]) -> dict[str, list[str]]:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
+from benchbench.contender import default_name
 from benchbench.record import Record
 from benchbench.settings import defaults
 from benchbench.store import read_records
@@ -16,19 +17,21 @@ from benchbench.store import read_records
 if TYPE_CHECKING:
     from benchbench.plugins import Catalog
 
-COLUMNS = ("suite", "run_id", "key", "model", "model_name", "model_family", "dataset", "dataset_name",
+COLUMNS = ("suite", "run_id", "key", "contender", "model", "model_name", "model_family", "dataset", "dataset_name",
            "protocol", "seed", "resolution", "status", "error", "flops_status", "device", "precision", "wall_seconds",
            "accuracies", "checkpoint", "preprocessing", "predictions")
 
 
 def frame(records: list[Record]) -> pd.DataFrame:
-    """One row per record; metrics become columns named as recorded (units in their names), the
-    protocol's settings columns named `setting.<name>`, and `accuracies` the record's {metric: label}.
+    """One row per record; `contender` the model with its weights by name (benchbench.contender; its
+    default name where a record has none); metrics become columns named as recorded (units in their
+    names), the protocol's settings columns named `setting.<name>`, and `accuracies` the record's {metric: label}.
     Settings columns hold the values as recorded (object dtype): an integer setting stays an integer
     where other cells lack it, where pandas would turn 300 into 300.0 beside a NaN."""
     rows, settings = [], {}
     for r in records:
         row = {c: getattr(r, c) for c in COLUMNS}
+        row["contender"] = r.contender or default_name(r.model, r.settings)
         row["accuracies"] = dict(r.accuracies)
         row.update({f"setting.{k}": v for k, v in r.settings.items()})
         row.update(r.metrics)

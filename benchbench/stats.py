@@ -1,6 +1,7 @@
-"""Small statistics for comparing runs and models, without scipy: Student's t distribution and Welch's
-t-test; for one model's predictions, the Wilson interval of a top-1 and the expected calibration error;
-for two models' predictions on the same images, the exact McNemar test, the paired bootstrap interval
+"""Small statistics for comparing runs and models, without scipy: Student's t distribution, Welch's
+t-test, Student's test of one value against a spread, and the two-proportion z-test; for one model's
+predictions, the Wilson interval of a top-1 and the expected calibration error; for two models'
+predictions on the same images, the exact McNemar test, the paired bootstrap interval
 of the accuracy difference and the minimum detectable difference; Holm's correction across tests.
 
 The t distribution's CDF comes from the regularized incomplete beta function,
@@ -83,6 +84,43 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Welch | None:
     t = (mb - ma) / math.sqrt(sa + sb)
     df = (sa + sb) ** 2 / (sa ** 2 / (na - 1) + sb ** 2 / (nb - 1))
     return Welch(t=t, df=df, p_lower=t_cdf(t, df))
+
+
+def student_one(a: Sequence[float], b: Sequence[float]) -> Welch | None:
+    """Student's t-test of B against A where one side holds a single value and the other two or more:
+    the single value against the other side's spread (the pooled-variance t-test, whose pooled variance
+    is then the other side's: a prediction interval), t = (mean_b - mean_a) / (s sqrt(1 + 1/k)) on
+    k - 1 degrees of freedom. None when neither side is a single value beside 2 or more, or the other
+    side has no spread."""
+    one, many = (a, b) if len(a) == 1 else (b, a)
+    k = len(many)
+    if len(one) != 1 or k < 2:
+        return None
+    mean = math.fsum(many) / k
+    var = math.fsum((x - mean) ** 2 for x in many) / (k - 1)
+    if var == 0:
+        return None
+    ma, mb = (one[0], mean) if one is a else (mean, one[0])
+    t = (mb - ma) / math.sqrt(var * (1 + 1 / k))
+    return Welch(t=t, df=k - 1, p_lower=t_cdf(t, k - 1))
+
+
+@dataclass(frozen=True)
+class ZTest:
+    z: float  # (p_b - p_a) / its standard error under equal proportions
+    p_lower: float  # one-sided p-value of "B's proportion is lower than A's"
+
+
+def two_proportions(p_a: float, n_a: int, p_b: float, n_b: int) -> ZTest | None:
+    """The two-proportion z-test of B's proportion against A's (each a share of its n trials), with the
+    pooled proportion's standard error sqrt(p (1 - p) (1/n_a + 1/n_b)); None where it is 0 (both 0 or
+    both 1)."""
+    pooled = (p_a * n_a + p_b * n_b) / (n_a + n_b)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / n_a + 1 / n_b))
+    if se == 0:
+        return None
+    z = (p_b - p_a) / se
+    return ZTest(z=z, p_lower=NormalDist().cdf(z))
 
 
 # ---------------------------------------------------------------------------------------------

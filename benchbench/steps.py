@@ -10,8 +10,8 @@ beta * segments + ln(sigma0 + sum |residuals|), with beta = 4 ln(n) / n (a BIC-l
 sigma0 a noise floor (a tenth of the smallest jump between segments; a thousandth of the smallest
 level with two segments or fewer). Unlike asv, residuals are taken as uncorrelated (asv also fits
 their lag-1 correlation). Each segment carries its noise: the mean absolute deviation around its
-median (asv's error estimate), which decides whether a step between segments is real
-(`significant_steps`).
+median (asv's error estimate). Whether a step between segments is real is the judge's to say
+(benchbench.judge, as benchbench.history asks it).
 """
 
 from __future__ import annotations
@@ -123,29 +123,3 @@ def detect(y: Sequence[float]) -> list[Segment]:
         if objective < best:
             chosen, best = segments, objective
     return chosen
-
-
-@dataclass(frozen=True)
-class Step:
-    before: Segment
-    after: Segment
-    worse: bool  # in the direction that is worse for the figure
-
-    @property
-    def size(self) -> float:
-        return self.after.value - self.before.value
-
-    @property
-    def relative(self) -> float:
-        return self.size / abs(self.before.value) if self.before.value else math.inf
-
-
-def significant_steps(segments: list[Segment], higher_is_better: bool, threshold: float = 0.0) -> list[Step]:
-    """The steps between adjacent segments larger than the noise of either (their mean absolute
-    deviations) and than `threshold` times the level before (relative, as asv's threshold)."""
-    out = []
-    for before, after in zip(segments, segments[1:]):
-        size = after.value - before.value
-        if abs(size) > max(before.error, after.error, threshold * abs(before.value)):
-            out.append(Step(before, after, worse=(size < 0) == higher_is_better))
-    return out

@@ -9,7 +9,8 @@ import pytest
 
 from benchbench import results
 from benchbench.cli import main
-from benchbench.compare import compare, direction
+from benchbench.compare import compare
+from benchbench.judge import ACCURACY, FASTER, MODEL, SLOWER, kind_of
 from benchbench.stats import incomplete_beta, t_cdf, welch
 from benchbench.store import append_record
 
@@ -45,11 +46,14 @@ def test_welch_matches_scipy():
     assert welch([1.0], [1.0, 2.0]) is None and welch([1.0, 1.0], [2.0, 2.0]) is None
 
 
-def test_direction_of_metrics():
-    assert direction("top1") == ("accuracy", 1) and direction("fewshot_5shot_top1") == ("accuracy", 1)
-    assert direction("linear_top1_x", accuracies={"linear_top1_x": ""}) == ("accuracy", 1)
-    assert direction("train_img_per_s") == ("timing", 1) and direction("eval_device_seconds") == ("timing", -1)
-    assert direction("gmacs") == ("model", 0) and direction("seed") is None and direction("wall_seconds") is None
+def test_kind_of_metrics():
+    assert kind_of("top1") == ACCURACY and kind_of("fewshot_5shot_top1") == ACCURACY
+    assert kind_of("linear_top1_x", accuracies={"linear_top1_x": ""}) == ACCURACY
+    assert kind_of("train_img_per_s") == FASTER and kind_of("eval_device_seconds") == SLOWER
+    assert kind_of("eval_img_per_s") == FASTER and kind_of("compile_s") == SLOWER and kind_of("mfu") == FASTER
+    assert kind_of("train_device_days") == SLOWER and kind_of("train_peak_mem_mb") == SLOWER
+    assert kind_of("gmacs") == MODEL and kind_of("seed") is None and kind_of("wall_seconds") is None
+    assert kind_of("fewshot_5shot_top1_std") is None and kind_of("train_loss") is None
 
 
 @pytest.fixture

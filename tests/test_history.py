@@ -1,5 +1,7 @@
 """Step detection (benchbench.steps) against a brute-force search over every segmentation, and
-history (benchbench.history) on hand-made series: the regression's first run, its size, --since."""
+history (benchbench.history) on hand-made series: the regression's first run, its size, --since; its
+steps judged by the one rule (benchbench.judge): a 2-point drop on 10,000 images that the paired test
+finds real, from simulated predictions, and timings judged only with a noise estimate."""
 
 from __future__ import annotations
 
@@ -60,22 +62,14 @@ def test_detect_finds_a_clean_step_and_no_step_in_noise():
     assert segments[1].value == pytest.approx(np.median(y[30:]))
 
 
-def test_a_step_within_the_noise_is_not_significant():
-    noisy = [steps.Segment(0, 5, 1.0, 0.2), steps.Segment(5, 10, 0.9, 0.05)]
-    assert steps.significant_steps(noisy, higher_is_better=True) == []
-    clean = [steps.Segment(0, 5, 1.0, 0.02), steps.Segment(5, 10, 0.9, 0.01)]
-    (step,) = steps.significant_steps(clean, higher_is_better=True)
-    assert step.worse and step.size == pytest.approx(-0.1)
-    assert steps.significant_steps(clean, higher_is_better=True, threshold=0.2) == []  # 10% < 20%
-    assert not steps.significant_steps(clean, higher_is_better=False)[0].worse  # lower is better: an improvement
-
-
-def _records(make_record, values, *, metric="top1", key="k1", commits=None, device_names=None, settings=None):
+def _records(make_record, values, *, metric="top1", key="k1", commits=None, device_names=None, settings=None,
+             **extra):
     out = []
     for i, v in enumerate(values):
         commit = (commits or [f"{i:07d}abcdef"] * len(values))[i]
         device_name = (device_names or ["cpu x4"] * len(values))[i]
-        r = make_record("vit-t", "cifar10", "scratch", 0, settings=settings or {"lr": 0.1}, key=key, **{metric: v})
+        r = make_record("vit-t", "cifar10", "scratch", 0, settings=settings or {"lr": 0.1}, key=key, **{metric: v},
+                        **extra)
         out.append(replace(r, run_id=f"2026110{1 + i // 10}-{i:06d}",
                            finished_at=f"2026-11-0{1 + i // 10}T00:{i:02d}:00+00:00",
                            env={"git_commit": commit, "device_name": device_name, "versions": {"torch": "2.14.1"}}))
@@ -181,3 +175,72 @@ def test_order_by_commit_refuses_commits_it_cannot_place(make_record):
         history.history(records, "top1", commit_order={"known1234": 0})
     (s,) = history.history(records, "top1", commit_order={"known1234": 0, "stranger99": 1})  # -dirty is its commit
     assert len(s.points) == 2
+
+
+def _simulated_runs(drop_from: int | None, *, runs: int = 8, images: int = 10_000, lost: int = 200, seed: int = 0):
+    """Right/wrong per image of `runs` evaluations of one cell on `images` test images: one model, right on
+    about 88 %, each run flipping 40 random images (what a nondeterministic kernel does); from run
+    `drop_from` on, `lost` more images it had right are wrong (a 2-point drop on 10,000 images)."""
+    rng = np.random.default_rng(seed)
+    base = rng.random(images) < 0.88
+    gone = rng.choice(np.flatnonzero(base), lost, replace=False)
+    out = []
+    for i in range(runs):
+        right = base.copy()
+        flip = rng.choice(images, 40, replace=False)
+        right[flip] = ~right[flip]
+        if drop_from is not None and i >= drop_from:
+            right[gone] = False
+        out.append(right)
+    return out
+
+
+def test_history_default_catches_a_two_point_drop_on_ten_thousand_images(make_record):
+    scipy_stats = pytest.importorskip("scipy.stats")
+    right = _simulated_runs(drop_from=5)
+    # the paired test (scipy's exact binomial test on the discordant images) finds the drop real
+    last_good, first_bad = right[4], right[5]
+    b_only, a_only = int((first_bad & ~last_good).sum()), int((last_good & ~first_bad).sum())
+    assert scipy_stats.binomtest(b_only, b_only + a_only, 0.5, alternative="less").pvalue < 1e-10
+    values = [float(r.mean()) for r in right]
+    assert -2.3 < (values[5] - values[4]) * 100 < -1.7
+    (s,) = history.history(_records(make_record, values, eval_images=10_000), "top1")
+    (r,) = s.regressions
+    assert r.first.run_id == "20261101-000005" and r.last_good.run_id == "20261101-000004"
+    assert r.judged.verdict == "regression" and r.judged.p_value < 0.05 and r.judged.effect < -1.5
+    # the old default (a step of 5 % of the level, asv's) saw none: the drop is 2.3 % of 88 %
+    assert abs(r.relative) < 0.05
+    # one point a side (two runs) and the test-set size known: the two-proportion z-test finds it too
+    (two,) = history.history(_records(make_record, values[4:6], eval_images=10_000), "top1")
+    assert len(two.regressions) == 1 and two.regressions[0].judged.test == "two-proportion z-test (one-sided)"
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_history_finds_no_regression_in_runs_that_only_jitter(make_record, seed):
+    values = [float(r.mean()) for r in _simulated_runs(drop_from=None, seed=seed)]
+    (s,) = history.history(_records(make_record, values, eval_images=10_000), "top1")
+    assert s.regressions == ()
+
+
+def test_a_timing_step_needs_a_noise_estimate(make_record):
+    # the site's case: eval img/s 1000 -> 550 (-45 %) from one run on a loaded machine, one value a side
+    (s,) = history.history(_records(make_record, [1000.0, 550.0], metric="eval_img_per_s"), "eval_img_per_s")
+    assert s.regressions == () and s.unjudged == 1
+    # two points a side: Welch's test judges it
+    (s,) = history.history(_records(make_record, [1000.0, 990.0, 560.0, 550.0], metric="eval_img_per_s"),
+                           "eval_img_per_s")
+    (r,) = s.regressions
+    assert r.judged.test == "Welch's t-test (one-sided)" and r.first.run_id == "20261101-000002"
+    # one new point against a history long enough to estimate the noise: Student's t (scipy: ttest_ind with
+    # equal variances, which with one value on a side is the prediction interval)
+    scipy_stats = pytest.importorskip("scipy.stats")
+    before = [1000.0, 1012.0, 991.0, 1005.0, 996.0]
+    (s,) = history.history(_records(make_record, [*before, 850.0], metric="eval_img_per_s"), "eval_img_per_s")
+    (r,) = s.regressions
+    ref = scipy_stats.ttest_ind([850.0], before, equal_var=True, alternative="less").pvalue
+    assert r.judged.p_value == pytest.approx(ref, rel=1e-9) and r.judged.test == "Student's t-test (one-sided)"
+
+
+def test_history_refuses_a_metric_without_a_direction(make_record):
+    with pytest.raises(BenchError, match="does not know which way is better for it"):
+        history.history(_records(make_record, [0.5, 0.4], metric="train_loss"), "train_loss")

@@ -1,14 +1,17 @@
-"""`benchbench compare RUN_A RUN_B [--models M ...] [--gate G] [--threshold PTS] [--alpha A]
+"""`benchbench compare RUN_A RUN_B [--models NAME ...] [--gate G] [--threshold PTS] [--alpha A]
 [--min-effect PTS] [--timing-threshold PCT] [--all] [--json]`, and
-`benchbench compare RUN --models A B [C ...] [--alpha A] [--json]` (models against models, every pair).
+`benchbench compare RUN --models A B [C ...] [--alpha A] [--json]` (contenders against contenders,
+every pair). The verdicts are benchbench.judge's.
 
 Exit status, two runs: 0 no regression in a gated group (also when only ungated groups regressed), 1 at
 least one gated regression, 2 the runs cannot be compared (no cell in common, a bad option or path).
-One run with --models: 0 when it ran, 2 for bad input (an unknown model, fewer than two).
+One run with --models: 0 when it ran, 2 for bad input (an unknown contender, fewer than two, an
+option out of range).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -20,35 +23,52 @@ from benchbench.text import plural
 GATE_CHOICES = ("accuracy", "model", "timing", "all")
 
 
+def rule_options(*, single: str) -> argparse.ArgumentParser:
+    """The options of the one judging rule (benchbench.judge.Rules), as compare and history take them;
+    `single`: what a value is on its own in this command ("seed", "point")."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--threshold", type=float, default=5.0, metavar="PTS",
+                   help=f"one {single} a side and no test-set size: an accuracy drop of more than PTS points is a "
+                        "regression (default 5)")
+    p.add_argument("--alpha", type=float, default=0.05, metavar="A",
+                   help="significance of every test, in (0, 1) (default 0.05)")
+    p.add_argument("--min-effect", type=float, default=0.5, metavar="PTS",
+                   help="the smallest tested accuracy drop, in points, that counts (default 0.5)")
+    p.add_argument("--timing-threshold", type=float, default=10.0, metavar="PCT",
+                   help="the smallest timing move, in percent, that counts; timings also need a noise estimate: 2 "
+                        "or more values a side, or 3 or more against one (default 10)")
+    return p
+
+
+def rules_of(args, gates: tuple[str, ...] | None = None):
+    """The judging rule the options ask for, range-checked (BenchError for a value out of range)."""
+    from benchbench.judge import DEFAULT_GATES, Rules
+
+    return Rules(threshold=args.threshold, alpha=args.alpha, min_effect=args.min_effect,
+                 timing_threshold=args.timing_threshold, gates=gates or DEFAULT_GATES).check()
+
+
 def add_parser(sub, parent) -> None:
-    p = sub.add_parser("compare", parents=[parent],
-                       help="compare two runs (exit 1 when B regressed against A beyond noise), or models "
+    p = sub.add_parser("compare", parents=[parent, rule_options(single="seed")],
+                       help="compare two runs (exit 1 when B regressed against A beyond noise), or contenders "
                             "within a run (--models); paired tests where predictions were kept")
     p.add_argument("run_a", metavar="RUN_A", help="the baseline run directory (or the one run, with --models)")
     p.add_argument("run_b", metavar="RUN_B", nargs="?", help="the run to judge")
-    p.add_argument("--models", nargs="+", metavar="MODEL",
-                   help="one run: compare these models, every pair, on the configurations they share (Holm "
-                        "across all); two runs: compare only these models' cells")
+    p.add_argument("--models", nargs="+", metavar="NAME",
+                   help="one run: compare these contenders (a model with its weights, by name, or a model's id where "
+                        "the run has one contender of it), every pair, on the configurations they share (Holm "
+                        "across all); two runs: compare only these contenders' cells")
     p.add_argument("--json", action="store_true",
                    help="one JSON object: each comparison's test, p_value, p_adjusted, diff, diff_ci95, n_images")
     p.add_argument("--gate", action="append", choices=GATE_CHOICES, metavar="GROUP",
                    help="which metric groups decide the exit status: accuracy, model (params, MACs), timing "
                         "(img/s, seconds, memory, MFU), all; repeatable (default: accuracy and model)")
-    p.add_argument("--threshold", type=float, default=5.0, metavar="PTS",
-                   help="single-seed cells: an accuracy drop of more than PTS points is a regression (default 5)")
-    p.add_argument("--alpha", type=float, default=0.05, metavar="A",
-                   help="cells with 2 or more seeds per run: significance of Welch's one-sided t-test (default 0.05)")
-    p.add_argument("--min-effect", type=float, default=0.5, metavar="PTS",
-                   help="cells with 2 or more seeds: the smallest accuracy drop, in points, that counts (default 0.5)")
-    p.add_argument("--timing-threshold", type=float, default=10.0, metavar="PCT",
-                   help="the smallest timing move, in percent, that counts; timings also need 2 or more values "
-                        "per run and Welch's test (default 10)")
     p.add_argument("--all", action="store_true", help="list every compared metric, not only the ones that moved")
     p.set_defaults(func=run)
 
 
 def _gates(chosen: list[str] | None) -> tuple[str, ...]:
-    from benchbench.compare import DEFAULT_GATES, GROUPS
+    from benchbench.judge import DEFAULT_GATES, GROUPS
 
     if not chosen:
         return DEFAULT_GATES
@@ -97,19 +117,18 @@ def _p(p) -> str:
 
 
 def run_models(args) -> int:
-    """Models against models within one run (benchbench.versus)."""
+    """Contenders against contenders within one run (benchbench.versus)."""
     from tabulate import tabulate
 
-    from benchbench.versus import versus
+    from benchbench.versus import COLUMNS, versus
 
     df = versus(load_run(args.run_a), args.run_a, args.models, alpha=args.alpha)
     if args.json:
-        keys = ("dataset", "protocol", "setting", "metric", "model_a", "model_b", "acc_a", "acc_b", "seeds", "test",
-                "p_value", "p_adjusted", "diff", "diff_ci95", "n_images", "mdd", "how", "verdict")
         print(json.dumps({"run": args.run_a, "alpha": args.alpha, "correction": "holm",
-                          "comparisons": [{k: _num(r[k]) for k in keys} for _, r in df.iterrows()]}, indent=1))
+                          "comparisons": [{k: _num(r[k]) for k in COLUMNS} for _, r in df.iterrows()]}, indent=1))
         return 0
-    rows = [[r.dataset + (f" ({r.setting})" if r.setting else ""), r.protocol, r.metric, f"{r.model_b} vs {r.model_a}",
+    rows = [[r.dataset + (f" ({r.setting})" if r.setting else ""), r.protocol, r.metric,
+             f"{r.contender_b} vs {r.contender_a}",
              f"{r.acc_b * 100:.2f} vs {r.acc_a * 100:.2f}", f"{r.diff * 100:+.2f}", _ci(r.diff_ci95), r.test,
              _p(r.p_value), _p(r.p_adjusted), "-" if math.isnan(r.mdd) else f"{r.mdd * 100:.2f}", r.verdict]
             for r in df.itertuples()]
@@ -119,7 +138,7 @@ def run_models(args) -> int:
     tested = int(df["p_adjusted"].notna().sum())
     print(f"\n{plural(len(df), 'comparison')}, {tested} tested; Holm's correction over the {tested} at alpha "
           f"{args.alpha:g}. "
-          "Paired: exact McNemar on the images both models were evaluated on, seeds paired seed by seed "
+          "Paired: exact McNemar on the images both contenders were evaluated on, seeds paired seed by seed "
           "(discordant images summed; the bootstrap resamples images with all their seeds, or each seed's on "
           "their own where seeds saw different images); unpaired: Welch's "
           "t-test over seeds. Detectable: the smallest difference the paired test finds with 80 % power.",
@@ -132,6 +151,8 @@ def run(args) -> int:
 
     from benchbench.compare import compare
 
+    gates = _gates(args.gate)
+    rules = rules_of(args, gates)  # every option range-checked, whichever the mode
     if args.run_b is None:
         if not args.models:
             raise BenchError("compare: give two runs (RUN_A RUN_B), or one run and --models A B [C ...]")
@@ -139,24 +160,23 @@ def run(args) -> int:
     cat = named_plugins(args)
     a, b = load_run(args.run_a), load_run(args.run_b)
     if args.models:
-        from benchbench.versus import check_models
+        from benchbench.contender import pick
+        from benchbench.versus import entries
 
-        for df, run_dir in ((a, args.run_a), (b, args.run_b)):
-            check_models(df, args.models, run_dir)
-        a, b = a[a["model"].isin(args.models)], b[b["model"].isin(args.models)]
+        a, b = (df[df["contender"].isin(pick(entries(df), args.models, run_dir))] if "contender" in df else df
+                for df, run_dir in ((a, args.run_a), (b, args.run_b)))
     if _settings_apart(a, b):  # one run's records predate a setting: match them at its default
         from benchbench.results import with_default_settings
 
         cat = cat or _quiet_catalog()
         if cat is not None:
             a, b = with_default_settings(a, cat), with_default_settings(b, cat)
-    gates = _gates(args.gate)
-    df = compare(a, b, args.threshold, alpha=args.alpha, min_effect=args.min_effect,
-                 timing_threshold=args.timing_threshold, gates=gates, dirs=(args.run_a, args.run_b))
+    df = compare(a, b, rules.threshold, alpha=rules.alpha, min_effect=rules.min_effect,
+                 timing_threshold=rules.timing_threshold, gates=gates, dirs=(args.run_a, args.run_b))
     cells = df["cell"].nunique()
     gated = int((df["regression"] & df["gated"]).sum())
     if args.json:
-        keys = ("cell", "metric", "group", "mean_a", "mean_b", "test", "p_value", "p_adjusted", "diff", "diff_ci95",
+        keys = ("cell", "contender", "metric", "group", "mean_a", "mean_b", "test", "p_value", "p_adjusted", "diff", "diff_ci95",
                 "n_images", "verdict", "regression", "gated", "rule")
         print(json.dumps({"run_a": args.run_a, "run_b": args.run_b, "correction": "holm (accuracy comparisons)",
                           "regressions_gated": gated,

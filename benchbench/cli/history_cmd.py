@@ -1,6 +1,7 @@
 """`benchbench history --model M --dataset D --protocol P --metric top1 [--since RUN|COMMIT|DATE]`:
-one cell's figure across runs, from the results database, with its regressions. Exit 1 when a
-regression is newer than --since (for CI)."""
+one cell's figure across runs, from the results database, with its regressions (each step judged
+by benchbench.judge, the rule compare uses; its options are compare's). Exit 1 when a regression is
+newer than --since (for CI)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ import json
 import subprocess
 import sys
 
+from benchbench.cli.compare_cmd import rule_options, rules_of
 from benchbench.cli.db_cmd import db_options, db_url
 from benchbench.errors import BenchError
 from benchbench.text import plural
 
 
 def add_parser(sub, parent) -> None:
-    p = sub.add_parser("history", parents=[parent, db_options()],
-                       help="a figure of a cell across runs, with its regressions (steps found as asv finds them)")
+    p = sub.add_parser("history", parents=[parent, db_options(), rule_options(single="point")],
+                       help="a figure of a cell across runs, with its regressions (steps found as asv finds them, "
+                            "judged as compare judges)")
     p.add_argument("--model", required=True, metavar="ID")
     p.add_argument("--dataset", required=True, metavar="ID")
     p.add_argument("--protocol", required=True, metavar="ID")
@@ -28,8 +31,6 @@ def add_parser(sub, parent) -> None:
                         "of --repo's history (git rev-list --topo-order), time within a commit")
     p.add_argument("--repo", default=".", metavar="DIR", help="the git repository whose commits ran the records "
                    "(--order commit; default: here)")
-    p.add_argument("--threshold", type=float, default=0.05, metavar="FRACTION",
-                   help="smallest step reported, relative to the level before it (default: 0.05, asv's)")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.add_argument("--plot", metavar="FILE.png|svg|pdf",
                    help="also draw a panel per series: its points, the fitted levels, each regression marked")
@@ -55,8 +56,12 @@ def _text(series, metric: str) -> list[str]:
         for r in s.regressions:
             lines.append(f"  regression: {metric} {r.before:.6g} -> {r.after:.6g} ({r.size:+.6g}, {r.relative:+.1%}) "
                          f"first at {r.first.label}; last good {r.last_good.label}")
+            lines.append(f"    {r.judged.test}: {r.judged.rule}")
         if not s.regressions:
             lines.append(f"  no regression ({plural(s.improvements, 'improvement')})")
+        if s.unjudged:
+            lines.append(f"  {plural(s.unjudged, 'step')} not judged: one point a side says nothing about the "
+                         "machine's noise (it takes 2 or more a side, or 3 or more against one)")
     return lines
 
 
@@ -67,7 +72,10 @@ def _json(series, newer, metric: str) -> dict:
     return {"metric": metric, "series": [
         {"key": s.key, "label": s.label, "environment": s.environment, "points": [point(p) for p in s.points],
          "regressions": [{"first": point(r.first), "last_good": point(r.last_good), "before": r.before,
-                          "after": r.after, "size": r.size, "relative": r.relative} for r in s.regressions]}
+                          "after": r.after, "size": r.size, "relative": r.relative, "test": r.judged.test,
+                          "p_value": None if r.judged.p_value != r.judged.p_value else r.judged.p_value,
+                          "rule": r.judged.rule} for r in s.regressions],
+         "improvements": s.improvements, "unjudged": s.unjudged}
         for s in series], "regressions_since": None if newer is None else len(newer)}
 
 
@@ -89,8 +97,7 @@ def run(args) -> int:
     from benchbench.db.query import Filters, select_records
     from benchbench.history import history, newer_than
 
-    if not 0 <= args.threshold < 1:
-        raise BenchError(f"--threshold {args.threshold}: a fraction in [0, 1)")
+    rules = rules_of(args)
     db = open_database(db_url(args), write=False)
     try:
         found = select_records(db, Filters(models=(args.model,), datasets=(args.dataset,),
@@ -100,7 +107,7 @@ def run(args) -> int:
     if not found:
         raise BenchError(f"{db.where}: no successful record of {args.model} x {args.dataset} x {args.protocol}")
     order = commit_order(args.repo) if args.order == "commit" else None
-    series = history(found, args.metric, args.threshold, order)
+    series = history(found, args.metric, rules, order)
     newer = newer_than(series, args.since) if args.since else None
     if args.plot:
         from benchbench.history_figures import save
