@@ -22,13 +22,13 @@ import hashlib
 import os
 import re
 import uuid
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
+from benchbench.archives import ArchiveError, npz_arrays
 from benchbench.errors import BenchError
 
 METRIC = "predictions"  # the name under which a protocol's metrics carry its Predictions
@@ -146,29 +146,87 @@ def save(run_dir: Path, key: str, preds: Predictions) -> dict[str, Any]:
     return {"path": f"{FOLDER}/{name}", "sha256": sha256_of(folder / name), "images": preds.images}
 
 
+# The most bytes a predictions file's arrays may declare in all: ImageNet's 50,000 test images take
+# 1.2 MB, and 5 shots x 10 draws of them 60 MB; 1 GiB leaves room and keeps a forged file from a reader's memory.
+MAX_BYTES = 2**30
+_KINDS = {"index": "ui", "label": "ui", "top5": "ui", "p_true": "f", "p_top1": "f", "correct": "b", "axes": "U",
+          "cell_key": "U"}
+_KIND_NAMES = {"ui": "integers", "f": "floats", "b": "true/false", "U": "text"}
+
+
+def inside_run(run_dir: Path, text: Any) -> Path:
+    """run_dir / `text`, a record's relative path to a file of its run; PredictionsError when it is not
+    a plain relative path (absolute, `..`, `.`, empty parts, a backslash, a NUL) or leads outside the
+    run folder (through a link)."""
+    if not isinstance(text, str) or not text:
+        raise PredictionsError(f"the record names its predictions file by {text!r}, not a path inside its run")
+    parts = text.split("/")
+    if text.startswith("/") or "\\" in text or "\0" in text or any(p in ("", ".", "..") for p in parts):
+        raise PredictionsError(f"the record names its predictions file {text!r}, a path that is not inside its run "
+                               f"{run_dir}; refused")
+    path = Path(run_dir).joinpath(*parts)
+    try:
+        outside = not path.resolve().is_relative_to(Path(run_dir).resolve())
+    except (OSError, RuntimeError):  # a loop of links
+        outside = True
+    if outside:
+        raise PredictionsError(f"predictions file {path} leads outside its run {run_dir} (a link); refused")
+    return path
+
+
+def _check_arrays(path: Path, headers: Mapping[str, Any], images: Any) -> None:
+    """The arrays' names, kinds and shapes, from their headers alone (nothing read yet): what `load` and
+    `Predictions` rely on; PredictionsError naming the first that is not."""
+    missing = [n for n in (*ARRAYS, "axes", "cell_key") if n not in headers]
+    if missing:
+        raise PredictionsError(f"predictions file {path} lacks {', '.join(missing)}")
+    for name, kinds in _KINDS.items():
+        h = headers.get(name)
+        if h is not None and (h.dtype.kind not in kinds or h.dtype.shape or h.dtype.names):
+            raise PredictionsError(f"predictions file {path}: {name} is of dtype {h.dtype}, not "
+                                   f"{_KIND_NAMES[kinds]}")
+    n = headers["index"].shape
+    if len(n) != 1 or n[0] < 1:
+        raise PredictionsError(f"predictions file {path}: index has shape {list(n)}, expected (images,) with at "
+                               "least one image")
+    if type(images) is int and images != n[0]:
+        raise PredictionsError(f"predictions file {path} holds {n[0]:,} images, the record {images:,}")
+    if headers["cell_key"].shape != () or len(headers["axes"].shape) != 1:
+        raise PredictionsError(f"predictions file {path}: cell_key must be one text and axes a list of texts")
+    top5 = headers["top5"].shape
+    if len(top5) < 2 or top5[-1] < 1:
+        raise PredictionsError(f"predictions file {path}: top5 has shape {list(top5)}, expected (..., images, k) "
+                               "with k of at least 1")
+
+
 def load(run_dir: Path, ref: Mapping[str, Any], key: str) -> Predictions:
-    """The predictions a record names (`ref`: its `predictions` field), checked: the file exists, its
-    sha256 is the recorded one, it reads, and it is the cell `key`'s. PredictionsError says which failed."""
-    path = Path(run_dir) / str(ref.get("path", ""))
-    if not ref.get("path") or not path.is_file():
-        raise PredictionsError(f"predictions file {path} is missing")
+    """The predictions a record names (`ref`: its `predictions` field), checked: its path stays inside
+    the run, the file exists, its sha256 is the recorded one, its zip members and arrays declare no more
+    than they hold (benchbench.archives), its arrays are of the kinds and shapes above, and it is the
+    cell `key`'s. PredictionsError says which failed; nothing else escapes (any fault decoding it is one)."""
+    path = inside_run(Path(run_dir), ref.get("path"))
+    if not path.is_file():
+        raise PredictionsError(f"predictions file {path} is missing" if not os.path.lexists(path) else
+                               f"predictions file {path} is not a regular file")
     if ref.get("sha256") != sha256_of(path):
         raise PredictionsError(f"predictions file {path}: sha256 differs from the record's (the file was altered "
                                "or replaced)")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            data = {name: z[name] for name in z.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
-        raise PredictionsError(f"predictions file {path} cannot be read ({type(exc).__name__}: {exc}); "
-                               "truncated?") from None
-    missing = [n for n in (*ARRAYS, "axes", "cell_key") if n not in data]
-    if missing:
-        raise PredictionsError(f"predictions file {path} lacks {', '.join(missing)}")
-    if str(data["cell_key"]) != key:
-        raise PredictionsError(f"predictions file {path} is of cell {data['cell_key']}, not {key}")
-    axes = tuple(str(a) for a in data["axes"])
+        headers = npz_arrays(path, budget=MAX_BYTES, budget_is="a predictions file may hold")
+    except ArchiveError as exc:
+        raise PredictionsError(f"predictions file {path} cannot be read ({exc}); refused before reading") from None
+    _check_arrays(path, headers, ref.get("images"))
     try:
+        with np.load(path, allow_pickle=False) as z:
+            axes = tuple(str(a) for a in z["axes"])
+            wanted = [*ARRAYS, "axes", "cell_key", *(["correct"] if "correct" in headers else []), *axes]
+            data = {name: z[name] for name in dict.fromkeys(wanted)}
+        if str(data["cell_key"]) != key:
+            raise PredictionsError(f"predictions file {path} is of cell {str(data['cell_key'])[:80]}, not {key}")
         return Predictions(data["index"], data["label"], data["top5"], data["p_true"], data["p_top1"],
                            data.get("correct"), axes, {a: data[a] for a in axes})
-    except (ValueError, KeyError) as exc:
-        raise PredictionsError(f"predictions file {path}: {exc}") from None
+    except PredictionsError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - numpy, zipfile, the OS: any fault decoding a file we were handed
+        detail = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise PredictionsError(f"predictions file {path} cannot be read ({type(exc).__name__}: {detail})") from None
