@@ -171,3 +171,19 @@ def test_string_padding_convolution_is_counted(padding):
     count = count_macs(torch.nn.Sequential(conv, torch.nn.Conv2d(16, 8, 1)), 14, 16)
     assert count.macs == 16 * 25 * size * size + 16 * 8 * size * size
     assert count.status == "ok" and count.second_macs == count.macs
+
+
+@pytest.mark.parametrize("patch", [4, 7])
+def test_timms_convention_adds_fvcores_norm_terms(formulas, patch):
+    """gmacs_fvcore (timm's convention) adds what fvcore's default handles count for norms: a LayerNorm with
+    weights is 5 per element (fvcore.nn.jit_handles.norm_flop_counter); ViT-Mu has two per block and a final
+    one, each over every token (patches and the class token) x the hidden width."""
+    model = vit.create("Mu", patch, image_size=28, in_chans=1, num_classes=10)
+    count = count_macs(model, 28, in_chans=1)
+    tokens, hidden, depth = (28 // patch) ** 2 + 1, 64, 6
+    assert count.fvcore_terms == {"layer_norm": (2 * depth + 1) * tokens * hidden * 5}
+    assert count.macs == formulas.vit_macs(hidden, depth, 128, patch, 28, in_chans=1, classes=10)
+    assert count.macs_fvcore == count.macs + (2 * depth + 1) * tokens * hidden * 5
+    assert count.metrics() == {"macs": count.macs, "gmacs": count.macs / 1e9, "gflops": 2 * count.macs / 1e9,
+                               "gmacs_fvcore": count.macs_fvcore / 1e9}
+

@@ -1,4 +1,5 @@
-"""`benchbench info MODEL [--resolution R] [--num-classes K] [--json]`: params and FLOPs of one model."""
+"""`benchbench info MODEL [--resolution R] [--num-classes K] [--json]`: params and FLOPs of one model, MACs in
+both conventions (the paper's matmul-like work, and timm's: fvcore's, norms and pooling too)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ def run(args) -> int:
         "macs": count.macs, "gmacs": count.gmacs, "gflops": count.gflops,
         "macs_second_count": count.second_macs, "flops_status": count.status,
         "macs_by_operator": count.by_operator,
+        # timm's convention (its benchmark CSVs): fvcore's default handles, attention unfused (docs/compute.md)
+        "macs_fvcore": count.macs_fvcore, "gmacs_fvcore": count.gmacs_fvcore,
+        "macs_fvcore_terms": count.fvcore_terms,
     }
     if args.json:
         print(json.dumps(info, indent=2))
@@ -45,5 +49,7 @@ def run(args) -> int:
     print(f"  params       {info['params']:,}  ({info['params'] / 1e6:.2f}M)")
     print(f"  forward      {count.gmacs:.4g} GMACs = {count.gflops:.4g} GFLOPs per image")
     print(f"  by operator  " + ", ".join(f"{op} {n / 1e9:.4g}" for op, n in count.by_operator.items()) + " GMACs")
+    print(f"  fvcore       {count.gmacs_fvcore:.4g} GMACs in timm's convention (norms, pooling, upsampling too: "
+          + (", ".join(f"{op} {n / 1e9:.4g}" for op, n in count.fvcore_terms.items()) or "none here") + ")")
     print(f"  flops_status {count.status}")
     return 0

@@ -1,15 +1,19 @@
 """Forward multiply-accumulates per image, counted by fvcore with the handles it lacks.
 
-Convention (README, "Units"): `macs` counts matmul-like work only: convolutions, linear layers,
-matmul/bmm/einsum and the two products inside attention (Q K^T and A V). Norms, activations,
-pooling and element-wise ops are not counted. `gflops = 2 * gmacs`.
+Two conventions from one trace (docs/compute.md, "Two MAC conventions"):
+- `macs`, the paper's and benchbench's default: matmul-like work only: convolutions, linear layers,
+  matmul/bmm/einsum and the two products inside attention (Q K^T and A V). Norms, activations,
+  pooling and element-wise ops are not counted. `gflops = 2 * gmacs`.
+- `macs_fvcore`, timm's (its benchmark CSVs): fvcore's default handles, which add norm, pooling,
+  upsampling and grid-sampling terms, on the model with attention unfused (the handles for fused
+  attention count exactly the two matmuls fvcore sees in unfused attention).
 """
 
 from __future__ import annotations
 
 import copy
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -23,13 +27,14 @@ with warnings.catch_warnings():  # fvcore's imports call the deprecated torch.ji
     from fvcore.nn import FlopCountAnalysis
     from fvcore.nn.jit_handles import get_shape
 
-# fvcore counts these by default, but they are not matmul-like: they get a zero handle (a None
-# handle would not override fvcore's built-in one).
-_NOT_MATMUL = (
+# fvcore counts these with its default handles, but they are not matmul-like: `macs` leaves them out,
+# `macs_fvcore` keeps them (fvcore names an operator without its "aten::" in its counts).
+NOT_MATMUL = (
     "aten::batch_norm", "aten::group_norm", "aten::layer_norm", "aten::instance_norm",
     "aten::upsample_nearest2d", "aten::upsample_bilinear2d", "aten::adaptive_avg_pool2d",
     "aten::grid_sampler",
 )
+_NOT_MATMUL_NAMES = frozenset(op.partition("::")[2] for op in NOT_MATMUL)
 AGREEMENT = 1e-3  # relative difference allowed between the two counts
 # Operators that carry multiply-accumulates: if one is traced without a handle the count is wrong.
 MAC_OPS = frozenset({
@@ -41,10 +46,6 @@ MAC_OPS = frozenset({
     "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
     "aten::_scaled_dot_product_attention_math", "aten::multi_head_attention_forward",
 })
-
-
-def _zero(inputs, outputs) -> int:
-    return 0
 
 
 def sdpa_macs(inputs, outputs) -> int:
@@ -103,9 +104,10 @@ def torch_count_macs(model: nn.Module, x: torch.Tensor) -> int:
 @dataclass(frozen=True)
 class MacCount:
     macs: int
-    by_operator: dict[str, int]
+    by_operator: dict[str, int]  # the matmul-like operators of `macs`
     uncounted_ops: tuple[str, ...]  # MAC-carrying operators seen without a handle
     second_macs: int | None = None  # torch_count_macs; None when not taken
+    fvcore_terms: dict[str, int] = field(default_factory=dict)  # what fvcore adds: norms, pooling, resampling
 
     @property
     def gmacs(self) -> float:
@@ -114,6 +116,19 @@ class MacCount:
     @property
     def gflops(self) -> float:
         return 2 * self.macs / 1e9
+
+    @property
+    def macs_fvcore(self) -> int:
+        """timm's convention: `macs` plus fvcore's norm, pooling and resampling terms."""
+        return self.macs + sum(self.fvcore_terms.values())
+
+    @property
+    def gmacs_fvcore(self) -> float:
+        return self.macs_fvcore / 1e9
+
+    def metrics(self) -> dict[str, int | float]:
+        """The record's compute metrics of one forward pass, both conventions."""
+        return {"macs": self.macs, "gmacs": self.gmacs, "gflops": self.gflops, "gmacs_fvcore": self.gmacs_fvcore}
 
     @property
     def status(self) -> str:
@@ -144,12 +159,10 @@ def _count_macs(model: nn.Module, image_size: int, in_chans: int, *, cross_check
         analysis.set_op_handle("aten::scaled_dot_product_attention", sdpa_macs,
                                "aten::_native_multi_head_attention", native_mha_macs,
                                "aten::_convolution_mode", conv_mode_macs)
-        analysis.set_op_handle(*(arg for op in _NOT_MATMUL for arg in (op, _zero)))
         analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False).tracer_warnings("none")
         with torch.no_grad(), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*torch.jit.*")  # deprecation, from the tracer
-            total = int(analysis.total())
-            by_op = {op: int(n) for op, n in analysis.by_operator().items() if n}
+            counted = {op: int(n) for op, n in analysis.by_operator().items() if n}
             unsupported = analysis.unsupported_ops()
         if not cross_check:
             second = None
@@ -160,7 +173,10 @@ def _count_macs(model: nn.Module, image_size: int, in_chans: int, *, cross_check
     finally:
         model.train(was_training)
     missing = tuple(sorted(op for op in unsupported if op in MAC_OPS))
-    return MacCount(macs=total, by_operator=by_op, uncounted_ops=missing, second_macs=second)
+    by_op = {op: n for op, n in counted.items() if op not in _NOT_MATMUL_NAMES}
+    terms = {op: n for op, n in counted.items() if op in _NOT_MATMUL_NAMES}
+    return MacCount(macs=sum(by_op.values()), by_operator=by_op, uncounted_ops=missing, second_macs=second,
+                    fvcore_terms=terms)
 
 
 def meta_macs(spec, *, num_classes: int, image_size: int, in_chans: int) -> int:
