@@ -11,12 +11,14 @@ Layouts:
 - `data-scaling`: a row per model, a column per training-set size (the paper's Figure 3/4 as a
   table).
 - `compute`: one row per cell: params, GMACs, epochs, pre-training exaFLOPs, and where measured the
-  training throughput and the projected device-days (the paper's compute columns).
+  training throughput and the projected device-days (the paper's compute columns); `with_gmacs_fvcore`
+  adds the GMACs in timm's convention (`benchbench table --gmacs-fvcore`).
 - `timm`: one row per cell that scored a checkpoint (its record names one, and a top-1), with the
   header of timm's results CSVs (model, img_size, top1, top1_err, top5, top5_err, param_count in
   millions, crop_pct, interpolation) plus our GMACs and evaluation img/s. `model` is the checkpoint's
   hub name (hf-hub:<org>/<name> -> <name>), else the model id. `reference_table` sets it beside a
-  published table of the same columns (`benchbench table --reference FILE.csv`).
+  published table's top-1/top-5 (`benchbench table --reference FILE.csv`: a timm results CSV, or a
+  reference table read by benchbench.reference).
 - `intervals`: one row per model and accuracy: the top-1, its Wilson 95 % interval over the test
   images, the spread over seeds apart from it (never merged into one "±"), and the expected
   calibration error where the cells measured it (`ece`).
@@ -45,6 +47,7 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from tabulate import tabulate
@@ -53,6 +56,9 @@ from benchbench.choices import TABLE_FORMATS, TABLE_LAYOUTS
 from benchbench.errors import BenchError
 from benchbench.settings import varying_settings
 from benchbench.stats import wilson
+
+if TYPE_CHECKING:
+    from benchbench.reference import Reference, Row as ReferenceRow
 
 FORMATS, LAYOUTS = TABLE_FORMATS, TABLE_LAYOUTS
 DAGGER = "†"
@@ -195,8 +201,8 @@ def compute_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     if ok.empty:
         raise BenchError("no successful records to tabulate")
     bad = _unverified(ok, force_flops)
-    columns = ["model", "model_name", "dataset_name", "pretrain_epochs", "params", "gmacs", "pretrain_exaflops",
-               "train_img_per_s", "projected_device_days", "device"]
+    columns = ["model", "model_name", "dataset_name", "pretrain_epochs", "params", "gmacs", "gmacs_fvcore",
+               "pretrain_exaflops", "train_img_per_s", "projected_device_days", "device"]
     data = ok.assign(pretrain_epochs=pretraining_epochs(ok), pretrain_exaflops=pretraining_exaflops(ok)).reindex(
         columns=columns).reset_index(drop=True)
     measured = data["projected_device_days"].notna().any()
@@ -214,6 +220,17 @@ def compute_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
             row += [_num(r["train_img_per_s"], ".0f"), _num(r["projected_device_days"], ".3g")]
         rows.append(row)
     return Table(data, headers, rows, _notes(bad))
+
+
+def with_gmacs_fvcore(table: Table) -> Table:
+    """The compute layout with timm's MAC convention beside the paper's: a column "GMACs (fvcore)" after
+    "GMACs" (fvcore's count: norms, pooling and upsampling too; "-" for records made before it was kept)."""
+    at = table.headers.index("GMACs") + 1
+    texts = [_num(v, ".4g") for v in table.data["gmacs_fvcore"]]
+    return replace(table, headers=[*table.headers[:at], "GMACs (fvcore)", *table.headers[at:]],
+                   rows=[[*row[:at], text, *row[at:]] for row, text in zip(table.rows, texts)],
+                   notes=[*table.notes, "GMACs: matmul-like work (the paper's convention); GMACs (fvcore): timm's, "
+                          "fvcore's count with norms, pooling and upsampling (docs/compute.md)."])
 
 
 def _notes(bad: dict[str, str]) -> list[str]:
@@ -453,21 +470,11 @@ def timm_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     return Table(pd.DataFrame(data_rows), headers, rows, notes + _notes(bad))
 
 
-def read_reference(path) -> pd.DataFrame:
-    """A published table with timm's results CSV columns (at least model and top1; top5 where given)."""
-    try:
-        ref = pd.read_csv(path)
-    except (OSError, ValueError) as exc:
-        raise BenchError(f"--reference {path}: cannot be read as CSV ({exc})") from None
-    missing = [c for c in ("model", "top1") if c not in ref.columns]
-    if missing:
-        raise BenchError(f"--reference {path}: no column {', '.join(missing)}; a timm results CSV has "
-                         f"{', '.join(TIMM_COLUMNS)} (this file has: {', '.join(map(str, ref.columns))})")
-    ref = ref.assign(model=ref["model"].astype(str).str.strip())
-    for column in ("top1", "top5"):
-        if column in ref:
-            ref[column] = pd.to_numeric(ref[column], errors="coerce")
-    return ref
+def read_reference(path) -> "Reference":
+    """A published table: a reference table or a timm results CSV (`benchbench.reference.read_any`)."""
+    from benchbench.reference import read_any
+
+    return read_any(path)
 
 
 def _candidates(row: dict) -> list[str]:
@@ -480,32 +487,49 @@ def _candidates(row: dict) -> list[str]:
     return list(dict.fromkeys(n.lower() for n in names if isinstance(n, str) and n))
 
 
-def reference_table(table: Table, reference: pd.DataFrame, name: str = "reference") -> Table:
+def _published(reference: "Reference", row: dict) -> dict[str, "ReferenceRow"]:
+    """{top1/top5: the reference's row} for a row of the timm layout: the first of its names
+    (`_candidates`) that the reference has a top-1 or top-5 of, at the row's img_size, dataset and
+    protocol where the reference gives them."""
+    def applies(ref) -> bool:
+        return (ref.metric in ("top1", "top5") and ref.resolution in (None, row["img_size"])
+                and ref.dataset in (None, row["dataset"]) and ref.protocol in (None, row["protocol"]))
+
+    for name in _candidates(row):
+        hits = {}
+        for ref in reference.rows:
+            if name in ref.names and applies(ref):
+                hits.setdefault(ref.metric, ref)
+        if hits:
+            return hits
+    return {}
+
+
+def reference_table(table: Table, reference: "Reference", name: str | None = None) -> Table:
     """`table` (the timm layout) beside a published table: for each row matched by name (`_candidates`,
-    case-insensitive), the published top-1/top-5 and ours minus theirs, in points; a note lists the
-    rows it could not match."""
-    by_name = {m.lower(): i for i, m in reversed(list(enumerate(reference["model"])))}
+    case-insensitive) and img_size, the published top-1/top-5 and ours minus theirs, in points; a note
+    lists the rows it could not match."""
+    name = name or reference.name
     data_rows, rows, unmatched = [], [], []
     for row in table.data.to_dict("records"):
-        hit = next((by_name[c] for c in _candidates(row) if c in by_name), None)
-        ref = reference.iloc[hit] if hit is not None else None
-        out = {**row, "reference_model": None if ref is None else ref["model"]}
+        hits = _published(reference, row)
+        out = {**row, "reference_model": next((r.model for r in hits.values()), None)}
         for metric in ("top1", "top5"):
-            theirs = float(ref[metric]) if ref is not None and metric in reference and not _missing(ref[metric])                 else math.nan
+            theirs = hits[metric].value * 100 if metric in hits else math.nan
             out[f"reference_{metric}"], out[f"{metric}_diff"] = theirs, row[metric] - theirs
-        if ref is None:
+        if not hits:
             unmatched.append(row["model"])
         data_rows.append(out)
         rows.append([row["model"], setting_text(row["img_size"]), _num(row["top1"], ".3f"),
                      _num(out["reference_top1"], ".3f"), _signed(out["top1_diff"]), _num(row["top5"], ".3f"),
                      _num(out["reference_top5"], ".3f"), _signed(out["top5_diff"]),
-                     MISSING if ref is None else str(ref["model"])])
+                     out["reference_model"] or MISSING])
     headers = ["model", "img_size", "top1", f"{name} top1", "top1 diff", "top5", f"{name} top5", "top5 diff",
                f"{name} model"]
     notes = ["diff: ours minus the reference, in points of %."]
     if unmatched:
         notes.append(f"Not matched in {name} (no row whose model is the checkpoint's name, the model id or the "
-                     f"file's name): {', '.join(unmatched)}.")
+                     f"file's name, at its img_size): {', '.join(unmatched)}.")
     return Table(pd.DataFrame(data_rows), headers, rows, notes)
 
 

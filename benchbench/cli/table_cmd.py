@@ -1,4 +1,4 @@
-"""`benchbench table RUN_DIR [--layout L] [--format F] [--force-flops] [--reference FILE.csv]`."""
+"""`benchbench table RUN_DIR [--layout L] [--format F] [--force-flops] [--reference FILE.csv] [--gmacs-fvcore]`."""
 
 from __future__ import annotations
 
@@ -21,9 +21,12 @@ def add_parser(sub, parent) -> None:
                         "models x training-set sizes; compute: params, GMACs, exaFLOPs, img/s "
                         "(default: the suite's, from env.json, else models)")
     p.add_argument("--reference", metavar="FILE.csv",
-                   help="a published table with timm's results CSV columns (model, top1, top5, ...): each "
-                        "checkpoint's top-1/top-5 beside it and the difference; says which it could not match "
-                        "(layout timm)")
+                   help="a published table: timm's results CSV columns (model, top1, top5, img_size, ...) or a "
+                        "reference table (benchbench verify's): each checkpoint's top-1/top-5 beside it and the "
+                        "difference; says which it could not match (layout timm)")
+    p.add_argument("--gmacs-fvcore", action="store_true",
+                   help="layout compute: add the GMACs in timm's convention (fvcore's count: norms, pooling and "
+                        "upsampling too) beside the paper's")
     p.add_argument("--force-flops", action="store_true",
                    help="publish FLOP counts that are not verified, marked with a dagger")
     p.set_defaults(func=run)
@@ -35,7 +38,7 @@ def _suite_layout(run_dir: str) -> str:
 
 
 def run(args) -> int:
-    from benchbench.tables import build_table, read_reference, reference_table, render
+    from benchbench.tables import build_table, read_reference, reference_table, render, with_gmacs_fvcore
 
     named_plugins(args)
     df = load_run(args.run_dir)
@@ -46,8 +49,13 @@ def run(args) -> int:
         raise BenchError(f"--reference compares the timm layout with a published table; leave out --layout "
                          f"{args.layout} or write --layout timm")
     layout = "timm" if args.reference else args.layout or _suite_layout(args.run_dir)
+    if args.gmacs_fvcore and layout != "compute":
+        raise BenchError(f"--gmacs-fvcore adds a column to the compute layout; write --layout compute "
+                         f"(this table's layout is {layout})")
     table = build_table(df, layout, force_flops=args.force_flops)
     if args.reference:
-        table = reference_table(table, read_reference(args.reference), Path(args.reference).name)
+        table = reference_table(table, read_reference(args.reference))
+    if args.gmacs_fvcore:
+        table = with_gmacs_fvcore(table)
     sys.stdout.write(render(table, args.format))
     return 0

@@ -1,0 +1,298 @@
+"""`benchbench verify`: reference tables read line by line (every bad row named), rows matched to cells,
+compute figures judged within their tolerance, accuracies by a Wilson interval written out here, the
+exit status and JSON; `table --reference` through the same reader."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from benchbench.cli import main
+
+HEADER = "model,dataset,protocol,resolution,metric,value,tolerance,source"
+
+
+def wilson95(hits: int, n: int) -> tuple[float, float]:
+    """The Wilson score interval, z = 1.959964 (95 %), written out from Wilson (1927)."""
+    z, p = 1.959963984540054, hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return centre - half, centre + half
+
+
+@pytest.fixture
+def run(tmp_path, make_record):
+    """A run: vit-a (params 1,000,000, gmacs 0.5, top1 0.8 over 10,000 images; epochs 7 and 14), bit-b (top1
+    0.7 over 100 images) on fashion-mnist/scratch at 28 px."""
+    records = [
+        replace(make_record("vit-a", top1=0.8, eval_images=10_000, gmacs_fvcore=0.52, settings={"epochs": 7},
+                            key="a7"), resolution=28),
+        replace(make_record("vit-a", top1=0.9, eval_images=10_000, gmacs=1.0, settings={"epochs": 14}, key="a14"),
+                resolution=28),
+        replace(make_record("bit-b", top1=0.7, eval_images=100, family="bit", key="bit-b|fashion-mnist|scratch|0|[]"), resolution=28),
+        replace(make_record("bit-c", status="failed"), resolution=28),
+    ]
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "records.jsonl").write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
+    return d
+
+
+def ref(tmp_path, *lines: str, header: str = HEADER, name: str = "ref.csv") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join([header, *lines]) + "\n")
+    return path
+
+
+def verify_json(capsys, *argv) -> tuple[int, dict]:
+    status, _, out = verify_err(capsys, *argv)
+    return status, out
+
+
+def verify_err(capsys, *argv) -> tuple[int, str, dict]:
+    status = main(["verify", *map(str, argv), "--json"])
+    captured = capsys.readouterr()
+    return status, captured.err, json.loads(captured.out)
+
+
+# --- compute figures ---------------------------------------------------------------------------------------
+
+
+def test_compute_rows_pass_within_their_tolerance_and_fail_beyond(tmp_path, run, capsys):
+    path = ref(tmp_path,
+               "vit-a,fashion-mnist,scratch,28,params,1000400,500,mine",  # |d| 400 <= 500
+               "bit-b,,,,params,1000600,500,mine",  # |d| 600 > 500; empty fields match any
+               "vit-a,,,,gmacs,0.505,1%,mine",  # |d| 0.005 <= 1 % of 0.505 = 0.00505 (epochs=7's cell)
+               "VIT-A,,,,gmacs_fvcore,0.5,4%,mine")  # 0.52: |d| 0.02 <= 0.02 exactly; names match in any case
+    status, out = verify_json(capsys, path, run)
+    rows = out["rows"]
+    # vit-a has two cells (epochs 7 and 14): each row without settings is checked against both
+    assert [(r["line"], r["cell"]["key"], r["verdict"]) for r in rows] == [
+        (2, "a7", "pass"), (2, "a14", "pass"), (3, "bit-b|fashion-mnist|scratch|0|[]", "fail"),
+        (4, "a7", "pass"), (4, "a14", "fail"), (5, "a7", "pass"), (5, "a14", "unmatched")]
+    assert rows[0]["difference"] == pytest.approx(-400) and rows[0]["allowed"] == 500
+    assert rows[2]["difference"] == pytest.approx(-600)
+    assert rows[3]["allowed"] == pytest.approx(0.00505) and rows[3]["relative_difference"] == pytest.approx(-0.005 / 0.505)
+    assert rows[6]["test"].startswith("its cell (vit-a, fashion-mnist, scratch, 28 px) has no gmacs_fvcore")
+    assert status == 1 and out["summary"] == {"pass": 4, "fail": 2, "inconclusive": 0, "unmatched": 1}
+    assert out["exit_status"] == 1 and out["reference"] == str(path) and out["runs"] == [str(run)]
+
+
+def test_settings_pick_the_cell(tmp_path, run, capsys):
+    path = ref(tmp_path, "vit-a,,,,gmacs,1.0,0,mine,epochs=14", "vit-a,,,,gmacs,0.5,0,mine,epochs=7.0",
+               header=HEADER + ",settings")
+    status, out = verify_json(capsys, path, run)
+    assert [(r["cell"]["key"], r["verdict"]) for r in out["rows"]] == [("a14", "pass"), ("a7", "pass")]
+    assert status == 0
+
+
+# --- accuracies --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("published,tolerance,verdict", [
+    (0.805, "0.01", "pass"),  # inside [0.7921, 0.8077], 1.57 points wide < 2 x 1
+    (0.81, "0.01", "fail"),  # outside the interval whatever the tolerance
+    (0.805, "0.005", "inconclusive"),  # inside, but 1.57 points >= 2 x 0.5: too few images to tell
+    (0.805, "1%", "pass"),  # relative: 1 % of 0.805 = 0.00805, 2 x 0.805 points > 1.57
+    (0.805, "0.9%", "inconclusive"),  # 0.9 % of 0.805: 2 x 0.7245 points < 1.57
+])
+def test_accuracy_rows_by_the_wilson_interval(tmp_path, run, capsys, published, tolerance, verdict):
+    path = ref(tmp_path, f"vit-a,,,,top1,{published},{tolerance},paper,epochs=7", header=HEADER + ",settings")
+    status, out = verify_json(capsys, path, run)
+    (row,) = out["rows"]
+    low, high = wilson95(8000, 10_000)
+    assert row["interval"] == pytest.approx([low, high], abs=1e-12) and row["images"] == 10_000
+    assert (round(low, 5), round(high, 5)) == (0.79205, 0.80772)
+    assert row["verdict"] == verdict and status == (1 if verdict == "fail" else 0)
+    assert "Wilson 95 % [79.20, 80.77] % over 10,000 images" in row["test"]
+
+
+def test_a_hundred_images_cannot_confirm_a_point(tmp_path, run, capsys):
+    path = ref(tmp_path, "bit-b,,,,top1,0.71,0.01,paper")
+    _, out = verify_json(capsys, path, run)
+    (row,) = out["rows"]
+    assert row["verdict"] == "inconclusive" and row["interval"] == pytest.approx(list(wilson95(70, 100)), abs=1e-12)
+
+
+# --- unmatched rows and the exit status ------------------------------------------------------------------
+
+
+def test_unmatched_rows_name_the_nearest_cell_and_only_no_match_at_all_is_status_2(tmp_path, run, capsys):
+    path = ref(tmp_path, "vit-aa,,,,params,1000000,0,x", "bit-b,cifar10,,,params,1000000,0,x",
+               "bit-c,,,,params,1000000,0,x")
+    status, err, out = verify_err(capsys, path, run)
+    tests = [r["test"] for r in out["rows"]]
+    assert [r["verdict"] for r in out["rows"]] == ["unmatched"] * 3 and status == 2
+    assert tests[0].startswith("no cell of model 'vit-aa' in the runs; nearest: vit-a, fashion-mnist, scratch, 28 px")
+    assert tests[1].startswith("no cell of bit-b matches its dataset; nearest: bit-b, fashion-mnist, scratch, 28 px")
+    assert tests[2].startswith("no cell of model 'bit-c'")  # its only cell failed
+    assert f"warning: {path}:2: vit-aa params (any cell): unmatched: no cell of model 'vit-aa'" in err
+    assert "no row matched a successful cell" in err
+    path = ref(tmp_path, "vit-aa,,,,params,1000000,0,x", "bit-b,,,,params,1000000,0,x", name="some.csv")
+    assert main(["verify", str(path), str(run)]) == 0  # one row matched and passed: the other is reported
+    out = capsys.readouterr().out
+    assert "| unmatched |" in out and "some.csv: 2 rows, 2 checks against 1 run: 1 pass, 0 fail, 0 inconclusive, 1 unmatched" in out
+
+
+def test_aliases_map_a_tables_names_to_ids(tmp_path, run, capsys):
+    path = ref(tmp_path, "ViT Alpha,,,,params,1000000,0,x,vit-a;other", "Bit B,,,,params,1000000,0,x,",
+               header=HEADER + ",aliases")
+    aliases = tmp_path / "aliases.csv"
+    aliases.write_text("model,aliases\nbit b,bit-b\n")
+    status, out = verify_json(capsys, path, run, "--aliases", aliases)
+    assert [(r["model"], r["cell"]["model"], r["verdict"]) for r in out["rows"]] == [
+        ("ViT Alpha", "vit-a", "pass"), ("ViT Alpha", "vit-a", "pass"), ("Bit B", "bit-b", "pass")]
+    assert status == 0
+    # the display name matches too (the record's model_name, here VIT-A)
+    status, out = verify_json(capsys, ref(tmp_path, "vit-A,,,,params,1000000,0,x"), run)
+    assert status == 0
+
+
+def test_text_output_shows_difference_interval_test_and_notes(tmp_path, run, capsys):
+    path = ref(tmp_path, "vit-a,,,,top1,0.81,0.01,paper,epochs=7,known: a smaller test set",
+               "vit-a,,,,params,1000600,500,mine,epochs=7,", header=HEADER + ",settings,note")
+    assert main(["verify", str(path), str(run)]) == 1
+    out = capsys.readouterr().out
+    assert "| Line | Model | Of" in " ".join(out.split("\n")[0].split()).replace("|  ", "| ")
+    assert " 80.00 % |" in out and " 81.00 % |" in out and "-1.00 pts" in out
+    assert "81.00 % outside Wilson 95 % [79.20, 80.77] % over 10,000 images" in out
+    assert "|difference| > 500" in out and "-600 (-0.06 %)" in out
+    assert "line 2 (vit-a top1, fail): known: a smaller test set" in out
+
+
+# --- bad input: one line each, naming the row ---------------------------------------------------------------
+
+
+def test_every_bad_row_is_named_on_its_own_line(tmp_path, run, capsys):
+    path = ref(tmp_path,
+               ",,,,params,1,0,x",  # empty model
+               "nan,,,,params,1,0,x",  # nan model: the old reader crashed on it
+               "vit-a,,,,top-1,0.8,0,x",  # not a metric name
+               "vit-a,,,,top11,0.8,0,x",  # unknown
+               "vit-a,,,,params,lots,0,x",  # not a number
+               "vit-a,,,,params,inf,0,x",
+               "vit-a,,,,params,1,-1,x",  # negative tolerance
+               "vit-a,,,224.5,params,1,0,x",
+               "bit-b,,,,params,1000000,0,x",
+               "BIT-B,,,,params,1000001,0,x")  # the same figure, another value
+    assert main(["verify", str(path), str(run)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [
+        f"error: {path}:2: empty model; write a benchbench id (benchbench list models) or the table's name with an "
+        "aliases entry",
+        f"error: {path}:3: empty model (nan); write a benchbench id (benchbench list models) or the table's name with "
+        "an aliases entry",
+        f"error: {path}:4: metric 'top-1' is not a record metric name (lower case, digits and _: top1, params)",
+        f"error: {path}:5: unknown metric 'top11'; did you mean 'top1'?",
+        f"error: {path}:6: value 'lots' is not a number (in the record's units, e.g. 0.8073 for 80.73 %, 86570000 "
+        "for 86.57M)",
+        f"error: {path}:7: value 'inf' is not a finite number",
+        f"error: {path}:8: tolerance '-1' is negative; write how far from the value still passes, e.g. 0.5 or 1%",
+        f"error: {path}:9: resolution '224.5' is not a whole number of pixels above 0",
+        f"error: {path}:11: BIT-B params (any cell) is 1e+06 (tolerance 0) here and 1e+06 (tolerance 0) on line 10; "
+        "keep one, or tell the two apart by dataset, protocol, resolution or settings"]
+
+
+def test_rows_that_give_one_cell_two_values_are_named(tmp_path, run, capsys):
+    path = ref(tmp_path, "vit-a,fashion-mnist,,,params,1000000,0,x", "vit-a,,scratch,,params,1000001,0,x")
+    assert main(["verify", str(path), str(run)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:3: vit-a params (scratch) and line 2 (vit-a params (fashion-mnist)) give the figure params" in err
+    assert len(err.strip().splitlines()) == 2  # one line for each of the two cells
+
+
+@pytest.mark.parametrize("text,message", [
+    ("name,acc\nx,1\n", "no column model, dataset, protocol, resolution, metric, value, tolerance, source"),
+    ("", "empty; a CSV file with a header line is expected"),
+    (HEADER + "\n", "no rows under the header"),
+    (HEADER + '\nvit-a,,,,params,1,0,"x\n', "not CSV (unexpected end of data)"),
+    (HEADER + "\nvit-a,,,,params,1,0,x,extra\n", ":2: 9 fields under a header of 8; quote a value that holds a comma"),
+])
+def test_unreadable_references_are_status_2(tmp_path, run, capsys, text, message):
+    path = tmp_path / "r.csv"
+    path.write_text(text)
+    assert main(["verify", str(path), str(run)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_missing_files_and_runs_are_status_2(tmp_path, run, capsys):
+    assert main(["verify", str(tmp_path / "absent.csv"), str(run)]) == 2
+    assert "absent.csv: cannot be read (no such file)" in capsys.readouterr().err
+    path = ref(tmp_path, "vit-a,,,,params,1,0,x")
+    assert main(["verify", str(path), str(tmp_path)]) == 2
+    assert "not a run directory (no records.jsonl)" in capsys.readouterr().err
+    (tmp_path / "latin1.csv").write_bytes(HEADER.encode() + b"\nvit-\xe9,,,,params,1,0,x\n")
+    assert main(["verify", str(tmp_path / "latin1.csv"), str(run)]) == 2
+    assert "cannot be read as UTF-8 text" in capsys.readouterr().err
+
+
+# --- table --reference through the same reader ---------------------------------------------------------------
+
+
+def test_results_csv_reference_names_bad_rows_instead_of_crashing(tmp_path):
+    from benchbench.errors import BenchError
+    from benchbench.reference import read_any
+
+    path = tmp_path / "results.csv"
+    path.write_text("model,img_size,top1,top5\n,224,80,95\nnan,224,80,95\na,224,80.1,95\nA,224,80.2,95\na,288,81,96\n")
+    with pytest.raises(BenchError) as info:
+        read_any(path)
+    lines = str(info.value).split("\nerror: ")
+    assert lines[0] == f"{path}:2: empty model; every row names the model it is a figure of"
+    assert lines[1] == f"{path}:3: empty model; every row names the model it is a figure of"
+    assert lines[2].startswith(f"{path}:5: A top1 (224 px) is 0.802 (tolerance 0) here and 0.801 (tolerance 0) on "
+                               "line 4")
+    assert len(lines) == 3  # a at 288 px is another figure
+    path.write_text("model,img_size,top1,top5\na,224,80.1,95\na,288,81,96\n")
+    rows = read_any(path).rows
+    assert [(r.model, r.resolution, r.metric, r.value) for r in rows] == [
+        ("a", 224, "top1", pytest.approx(0.801)), ("a", 224, "top5", pytest.approx(0.95)),
+        ("a", 288, "top1", pytest.approx(0.81)), ("a", 288, "top5", pytest.approx(0.96))]
+
+
+def test_table_reference_reads_a_reference_table_too(tmp_path, capsys):
+    from benchbench.record import Record
+
+    record = Record(key="a", status="ok", model="timm/resnet50.a1_in1k", dataset="imagenet", protocol="evaluate",
+                    seed=0, model_name="x", dataset_name="ImageNet", resolution=224, accuracies={"top1": ""},
+                    flops_status="ok", metrics={"top1": 0.80104, "top5": 0.9493, "params": 25_557_032, "gmacs": 4.09},
+                    checkpoint={"source": "hf-hub:timm/resnet50.a1_in1k", "file": "/ck/model.safetensors"})
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "records.jsonl").write_text(json.dumps(record.to_json()) + "\n")
+    path = ref(tmp_path, "resnet50.a1_in1k,imagenet,,224,top1,0.80106,0.001,timm",
+               "resnet50.a1_in1k,imagenet,,288,top1,0.81,0.001,timm")
+    assert main(["table", str(d), "--reference", str(path), "--format", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["reference_top1"] == pytest.approx(80.106) and row["top1_diff"] == pytest.approx(-0.002)
+    assert row["reference_model"] == "resnet50.a1_in1k" and row["reference_top5"] is None
+
+
+def test_compute_layout_shows_timms_convention_on_request(tmp_path, make_record, capsys):
+    records = [replace(make_record("vit-a", dataset="jft-300m", protocol="measure", key="a", gmacs=4.4225,
+                                   gmacs_fvcore=4.4368, pretrain_epochs=7.0, pretrain_images_seen=2.121e9,
+                                   pretrain_exaflops=56.28), resolution=224),
+               replace(make_record("vit-b", dataset="jft-300m", protocol="measure", key="b", gmacs=1.0,
+                                   pretrain_epochs=7.0, pretrain_images_seen=2.121e9, pretrain_exaflops=12.7),
+                       resolution=224)]  # recorded before gmacs_fvcore was kept
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "records.jsonl").write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
+    assert main(["table", str(d), "--layout", "compute"]) == 0
+    assert "fvcore" not in capsys.readouterr().out  # the paper's convention by default
+    assert main(["table", str(d), "--layout", "compute", "--gmacs-fvcore"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert header[4:6] == ["GMACs", "GMACs (fvcore)"]
+    assert [[c.strip() for c in line.strip("|").split("|")][4:6] for line in lines[2:4]] == [
+        ["4.423", "4.437"], ["1", "-"]]
+    assert "GMACs (fvcore): timm's, fvcore's count with norms, pooling and upsampling" in lines[-1]
+    assert main(["table", str(d), "--layout", "compute", "--format", "csv"]) == 0
+    assert "gmacs_fvcore" in capsys.readouterr().out.splitlines()[0]  # csv and json carry it always
+    assert main(["table", str(d), "--layout", "models", "--gmacs-fvcore"]) == 2
+    assert "--gmacs-fvcore adds a column to the compute layout" in capsys.readouterr().err
