@@ -93,7 +93,7 @@ def pick(entries: Iterable[Entry], asked: Sequence[str], where: str, *, at_least
             raise BenchError(f"--models {given}: {where} has {len(of_model[given])} contenders of model {given} "
                              f"({', '.join(of_model[given])}): name the one you mean")
         else:
-            raise BenchError("--models: " + unknown_message(f"contender in {where}", given, [*by_name, *of_model]))
+            raise BenchError(f"--models: {where}: " + unknown_message("contender", given, {*by_name, *of_model}))
         if name in out:
             again = "" if given == name else f" (the one contender of model {given})"
             raise BenchError(f"--models: {given}{again} names the contender {name!r} a second time")

@@ -33,6 +33,9 @@
     max_parallel = 8
     [executor.slurm]                 # options of one executor; see docs/cluster.md
     partition = "gpu"
+
+    [contenders]                     # optional: a name per model with its weights (benchbench.suite_contenders)
+    in21k = { model = "vit-b16", init = "hf-hub:timm/vit_base_patch16_224.augreg2_in21k_ft_in1k" }
 """
 
 from __future__ import annotations
@@ -47,13 +50,14 @@ from typing import Any, Mapping
 from benchbench.choices import TABLE_LAYOUTS
 from benchbench.errors import BenchError, UnknownIdError, did_you_mean, unknown_message
 from benchbench.plugins import Catalog
+from benchbench import suite_contenders as contenders
 from benchbench.run.cell import Cell, check_roles, make_cell
 from benchbench.settings import check_value, resolve, shown_value
 from benchbench.specs import ExecutorSpec, Setting, input_shape
 
 SUITE_KEYS = ("name", "description", "table", "models", "datasets", "protocols", "seeds", "cell_time_limit_s")
 LIST_KEYS = ("models", "datasets", "protocols", "seeds")
-TOP_KEYS = ("suite", "settings", "sweep", "group", "override", "quick", "executor")
+TOP_KEYS = ("suite", "settings", "sweep", "group", "override", "quick", "executor", "contenders")
 GROUP_KEYS = ("name", "models", "datasets", "protocols", "seeds", "settings", "sweep")
 OVERRIDE_KEYS = ("models", "datasets", "protocols", "seeds", "settings")
 QUICK_KEYS = ("models", "datasets", "seeds", "settings", "sweep")
@@ -78,6 +82,7 @@ class Suite:
     table: str = "models"  # the layout printed at the end of a run
     # [executor], validated: {"name": id | None, "max_parallel": int (if given), "options": {id: {...}}}
     executor: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # what the dry run says of the suite (cells two of its parts both make)
 
 
 def suite_dirs() -> list[Path]:
@@ -380,16 +385,18 @@ def _load(path: Path, doc: dict[str, Any], catalog: Catalog, quick: bool, seeds:
     base.setdefault("seeds", ([0], "[suite]"))
     matrices = []
     if "models" in head or not groups:
-        matrices.append((base, settings, sweeps))
+        matrices.append((base, settings, sweeps, "[suite]"))
     for n, group in enumerate(groups):
         label = f"[[group]] #{n + 1}"
         _check_keys(group, GROUP_KEYS, f"{where}: {label}")
         lists = {**base, **{k: (group[k], label) for k in LIST_KEYS if k in group}}
         group_settings = _settings_tables(group.get("settings", {}), where, f"group.{n + 1}.settings", catalog)
         group_sweeps = _sweep_tables(group.get("sweep", {}), where, f"group.{n + 1}.sweep", catalog)
-        matrices.append((lists, _merge(settings, group_settings), _merge(sweeps, group_sweeps)))
+        matrices.append((lists, _merge(settings, group_settings), _merge(sweeps, group_sweeps), label))
     cells: dict[str, Cell] = {}
-    for lists, matrix_settings, matrix_sweeps in matrices:
+    made_by: dict[str, str] = {}  # cell key: the part of the suite that made it first
+    repeats: dict[tuple[str, str], int] = {}
+    for lists, matrix_settings, matrix_sweeps, part in matrices:
         for key in ("models", "datasets", "protocols"):
             if key not in lists:
                 raise SuiteError(f"{where}: [suite] is missing {key!r} (a list of ids; see `benchbench list {key}`)")
@@ -400,7 +407,12 @@ def _load(path: Path, doc: dict[str, Any], catalog: Catalog, quick: bool, seeds:
         if seeds is not None:
             lists = {**lists, "seeds": (seeds, "--seed")}
         for cell in _expand(lists, matrix_settings, matrix_sweeps, overrides, where, catalog):
-            cells.setdefault(cell.key, cell)
+            if cells.setdefault(cell.key, cell) is not cell:
+                repeats[made_by[cell.key], part] = repeats.get((made_by[cell.key], part), 0) + 1
+            made_by.setdefault(cell.key, part)
+    given = contenders.parse(doc["contenders"], where, lambda model, at: _resolve_ids([model], "models", at, catalog)[0]
+                             ) if "contenders" in doc else []
+    cells = {c.key: c for c in contenders.name_cells(list(cells.values()), given, where)}
 
     name = check_name(head.get("name", path.stem), where, from_file="name" not in head)
     layout = head.get("table", "models")
@@ -409,7 +421,8 @@ def _load(path: Path, doc: dict[str, Any], catalog: Catalog, quick: bool, seeds:
     limit = check_time_limit(head.get("cell_time_limit_s"), f"{where}: [suite].cell_time_limit_s")
     return Suite(name=name, description=str(head.get("description", "")), path=path, quick=quick,
                  cells=tuple(cells.values() if limit is None else (replace(c, time_limit_s=limit) for c in cells.values())), table=layout,
-                 executor=_executor(doc, where, catalog))
+                 executor=_executor(doc, where, catalog),
+                 notes=tuple(contenders.repeats_note(n, first, later) for (first, later), n in repeats.items()))
 
 
 def check_time_limit(value: Any, where: str) -> float | None:

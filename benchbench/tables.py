@@ -35,7 +35,10 @@ Text columns are left-aligned, numbers right-aligned.
 Which metrics are accuracies, and their labels, each record says (`accuracies`, from its protocol's
 spec). Accuracies are percentages, seeds aggregated as "mean ± sample std" (n > 1), like the paper's
 "88.55 ± 0.04"; a single cell that measured its own spread (`<metric>_std`, e.g. over few-shot
-draws) shows that.
+draws) shows that. Only seeds are aggregated (`variants_apart`): cells of one model that differ in
+their weights (contender), resolution or any setting are rows of their own, named by what differs,
+unless the layout spans it (datasets and protocols as columns, paper-scaling's epochs, data-scaling's
+training-set sizes).
 
 A record whose `flops_status` is not "ok" (an operator fvcore could not count, or the two counts
 disagree) is refused unless forced; forced, its GMACs carry a dagger and a footnote.
@@ -43,6 +46,7 @@ disagree) is refused unless forced; forced, its GMACs carry a dagger and a footn
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field, replace
@@ -575,7 +579,57 @@ BUILDERS = {"models": model_table, "summary": summary_table, "paper-transfer": t
 def build_table(df: pd.DataFrame, layout: str = "models", force_flops: bool = False) -> Table:
     if layout not in BUILDERS:
         raise BenchError(f"unknown table layout {layout!r}; allowed: {', '.join(LAYOUTS)}")
-    return BUILDERS[layout](precisions_apart(df), force_flops)
+    df = precisions_apart(df)
+    if layout in ENTRIES:
+        df = variants_apart(df, ENTRIES[layout](df))
+    return BUILDERS[layout](df, force_flops)
+
+
+# What one entry of an aggregating layout holds besides its model: the cells an entry aggregates share
+# these (the layout spans the rest as rows or columns: datasets, protocols, epochs, training-set sizes).
+ENTRIES = {
+    "models": lambda df: [df["dataset"], df["protocol"]],
+    "paper-transfer": lambda df: [df["dataset"], df["protocol"]],
+    "intervals": lambda df: [df["dataset"], df["protocol"]],
+    "paper-scaling": lambda df: [df["dataset"], df["protocol"], pretraining_epochs(df)],
+    "data-scaling": lambda df: [train_size(df)],
+}
+
+
+def _variant_text(value) -> str:
+    return "-" if _missing(value) else json.dumps(value, sort_keys=True, default=str)
+
+
+def variants_apart(df: pd.DataFrame, entry: list[pd.Series]) -> pd.DataFrame:
+    """No layout aggregates anything but seeds: where the cells that one entry of a table would aggregate
+    (one model, the same `entry` values) differ in their contender (the model's weights), resolution or
+    any setting, the model becomes one model per variant, named by what tells them apart: the contender's
+    name where its weights differ ("vit-b16@in21k"), the other settings after it ("ViT-B/16 (lr=0.001)";
+    id "vit-b16 (lr=0.001)"). A model whose entries each hold one variant keeps its name."""
+    if df.empty or "model" not in df:
+        return df
+    dims = [c for c in ("contender", "resolution") if c in df] + [c for c in df.columns if c.startswith("setting.")]
+    texts = pd.DataFrame({d: df[d].map(_variant_text) for d in dims}, index=df.index)
+    keys = pd.DataFrame({"model": df["model"], **{f"_k{i}": k.astype(str) for i, k in enumerate(entry)}},
+                        index=df.index)
+    together = pd.concat([keys, texts], axis=1).groupby(list(keys.columns), sort=False, dropna=False)[dims].nunique()
+    varying = (together > 1).groupby(level="model", sort=False).any()
+    varying = {m: [d for d in dims if row[d]] for m, row in varying.iterrows() if row.any()}
+    if not varying:
+        return df
+    df = df.copy()
+    for model, apart in varying.items():
+        mine = df["model"] == model
+        named = "contender" in apart  # the weights' setting is then said by the contender's name
+        shown = [d for d in apart if d != "contender" and not (named and d == "setting.init")]
+        for i in df.index[mine]:
+            extra = ", ".join(f"{setting_text(df.at[i, d])} px" if d == "resolution" else
+                              f"{d[len('setting.'):]}={setting_text(df.at[i, d])}" for d in shown)
+            suffix = f" ({extra})" if extra else ""
+            base_id = df.at[i, "contender"] if named else model
+            base_name = df.at[i, "contender"] if named else df.at[i, "model_name"]
+            df.at[i, "model"], df.at[i, "model_name"] = base_id + suffix, base_name + suffix
+    return df
 
 
 def cell_precisions(df: pd.DataFrame) -> pd.Series:

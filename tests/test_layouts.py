@@ -274,3 +274,43 @@ def test_constant_columns_stay_where_the_header_is_fixed_or_there_is_one_row(rec
     assert text.splitlines()[0].split("|")[2].strip() == "Data" and text.count("JFT-300M") == 2
     one = render(build_table(frame(rec("vit", "fmnist", "scratch", 0, 0.8)), "summary"), "markdown")
     assert one.splitlines()[0].split("|")[1].strip() == "Model" and "In every row" not in one
+
+
+def test_every_layout_aggregates_over_seeds_only(rec):
+    """The issue's case: 4 training-set sizes x 2 seeds were one "mean ± std" in the models layout, as if
+    they were 8 seeds (here it would print 12.63 ± 1.41); each size is now a row, the mean and sample std
+    over its two seeds alone."""
+    sizes = {1000: (0.10, 0.12), 5000: (0.12, 0.13), 20000: (0.13, 0.13), 60000: (0.13, 0.15)}
+    df = frame(*(rec("vit", "fmnist", "scratch", seed, top1, settings={"train_subset": n, "lr": 0.1},
+                     train_examples=n, train_device_days=1.0)
+                 for n, pair in sizes.items() for seed, top1 in enumerate(pair)))
+    table = build_table(df, "models")
+    assert [r[0] for r in table.rows] == [f"VIT (train_subset={n})" for n in sizes]
+    assert [r[3] for r in table.rows] == ["11.00 ± 1.41", "12.50 ± 0.71", "13.00 ± 0.00", "14.00 ± 1.41"]
+    assert list(table.data["model"]) == [f"vit (train_subset={n})" for n in sizes]
+    assert list(table.data["train_device_days"]) == [2.0] * 4  # each row's own cells
+    # data-scaling spans the training-set size: one row, a column per size, each over its two seeds
+    scaling = build_table(df, "data-scaling")
+    assert len(scaling.rows) == 1 and scaling.rows[0][3:] == ["11.00 ± 1.41", "12.50 ± 0.71", "13.00 ± 0.00",
+                                                             "14.00 ± 1.41"]
+    intervals = build_table(df, "intervals")
+    assert len(intervals.rows) == 4 and set(intervals.data["seeds"]) == {2}
+
+
+def test_two_checkpoints_of_one_model_are_two_rows_named_by_their_contender(rec):
+    df = frame(*(rec("vit", "fmnist", "evaluate", 0, top1, settings={"init": f"w/{name}.safetensors"})
+                 for name, top1 in (("a", 0.80), ("b", 0.90))),
+               rec("bit", "fmnist", "evaluate", 0, 0.7, settings={"init": "w/c.safetensors"}, family="bit"))
+    table = build_table(df, "models")
+    assert [(r[0], r[3]) for r in table.rows] == [("vit@a", "80.00"), ("vit@b", "90.00"), ("BIT", "70.00")]
+    transfer = build_table(df, "paper-transfer")
+    assert transfer.headers == ["", "vit@a", "vit@b", "BIT"]
+    # another setting beside the weights: named after the contender
+    df = frame(*(rec("vit", "fmnist", "evaluate", 0, 0.8, settings={"init": f"w/{w}.pt", "resize": r})
+                 for w in ("a", "b") for r in (32, 36)))
+    assert [r[0] for r in build_table(df, "models").rows] == ["vit@a (resize=32)", "vit@a (resize=36)",
+                                                              "vit@b (resize=32)", "vit@b (resize=36)"]
+    # the same weights in two protocols (columns of their own): one row
+    df = frame(rec("vit", "fmnist", "scratch", 0, 0.8, settings={"lr": 0.1}),
+               rec("vit", "fmnist", "evaluate", 0, 0.8, settings={"init": "w/a.pt"}))
+    assert [r[0] for r in build_table(df, "models").rows] == ["VIT"]

@@ -104,19 +104,22 @@ def github_table(rows: list[list[Any]], headers: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _dry_run(plans, run_dir: Path | None) -> None:
+def _dry_run(plans, run_dir: Path | None, notes: tuple[str, ...] = ()) -> None:
     varying, settings = varying_cell_settings(p.cell for p in plans)
     shown = {k: [s.get(name, "-") for name in varying] for k, s in settings.items()}
-    rows = [[p.state, p.cell.model, p.cell.dataset, p.cell.protocol, p.cell.seed, *shown[id(p.cell.settings)],
+    named = any(p.cell.contender not in (None, p.cell.model) for p in plans)  # a contender's name beside its model
+    rows = [[p.state, p.cell.model, *[p.cell.contender or p.cell.model] * named, p.cell.dataset, p.cell.protocol, p.cell.seed, *shown[id(p.cell.settings)],
              p.resolution, "-" if p.gmacs is None else f"{p.gmacs:.4g}",
              "-" if p.exaflops is None else f"{p.exaflops:.3g}",
              "-" if p.state == "done" else duration(p.seconds), p.cell.key] for p in plans]
-    print(github_table(rows, ["State", "Model", "Dataset", "Protocol", "Seed", *varying, "Res (px)", "GMACs",
+    print(github_table(rows, ["State", "Model", *["Contender"] * named, "Dataset", "Protocol", "Seed", *varying, "Res (px)", "GMACs",
                               "exaFLOPs", "Est. time", "Key"]))
     print(f"\nrun directory: {run_dir if run_dir else 'a new one'}\n{summary(totals(plans))}")
     used = {p.pace: p.img_per_s_from for p in plans if p.state != "done" and p.img_per_s_from}
     for pace, measured in used.items():
         print(f"  {pace}: {measured}")
+    for note in notes:
+        print(f"note: {note}")
 
 
 def _states(keys: Keys | None, cat, suite) -> dict[str, str]:
@@ -296,7 +299,7 @@ def _plan_and_run(args, cat, suite, choice, device, root: Path, named: Path | No
     if (busy := threads.overload_warning()) is not None:
         _echo(f"warning: {busy}")
     if args.dry_run:
-        _dry_run(plans, run_dir)
+        _dry_run(plans, run_dir, suite.notes)
         _check_data(suite, missing, here=choice.spec.in_process)
         return 0
     _check_data(suite, missing, here=choice.spec.in_process)

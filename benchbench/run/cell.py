@@ -78,6 +78,8 @@ class Cell:
     unkeyed: frozenset[str] = field(default=frozenset(), compare=False)
     # Derived from the settings (choices_of): never part of the key.
     choices: Choices = field(default_factory=Choices, compare=False)
+    # The contender's name (the model with its weights; benchbench.suite_contenders): never part of the key.
+    contender: str | None = field(default=None, compare=False)
 
     @functools.cached_property  # computed once per cell: a plan of 100,000 cells asks each several times
     def key(self) -> str:

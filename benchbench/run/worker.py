@@ -66,7 +66,8 @@ def cell_record(job: Job, catalog: Catalog, **fields: Any) -> Record:
         model_plugin=catalog.models.plugin_of[model.id], dataset_name=dataset.name,
         dataset_plugin=catalog.datasets.plugin_of[dataset.id], protocol_plugin=catalog.protocols.plugin_of[protocol.id],
         devices=cell.choices.world.size, suite=context.suite, run_id=context.run_dir.name, quick=context.quick,
-        executor=context.executor, contender=default_name(model.id, settings), **fields)
+        executor=context.executor, contender=cell.contender or default_name(model.id, settings),
+        **fields)
 
 
 def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict | None = None) -> Record:

@@ -1,0 +1,183 @@
+"""Contenders: a model with its weights, named by the suite's [contenders] or by default, told apart in
+comparisons and tables; the name is no part of a cell's key. End to end: two checkpoints of one
+model evaluated in one suite, compared image by image (exact McNemar pinned to scipy)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+
+from benchbench.cli import main
+from benchbench.contender import Entry, check_name, pick
+from benchbench.errors import BenchError
+from benchbench.predictions import load as load_predictions
+from benchbench.suite import load_suite
+
+
+def _suite(tmp_path, body: str) -> str:
+    path = tmp_path / "s.toml"
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+EVAL = """
+    [suite]
+    name = "two"
+    models = ["vit-mu7"]
+    datasets = ["fashion-mnist"]
+    protocols = ["evaluate"]
+"""
+
+
+def test_default_names_and_the_suite_s_own(tmp_path, catalog):
+    suite = load_suite(_suite(tmp_path, EVAL + """
+        [sweep.evaluate]
+        init = ["w/a.safetensors", "w/b.safetensors"]
+    """), catalog)
+    assert sorted(c.contender for c in suite.cells) == ["vit-mu7@a", "vit-mu7@b"]
+    named = load_suite(_suite(tmp_path, EVAL + """
+        [sweep.evaluate]
+        init = ["w/a.safetensors", "w/b.safetensors"]
+        [contenders]
+        baseline = { model = "vit-mu7", init = "w/a.safetensors" }
+        "in21k.ft" = { init = "w/b.safetensors" }
+    """), catalog)
+    assert sorted(c.contender for c in named.cells) == ["baseline", "in21k.ft"]
+    assert {c.key for c in named.cells} == {c.key for c in suite.cells}  # a name is no part of a cell
+
+
+@pytest.mark.parametrize("extra, message", [
+    ('[contenders]\n"a b" = { init = "w/a.safetensors" }', "contender name 'a b': use 100 or fewer letters"),
+    ('[contenders]\nx = { init = "w/c.safetensors" }', r"\[contenders\].x: names no cell of the suite: no cell of "
+                                                        r"any model has init 'w/c.safetensors'"),
+    ('[contenders]\nx = { model = "vit-mu7", weights = "w/a.safetensors" }', "unknown key 'weights'"),
+    ('[contenders]\nx = { model = "vit-mu8", init = "w/a.safetensors" }', r"\[contenders\].x.model.*vit-mu7"),
+    ('[contenders]\nx = { init = "w/a.safetensors" }', r"names 2 contenders \(vit-mu7, bit-r20x1-small load"),
+    ('[contenders]\nx = { model = "vit-mu7", init = "w/a.safetensors" }\ny = { model = "vit-mu7", init = "w/a.safetensors" }',
+     "is named 'x' already"),
+    ('[contenders]\nbit-r20x1-small = { model = "vit-mu7", init = "w/a.safetensors" }', "is the id of another model of the suite"),
+])
+def test_bad_names_are_refused_with_their_key_path(tmp_path, catalog, extra, message):
+    body = EVAL.replace('["vit-mu7"]', '["vit-mu7", "bit-r20x1-small"]') + """
+        [sweep.evaluate]
+        init = ["w/a.safetensors", "w/b.safetensors"]
+    """ + extra
+    with pytest.raises(BenchError, match=message):
+        load_suite(_suite(tmp_path, body), catalog)
+
+
+def test_two_inits_of_one_stem_must_be_named_apart(tmp_path, catalog):
+    body = EVAL + """
+        [sweep.evaluate]
+        init = ["one/w.safetensors", "two/w.safetensors"]
+    """
+    with pytest.raises(BenchError, match=r"two contenders are both named 'vit-mu7@w'.*name them apart in \[contenders\]"):
+        load_suite(_suite(tmp_path, body), catalog)
+    suite = load_suite(_suite(tmp_path, body + '[contenders]\nsecond = { init = "two/w.safetensors" }\n'), catalog)
+    assert sorted(c.contender for c in suite.cells) == ["second", "vit-mu7@w"]
+
+
+def test_two_entries_of_one_model_and_init_are_one_cell_and_the_dry_run_says_so(tmp_path, catalog, capsys):
+    path = _suite(tmp_path, EVAL + """
+        [settings.evaluate]
+        init = "w/a.safetensors"
+        [[group]]
+        models = ["vit-mu7"]
+        settings.evaluate = { init = "w/a.safetensors" }
+    """)
+    suite = load_suite(path, catalog)
+    assert len(suite.cells) == 1
+    assert suite.notes == ("1 cell of [[group]] #1 is already [suite]'s: the same model, dataset, protocol, seed and "
+                           "settings (a contender's name is no part of a cell); each runs once",)
+    main(["run", path, "--dry-run", "--results", str(tmp_path / "r"), "--data-root", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "note: 1 cell of [[group]] #1 is already [suite]'s" in out and "| Contender" in out
+
+
+def test_check_name_and_pick():
+    assert check_name("vit-b16@in21k_ft/v2+x", "w") == "vit-b16@in21k_ft/v2+x"
+    for bad in ("", "-x", "a b", "é", "x" * 101, 3):
+        with pytest.raises(BenchError, match="contender name"):
+            check_name(bad, "w")
+    run = [Entry("vit@a", "vit", "a.pt"), Entry("vit@b", "vit", "b.pt"), Entry("bit", "bit", "")]
+    assert pick(run, ["vit@b", "bit"], "R") == ["vit@b", "bit"]
+    with pytest.raises(BenchError, match=r"R has 2 contenders of model vit \(vit@a, vit@b\): name the one you mean"):
+        pick(run, ["vit", "bit"], "R")
+    with pytest.raises(BenchError, match=r"R: unknown contender 'vit@c'; did you mean 'vit@b'\?\n  known: bit, vit, vit@a, vit@b"):
+        pick(run, ["vit@c", "bit"], "R")
+    with pytest.raises(BenchError, match=r"bit names the contender 'bit' a second time"):
+        pick(run, ["bit", "bit"], "R")
+    with pytest.raises(BenchError, match="name at least 2"):
+        pick(run, ["bit"], "R", at_least=2)
+    with pytest.raises(BenchError, match="the name 'x' names 2 contenders"):
+        pick([Entry("x", "vit", "a.pt"), Entry("x", "vit", "b.pt")], ["x"], "R")
+
+
+@pytest.fixture
+def checkpoints(tmp_path, catalog):
+    """Two random ViT-Mu/7 checkpoints (a.safetensors, b.safetensors) and a BiT one, as benchbench writes them."""
+    import torch
+
+    from benchbench.checkpoints import save_checkpoint
+
+    out = {}
+    for name, model, seed in (("a", "vit-mu7", 1), ("b", "vit-mu7", 2), ("c", "bit-r20x1-small", 3)):
+        torch.manual_seed(seed)
+        path = tmp_path / f"{name}.safetensors"
+        save_checkpoint(catalog.models.get(model).build(num_classes=10, image_size=28, in_chans=1), path,
+                        num_classes=10)
+        out[name] = path
+    return out
+
+
+def test_two_checkpoints_of_one_model_compared_end_to_end(run_suite, checkpoints, capsys):
+    scipy_stats = pytest.importorskip("scipy.stats")
+    a, b, c = checkpoints["a"], checkpoints["b"], checkpoints["c"]
+    run_suite.write(f"""
+        [suite]
+        name = "two"
+        models = ["vit-mu7"]
+        datasets = ["fashion-mnist"]
+        protocols = ["evaluate"]
+        [sweep.evaluate]
+        init = ["{a}", "{b}"]
+        [[group]]
+        models = ["bit-r20x1-small"]
+        sweep.evaluate = {{ init = ["{c}"] }}
+    """)
+    assert run_suite.run() == 0, capsys.readouterr().err
+    records = {r.contender: r for r in run_suite.records()}
+    assert set(records) == {"vit-mu7@a", "vit-mu7@b", "bit-r20x1-small@c"}
+    capsys.readouterr()
+    run = str(run_suite.run_dir)
+    assert main(["compare", run, "--models", "vit-mu7@a", "vit-mu7@b", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["comparisons"]
+    right = {}
+    for name in ("vit-mu7@a", "vit-mu7@b"):
+        preds = load_predictions(run_suite.run_dir, records[name].predictions, records[name].key)
+        right[name] = np.asarray(preds.top5)[:, 0] == np.asarray(preds.label)
+    b_only = int((right["vit-mu7@b"] & ~right["vit-mu7@a"]).sum())
+    a_only = int((right["vit-mu7@a"] & ~right["vit-mu7@b"]).sum())
+    assert (row["contender_a"], row["contender_b"], row["test"]) == ("vit-mu7@a", "vit-mu7@b",
+                                                                     "exact McNemar (paired, two-sided)")
+    if a_only + b_only:
+        assert row["p_value"] == pytest.approx(scipy_stats.binomtest(b_only, a_only + b_only, 0.5).pvalue, rel=1e-9)
+    assert row["diff"] == pytest.approx(records["vit-mu7@b"].metrics["top1"] - records["vit-mu7@a"].metrics["top1"])
+    # a model of two contenders is not a name; a model of one is (the issue's case: cells that differ in init)
+    assert main(["compare", run, "--models", "vit-mu7", "bit-r20x1-small"]) == 2
+    assert "has 2 contenders of model vit-mu7 (vit-mu7@a, vit-mu7@b)" in capsys.readouterr().err
+    assert main(["compare", run, "--models", "bit-r20x1-small", "vit-mu7@a", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["comparisons"]
+    assert (row["contender_a"], row["model_a"]) == ("bit-r20x1-small@c", "bit-r20x1-small")
+    # run against run matches contenders by name
+    assert main(["compare", run, run, "--models", "vit-mu7@b", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["comparisons"]
+    assert {r["contender"] for r in got} == {"vit-mu7@b"} and all(r["verdict"] == "same" for r in got)
+    # the table: a row per contender, never one mean over the two checkpoints
+    assert main(["table", run, "--layout", "models", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert sorted(r["model"] for r in rows) == ["bit-r20x1-small", "vit-mu7@a", "vit-mu7@b"]
+    assert all(r["fashion-mnist:n"] == 1 for r in rows)
