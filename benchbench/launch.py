@@ -5,7 +5,8 @@ error as the caller's exception.
 Each rank runs `entry(*args)` (a top-level, importable function; its arguments are pickled). What
 a rank raises is written to the launch's folder before the rank fails, so the caller reports the
 rank's own error; a rank that died without a word (a signal, os._exit) is reported by its exit.
-The launcher stops the other ranks (SIGTERM, then SIGKILL after SHUTDOWN_TIMEOUT_S): nothing stays.
+The launcher stops the other ranks (SIGTERM, then SIGKILL after SHUTDOWN_TIMEOUT_S; torch 2.11's
+launcher, which takes no such setting, after its own 30 s): nothing stays.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ import torch
 from benchbench import threads as cpu_threads
 from benchbench.errors import BenchError
 from benchbench.rendezvous import Rendezvous
+from benchbench.torchcompat import accepted
 
-# Seconds the launcher waits for the other ranks to stop after one failed, before SIGKILL.
+# Seconds the launcher waits for the other ranks to stop after one failed, before SIGKILL (where torch's
+# launcher takes the setting: 2.13 and 2.14, not 2.11; benchbench.torchcompat).
 SHUTDOWN_TIMEOUT_S = 5
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 # Multi-node launches made by this process so far: the n-th launch of every node is the same cell (each
@@ -112,6 +115,19 @@ def run_id(rdzv: Rendezvous) -> str:
     return f"benchbench-{rdzv.endpoint}-{next(_NODE_LAUNCHES)}"
 
 
+def launch_config(rdzv: Rendezvous, nproc: int):
+    """The elastic launcher's configuration for `nproc` ranks on this node of `rdzv`: no restarts, spawned
+    ranks, and SHUTDOWN_TIMEOUT_S where the installed torch's LaunchConfig takes it."""
+    from torch.distributed.launcher.api import LaunchConfig
+
+    return LaunchConfig(
+        min_nodes=rdzv.nodes, max_nodes=rdzv.nodes, nproc_per_node=nproc, run_id=run_id(rdzv),
+        rdzv_backend="c10d" if rdzv.local else "static", rdzv_endpoint=rdzv.endpoint,
+        rdzv_configs={} if rdzv.local else {"rank": rdzv.node_rank}, max_restarts=0, monitor_interval=0.1,
+        start_method="spawn", local_addr=rdzv.addr if rdzv.local else None,
+        **accepted(LaunchConfig, shutdown_timeout=SHUTDOWN_TIMEOUT_S))
+
+
 def launch(entry: Callable, args: tuple, rdzv: Rendezvous, nproc: int, *, folder: str) -> dict[int, Any]:
     """entry(*args) in `nproc` processes on this node (of `rdzv.nodes`); {global rank: return value}
     of this node's ranks. A failed rank is a RankFailure (a BenchError when the rank's error was one);
@@ -119,13 +135,9 @@ def launch(entry: Callable, args: tuple, rdzv: Rendezvous, nproc: int, *, folder
     are undone afterwards, so the caller's own (Ctrl-C, SIGTERM: exit 130) hold again."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+    from torch.distributed.launcher.api import elastic_launch
 
-    config = LaunchConfig(
-        min_nodes=rdzv.nodes, max_nodes=rdzv.nodes, nproc_per_node=nproc, run_id=run_id(rdzv),
-        rdzv_backend="c10d" if rdzv.local else "static", rdzv_endpoint=rdzv.endpoint,
-        rdzv_configs={} if rdzv.local else {"rank": rdzv.node_rank}, max_restarts=0, monitor_interval=0.1,
-        start_method="spawn", local_addr=rdzv.addr if rdzv.local else None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+    config = launch_config(rdzv, nproc)
     handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
     try:
         with _launcher_quiet():
