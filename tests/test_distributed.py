@@ -15,6 +15,16 @@ import torch
 pytestmark = pytest.mark.usefixtures("mark_processes")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _cells_server():
+    """The server of isolated cells (benchbench.run.isolated) lives as long as this process, by design:
+    started before any test's mark, so that it is no test's leftover (a module run alone, or first in
+    its worker, found it carrying the first test's mark)."""
+    from benchbench.run import isolated
+
+    isolated.prestart()
+
+
 def _run(run_suite, ranks, name: str, model: str, devices: int, extra: str = ""):
     run_suite.write(ranks.SUITE.format(name=name, model=model, devices=devices, extra=extra), f"{name}.toml")
     run_suite.run()
