@@ -9,7 +9,9 @@ all its pairs where every seed was evaluated on the same images, else each seed'
 (a seeded test subset differs by seed; benchbench.stats.stratified_paired_bootstrap). Which slice of
 a file is a metric's is decided from the numbers: the slice whose share of right top-1s equals the recorded metric (the core reads no
 protocol's setting names). Whether two files are of the same images is decided from their `index`
-arrays. Anything that stops the pairing is a reason, in words, never an exception.
+arrays, and then their `label` arrays: the same index with another label is another test set (one
+reordered, or changed under the same dataset id), never paired. Anything that stops the pairing is a
+reason, in words, never an exception.
 """
 
 from __future__ import annotations
@@ -76,8 +78,8 @@ def _slice_of(hits: np.ndarray, value: float) -> np.ndarray | str:
         "several slices of its predictions have the recorded accuracy"
 
 
-def _hits(run_dir: Path, row: Mapping[str, Any], metric: str) -> tuple[np.ndarray, np.ndarray] | str:
-    """(index, hits (pairs, images)) of one cell's metric, or the reason they cannot be had."""
+def _hits(run_dir: Path, row: Mapping[str, Any], metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | str:
+    """(index, label, hits (pairs, images)) of one cell's metric, or the reason they cannot be had."""
     ref = row.get("predictions")
     if not isinstance(ref, Mapping):
         return f"{row['model']} seed {row['seed']} in {run_dir} has no predictions"
@@ -91,13 +93,13 @@ def _hits(run_dir: Path, row: Mapping[str, Any], metric: str) -> tuple[np.ndarra
     got = _slice_of(preds.hits(), float(value))
     if isinstance(got, str):
         return f"{ref['path']} in {run_dir}: {got} ({metric} = {value})"
-    return np.asarray(preds.index, dtype=np.int64), got
+    return np.asarray(preds.index, dtype=np.int64), np.asarray(preds.label, dtype=np.int64), got
 
 
 def pair(a: tuple[Path, pd.DataFrame], b: tuple[Path, pd.DataFrame], metric: str) -> Paired | str:
     """The cells of two sides (run directory, the configuration's rows: one per seed) paired for
     `metric`, or why they cannot be: no seed in common, a predictions file missing or bad, different
-    test images on the two sides."""
+    test images on the two sides (by index, or the same index with other labels)."""
     (dir_a, rows_a), (dir_b, rows_b) = a, b
     by_seed_a = {int(r["seed"]): r for _, r in rows_a.iterrows()}
     by_seed_b = {int(r["seed"]): r for _, r in rows_b.iterrows()}
@@ -110,7 +112,7 @@ def pair(a: tuple[Path, pd.DataFrame], b: tuple[Path, pd.DataFrame], metric: str
         for got in (got_a, got_b):
             if isinstance(got, str):
                 return got
-        (index_a, hits_a), (index_b, hits_b) = got_a, got_b
+        (index_a, label_a, hits_a), (index_b, label_b, hits_b) = got_a, got_b
         if len(index_a) != len(index_b) or not np.array_equal(np.sort(index_a), np.sort(index_b)):
             shared = len(np.intersect1d(index_a, index_b))
             return (f"different test images (seed {seed}: {len(index_a)} vs {len(index_b)} images, {shared} in "
@@ -118,6 +120,10 @@ def pair(a: tuple[Path, pd.DataFrame], b: tuple[Path, pd.DataFrame], metric: str
         if hits_a.shape[0] != hits_b.shape[0]:
             return f"seed {seed}: {hits_a.shape[0]} vs {hits_b.shape[0]} draws: nothing to pair draw by draw"
         order_a, order_b = np.argsort(index_a, kind="stable"), np.argsort(index_b, kind="stable")
+        other = int((label_a[order_a] != label_b[order_b]).sum())
+        if other:
+            return (f"not the same images: seed {seed}: {other} of {len(index_a)} images have another label under "
+                    "the same index (a test set reordered or changed under the same dataset id)")
         strata.append((hits_a[:, order_a], hits_b[:, order_b]))
         orders.append(index_a[order_a])
     shared = all(np.array_equal(o, orders[0]) for o in orders)

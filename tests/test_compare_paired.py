@@ -19,9 +19,9 @@ scipy_stats = pytest.importorskip("scipy.stats")
 N = 1000
 
 
-def _hits(right: np.ndarray, classes: int = 10) -> pf.Predictions:
-    """Predictions of N images, label i % classes, top-1 right exactly where `right`."""
-    label = np.arange(len(right)) % classes
+def _hits(right: np.ndarray, classes: int = 10, shift: int = 0) -> pf.Predictions:
+    """Predictions of N images, label (i + shift) % classes, top-1 right exactly where `right`."""
+    label = (np.arange(len(right)) + shift) % classes
     top1 = np.where(right, label, (label + 1) % classes)
     top5 = np.stack([(top1 + j) % classes for j in range(5)], axis=1)
     p = np.full(len(right), 0.7, dtype=np.float32)
@@ -43,14 +43,14 @@ def _pattern(a_right: int, b_only: int, a_only: int, seed: int = 0) -> tuple[np.
 @pytest.fixture
 def run(tmp_path, make_record):
     """run(name, {model: [right per seed]}) -> a run directory with predictions for every cell."""
-    def write(name, cells, *, keep=True, index_shift=0, per_seed_shift=0):
+    def write(name, cells, *, keep=True, index_shift=0, per_seed_shift=0, label_shift=0):
         path = tmp_path / name
         path.mkdir()
         for model, per_seed in cells.items():
             for seed, right in enumerate(per_seed):
                 rec = make_record(model, "d", "scratch", seed, float(right.mean()), settings={"lr": 0.1})
                 if keep:
-                    preds = _hits(right)
+                    preds = _hits(right, shift=label_shift)
                     preds = replace(preds, index=preds.index + index_shift + seed * per_seed_shift)
                     rec = replace(rec, predictions=pf.save(path, rec.key, preds))
                 append_record(path, rec)
@@ -181,3 +181,13 @@ def test_different_test_images_are_not_paired(run):
     base, new = run("a", {"vit": [a]}), run("b", {"vit": [b]}, index_shift=500)
     row = compare(results.load(base), results.load(new), dirs=(base, new)).set_index("metric").loc["top1"]
     assert "different test images" in row["rule"] and "500 in common" in row["rule"]
+
+
+def test_the_same_index_with_other_labels_is_not_paired(run):
+    """A test set reordered under the same dataset id: the indices match, the labels do not."""
+    a, b = _pattern(800, 10, 45)
+    base, new = run("a", {"vit": [a]}), run("b", {"vit": [b]}, label_shift=3)
+    row = compare(results.load(base), results.load(new), dirs=(base, new)).set_index("metric").loc["top1"]
+    assert row["test"].startswith("threshold") and row["n_images"] is None
+    assert f"not paired: not the same images: seed 0: {N} of {N} images have another label under the same index" \
+        in row["rule"]
