@@ -57,6 +57,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from benchbench.choices import TABLE_FORMATS, TABLE_LAYOUTS
+from benchbench.contender import default_name
 from benchbench.errors import BenchError
 from benchbench.settings import varying_settings
 from benchbench.stats import wilson
@@ -302,20 +303,38 @@ def summary_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     varying = varying_setting_columns(df)
     columns = ["model", "model_name", "dataset", "dataset_name", "protocol", "seed", *varying, "status", "error",
                "top1", "params", "gmacs", "train_img_per_s", "train_device_seconds", "wall_seconds"]
-    # what the cell loaded and the transform it used: in the data (csv, json), not the printed columns
-    data = df.reindex(columns=[*columns, "checkpoint", "preprocessing"]).reset_index(drop=True)
-    headers = ["Model", "Dataset", "Protocol", "Seed", *(c.split(".", 1)[1] for c in varying), "Status",
-               "Top-1 (%)", "Params (M)", "GMACs", "Train img/s", "Train device-s", "Wall (s)"]
+    # what the cell loaded and the transform it used, and where it ran: in the data (csv, json), not the
+    # printed columns (`with_provenance` prints the run's)
+    data = df.reindex(columns=[*columns, "contender", "suite", "run_id", "checkpoint", "preprocessing"]
+                      ).reset_index(drop=True)
+    # a contender the suite named (not its default name) is said beside its model
+    named = any(isinstance(c, str) and c != default_name(m, {"init": i})
+                for c, m, i in zip(data["contender"], data["model"], df.get("setting.init", [None] * len(df))))
+    headers = ["Model", *["Contender"] * named, "Dataset", "Protocol", "Seed", *(c.split(".", 1)[1] for c in varying),
+               "Status", "Top-1 (%)", "Params (M)", "GMACs", "Train img/s", "Train device-s", "Wall (s)"]
     rows = []
     for _, r in data.iterrows():
         status = "ok" if r["status"] == "ok" else f"failed: {str(r['error'])[:60]}"
-        rows.append([r["model_name"], r["dataset_name"], r["protocol"], str(r["seed"]),
+        rows.append([r["model_name"], *[setting_text(r["contender"])] * named, r["dataset_name"], r["protocol"],
+                     str(r["seed"]),
                      *(setting_text(r[c]) for c in varying),
                      status, _num(r["top1"] * 100, ".2f"), significant(r["params"] / 1e6),
                      _num(r["gmacs"], ".4g") + (f" {DAGGER}" if r["model"] in bad else ""),
                      _num(r["train_img_per_s"], ".0f"), _num(r["train_device_seconds"], ".1f"),
                      _num(r["wall_seconds"], ".1f")])
     return Table(data, headers, rows, _notes(bad), fixed_header=False)
+
+
+def with_provenance(table: Table) -> Table:
+    """The summary layout with each row's suite, run and contender first (`benchbench db query`: rows of
+    many runs); another layout as it is."""
+    if not {"suite", "run_id", "contender"} <= set(table.data.columns) or "Suite" in table.headers:
+        return table
+    said = [[setting_text(v) for v in table.data[c]] for c in ("suite", "run_id", "contender")]
+    rows = [[*(col[i] for col in said), *[c for h, c in zip(table.headers, row) if h != "Contender"]]
+            for i, row in enumerate(table.rows)]
+    return replace(table, headers=["Suite", "Run", "Contender", *[h for h in table.headers if h != "Contender"]],
+                   rows=rows)
 
 
 def transfer_table(df: pd.DataFrame, force_flops: bool = False) -> Table:

@@ -181,3 +181,30 @@ def test_two_checkpoints_of_one_model_compared_end_to_end(run_suite, checkpoints
     rows = json.loads(capsys.readouterr().out)
     assert sorted(r["model"] for r in rows) == ["bit-r20x1-small", "vit-mu7@a", "vit-mu7@b"]
     assert all(r["fashion-mnist:n"] == 1 for r in rows)
+
+
+def test_db_query_shows_suite_run_and_contender(tmp_path, make_record, capsys):
+    from dataclasses import replace
+
+    from benchbench.store import append_record
+
+    runs = {}
+    for name, top1, day in (("a", 0.8, 1), ("b", 0.9, 2)):
+        run = runs[name] = tmp_path / "results" / "two" / f"2026010{day}-000000"
+        run.mkdir(parents=True)
+        record = make_record("vit", "d", "evaluate", 0, top1, settings={"init": f"w/{name}.pt"})
+        append_record(run, replace(record, suite="two", run_id=run.name, contender=f"vit@{name}"))
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    assert main(["db", "ingest", str(tmp_path / "results"), "--db", url]) == 0
+    capsys.readouterr()
+    assert main(["db", "query", "--db", url]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert [c.strip() for c in lines[0].split("|")[1:3]] == ["Run", "Contender"]
+    assert [[c.strip() for c in line.split("|")[1:3]] for line in lines[2:4]] == [
+        ["20260101-000000", "vit@a"], ["20260102-000000", "vit@b"]]
+    assert "In every row: Suite two;" in out  # the same in every row: said once
+    assert main(["db", "query", "--db", url, "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["suite"], r["run_id"], r["contender"]) for r in rows] == [("two", runs["a"].name, "vit@a"),
+                                                                        ("two", runs["b"].name, "vit@b")]

@@ -85,10 +85,12 @@ def run_ingest(args) -> int:
 
 
 def run_query(args) -> int:
+    from dataclasses import replace
+
     from benchbench import results
     from benchbench.db.connect import open_database
-    from benchbench.db.query import Filters, parse_setting, parse_time, select_records
-    from benchbench.tables import build_table, render
+    from benchbench.db.query import Filters, parse_setting, parse_time, select_runs
+    from benchbench.tables import build_table, render, with_provenance
 
     filters = Filters(models=tuple(args.models), datasets=tuple(args.datasets), protocols=tuple(args.protocols),
                       runs=tuple(args.runs), statuses=tuple(args.statuses),
@@ -100,12 +102,12 @@ def run_query(args) -> int:
         raise BenchError(f"--status {bad[0]!r}: allowed: ok, failed")
     db = open_database(db_url(args), write=False)
     try:
-        found = select_records(db, filters)
+        found = [replace(r, suite=suite, run_id=run_id) for suite, run_id, r in select_runs(db, filters)]
     finally:
         db.close()
     if not found:
         raise BenchError(f"{db.where}: no records match")
-    sys.stdout.write(render(build_table(results.frame(found), args.layout), args.format))
+    sys.stdout.write(render(with_provenance(build_table(results.frame(found), args.layout)), args.format))
     return 0
 
 
