@@ -5,7 +5,7 @@ layouts), from a file or an `hf-hub:` id in the local Hugging Face cache.
 A load is all or nothing: the checkpoint is read (benchbench.weights: sizes checked before anything is
 allocated, no code run), converted to the model's names, adapted (position embeddings resized to the
 model's grid) and checked against the model's state dict first; the model is touched only when every
-key and shape fits, and (unless allowed) every weight is finite. Each load reports its provenance
+key and shape fits, and (unless allowed) every weight is finite in the dtype the model holds it in. Each load reports its provenance
 (source, file, revision, sha256, format, layout) and the checkpoint's evaluation transform where its
 config names one.
 """
@@ -26,8 +26,8 @@ from benchbench import hub
 from benchbench.checkpoint_config import CheckpointConfig, read_checkpoint_config
 from benchbench.errors import BenchError
 from benchbench.specs import AdaptsStateDict, ModelSpec, NpzLayout, Preprocessing, StateDictLayout
-from benchbench.weights import (NPZ_SUFFIX, SAFETENSORS_SUFFIX, SUFFIXES, TORCH_SUFFIXES, read_npz,
-                                read_safetensors, read_safetensors_header, read_torch, sha256_of)
+from benchbench.weights import (NPZ_SUFFIX, SAFETENSORS_SUFFIX, SUFFIXES, TORCH_SUFFIXES, check_torch_sizes,
+                                read_npz, read_safetensors, read_safetensors_header, read_torch, sha256_of)
 
 FORMAT = "benchbench/1"
 SAVE_SUFFIXES = (".pt", ".pth", SAFETENSORS_SUFFIX)
@@ -94,11 +94,18 @@ def save_checkpoint(model: nn.Module, path: str | os.PathLike, /, **meta: Any) -
     tmp = path.with_name(path.name + ".tmp")
     try:
         if path.suffix.lower() == SAFETENSORS_SUFFIX:
-            from safetensors.torch import save_file
+            from safetensors.torch import save
 
             # Cloned: safetensors refuses tensors that share memory, and stores contiguous ones only.
             tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in model.state_dict().items()}
-            save_file(tensors, str(tmp), metadata={"format": FORMAT, "meta": json.dumps(meta)})
+            # Serialised in memory and written here: the library's own file writer reports a full disk as a
+            # SafetensorError, not the OSError it is (one line to the command line, exit status 2).
+            data = save(tensors, metadata={"format": FORMAT, "meta": json.dumps(meta)})
+            del tensors
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
         else:
             with open(tmp, "wb") as f:
                 _save_reporting_os_errors({"format": FORMAT, "state_dict": model.state_dict(), "meta": meta}, f)
@@ -216,6 +223,23 @@ def _read(path: Path, model: nn.Module) -> _Raw:
     return _Raw(dict(sd), "torch", ours, dict(meta) if isinstance(meta, Mapping) else {})
 
 
+# What a layout's converter or a model's adapt_state_dict raise on arrays of unexpected shapes or kinds.
+_CONVERT_FAULTS = (TypeError, IndexError, KeyError, RuntimeError, AttributeError)
+
+
+def _layout_of(raw: _Raw, npz_layout: NpzLayout | None, layouts: Sequence[StateDictLayout]) -> str:
+    if raw.format == "npz":
+        return npz_layout.name if npz_layout is not None else "npz"
+    return FORMAT if raw.ours else next((lay.name for lay in layouts if _detects(lay, raw.tensors)), STATE_DICT)
+
+
+def _detects(layout: StateDictLayout, tensors: Mapping[str, Any]) -> bool:
+    try:
+        return bool(layout.detect(tensors))
+    except Exception:  # noqa: BLE001 - only to name the layout in a message
+        return False
+
+
 def _convert(raw: _Raw, model: nn.Module, npz_layout: NpzLayout | None, layouts: Sequence[StateDictLayout],
              config: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], str, StateDictLayout | None]:
     """The checkpoint in the model's names, its layout's name, and the layout (None: ours or the npz's).
@@ -264,6 +288,9 @@ def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: boo
         raise BenchError(f"checkpoint {file}: {e}") from None
     except ValueError as e:
         raise BenchError(f"checkpoint {path}: {e}") from e
+    except _CONVERT_FAULTS as e:  # a converter meeting arrays of shapes or kinds it does not expect
+        raise BenchError(f"checkpoint {path}: cannot be read in the {_layout_of(raw, npz_layout, layouts)} layout "
+                         f"({type(e).__name__}: {str(e)[:200]}); is it a checkpoint of this model?") from None
     meta = dict(raw.meta)
 
     resized = False
@@ -273,6 +300,9 @@ def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: boo
             sd = model.adapt_state_dict(sd)
         except ValueError as e:
             raise BenchError(f"checkpoint {path}: {e}") from e
+        except _CONVERT_FAULTS as e:  # e.g. a position embedding of no dimension
+            raise BenchError(f"checkpoint {path}: cannot adapt it to the model ({type(e).__name__}: "
+                             f"{str(e)[:200]}); is it a checkpoint of this model?") from None
         resized = before is not None and sd.get("pos_embed") is not before
 
     own = model.state_dict()
@@ -293,7 +323,7 @@ def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: boo
             raise BenchError(f"{e}\n  {nearest_line(raw, cfg.config, specs)}") from None
         raise
     if not (allow_nonfinite or meta.get(NONFINITE_META) is True):
-        _check_finite(path, {k: v for k, v in sd.items() if k not in kept})
+        _check_finite(path, {k: v for k, v in sd.items() if k not in kept}, own)
     sha256 = sha256_of(file)
     preprocessing = cfg.preprocessing or _meta_preprocessing(meta)
     if preprocessing is None and layout is not None and layout.preprocessing is not None:
@@ -353,6 +383,7 @@ def checkpoint_meta(path: str | os.PathLike) -> dict[str, Any]:
             _, metadata = read_safetensors_header(path)
             meta = json.loads(metadata["meta"]) if metadata.get("format") == FORMAT else {}
         elif suffix in (".pt", ".pth"):
+            check_torch_sizes(path, path.stat().st_size)  # what it declares fits in it: nothing else is read
             obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
             meta = obj.get("meta") if isinstance(obj, Mapping) else None
         else:
@@ -440,12 +471,32 @@ def _check_fits(path: Any, model: nn.Module, sd: Mapping[str, torch.Tensor],
     raise BenchError("\n".join(lines))
 
 
-def _check_finite(path: Any, sd: Mapping[str, torch.Tensor]) -> None:
-    bad = [(k, v) for k, v in sd.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+def _check_finite(path: Any, sd: Mapping[str, torch.Tensor], own: Mapping[str, torch.Tensor]) -> None:
+    """Every float tensor finite in the dtype the model holds it in (`own`'s): a float64 1e300 is
+    finite in the file and infinite in a float32 model (and 3.4e38 in a bfloat16 one); a float for an
+    integer buffer finite and within its range; no complex value for a real tensor."""
+    bad = []
+    for k, v in sd.items():
+        held = own[k].dtype if k in own else v.dtype
+        if v.is_complex() and not held.is_complex:
+            bad.append((k, v, f"holds complex values, which the model's {_name(held)} cannot hold"))
+        elif not v.is_floating_point() or held == torch.bool:
+            continue
+        elif held.is_floating_point or held.is_complex:
+            if not bool(torch.isfinite(as_held := v.to(held)).all()):
+                nan, inf = int(torch.isnan(as_held).sum()), int(torch.isinf(as_held).sum())
+                bad.append((k, v, f"holds {nan:,} NaN and {inf:,} infinite values of {v.numel():,} as the "
+                                  f"model's {_name(held)}"))
+        elif v.numel() and not (bool(torch.isfinite(v).all()) and torch.iinfo(held).min <= float(v.min())
+                                and float(v.max()) <= torch.iinfo(held).max):
+            bad.append((k, v, f"holds values that are not finite or beyond the model's {_name(held)}"))
     if bad:
-        name, v = bad[0]
-        nan, inf = int(torch.isnan(v).sum()), int(torch.isinf(v).sum())
+        name, _, why = bad[0]
         more = f" (and {len(bad) - 1} more tensors)" if len(bad) > 1 else ""
-        raise BenchError(f"checkpoint {path}: tensor {name!r} holds {nan:,} NaN and {inf:,} infinite values of "
-                         f"{v.numel():,}{more}; refused, as a model from it computes NaN. If that is intended, "
-                         "load with allow_nonfinite=True, or save it with `benchbench convert --allow-nonfinite`")
+        raise BenchError(f"checkpoint {path}: tensor {name!r} {why}{more}; refused, as a model from it computes "
+                         "NaN or garbage. If that is intended, load with allow_nonfinite=True, or save it with "
+                         "`benchbench convert --allow-nonfinite`")
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")

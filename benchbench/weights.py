@@ -3,8 +3,10 @@
 Nothing runs code from a file and nothing is allocated from a size the file declares before that
 size is checked. A .safetensors header is validated in full first (its length against the file,
 every tensor's dtype, shape and byte range, no overlaps or gaps); torch files load with
-`weights_only=True` after their archive's sizes are checked against a budget; an .npz is checked from
-its arrays' headers. A file that fails is a BenchError naming it and what was wrong.
+`weights_only=True` after the sizes they declare are checked against the file and a budget (a zip
+archive's members, or a legacy file's storages, read from its pickles without running them); an .npz
+is checked from its members' zip headers and its arrays' .npy headers (benchbench.archives), and holds
+numbers only. A file that fails is a BenchError naming it and what was wrong.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import pickle
 import re
 import struct
-import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchbench.archives import ArchiveError, members, npz_arrays
 from benchbench.errors import BenchError
 
 if TYPE_CHECKING:  # torch, numpy and safetensors are imported where a file is read
@@ -161,11 +164,11 @@ def unreadable(path: Path, e: BaseException) -> BenchError:
 
 
 def read_torch(path: Path, budget_bytes: int) -> Any:
-    """A torch file (torch.save's zip archive, or the legacy format) loaded with weights_only=True, after the
-    archive's members are checked to declare no more than `budget_bytes` uncompressed in all."""
+    """A torch file (torch.save's zip archive, or the legacy format) loaded with weights_only=True, after
+    the sizes it declares are checked against the file and `budget_bytes` (`check_torch_sizes`)."""
     import torch
 
-    _check_archive(path, budget_bytes)
+    check_torch_sizes(path, budget_bytes)
     try:
         # weights_only: a checkpoint is data; never run code from a pickle.
         return torch.load(path, map_location="cpu", weights_only=True)
@@ -173,61 +176,114 @@ def read_torch(path: Path, budget_bytes: int) -> Any:
         raise unreadable(path, e) from e
 
 
-def _check_archive(path: Path, budget_bytes: int) -> None:
-    try:
-        with zipfile.ZipFile(path) as zf:
-            total = sum(info.file_size for info in zf.infolist())
-    except (zipfile.BadZipFile, OSError, ValueError):
-        return  # the legacy format, or not an archive: torch.load reads (or refuses) it, reading only what it holds
-    if total > budget_bytes:
-        raise BenchError(f"checkpoint {path}: its archive declares {total:,} bytes uncompressed, beyond the "
-                         f"{budget_bytes:,} any checkpoint of this model could need; refused before reading")
+ZIP_MAGIC = b"PK\x03\x04"  # what torch.load looks for to read a file as its zip archive
+
+
+def check_torch_sizes(path: Path, budget: int) -> None:
+    """What torch.load would allocate, checked first. A file starting as a zip archive (torch.save's
+    format since torch 1.6: stored members only) must open as one and pass `archives.members`; any other
+    is the legacy format (consecutive pickles, then each storage's bytes), whose storages' declared
+    sizes (`_legacy_storage_bytes`) must fit in the file and the budget."""
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic == ZIP_MAGIC:
+        try:
+            members(path, stored_only=True, budget=budget, budget_is="any checkpoint of this model could need")
+        except ArchiveError as e:
+            raise BenchError(f"checkpoint {path}: {e}; refused before reading") from None
+        return
+    declared, left = _legacy_storage_bytes(path)
+    if declared > min(left, budget):
+        raise BenchError(f"checkpoint {path}: its storages declare {declared:,} bytes, but the file holds "
+                         f"{left:,} after its pickles (and a checkpoint of this model needs at most {budget:,}); "
+                         "a torn or forged torch file, refused before reading")
+
+
+# Bytes per element of the storage types a legacy torch file names (torch.<Name>Storage).
+_STORAGE_BYTES = {"Double": 8, "Float": 4, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4, "Short": 2, "Char": 1,
+                  "Byte": 1, "Bool": 1, "ComplexFloat": 8, "ComplexDouble": 16, "Untyped": 1}
+
+
+class _Stub:
+    """Whatever a scanned pickle names or builds: made without running anything, and taking any state."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __setstate__(self, state: Any) -> None:
+        pass
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+    def append(self, value: Any) -> None:
+        pass
+
+    def extend(self, values: Any) -> None:
+        pass
+
+    def __call__(self, *args: Any, **kwargs: Any) -> "_Stub":
+        return _Stub()
+
+
+class _StorageScan(pickle.Unpickler):
+    """An unpickler that imports nothing (every global is a `_Stub` class) and notes each storage a legacy
+    torch pickle declares: {root key: bytes}."""
+
+    def __init__(self, f) -> None:
+        super().__init__(f)
+        self.storages: dict[str, int] = {}
+
+    def find_class(self, module: str, name: str) -> type:
+        return type(name, (_Stub,), {"global_name": f"{module}.{name}"})
+
+    def persistent_load(self, pid: Any) -> Any:
+        if isinstance(pid, tuple) and len(pid) >= 5 and pid[0] in ("storage", b"storage"):
+            kind = getattr(pid[1], "global_name", "")
+            size = _STORAGE_BYTES.get(kind.removeprefix("torch.").removesuffix("Storage"), 16)
+            numel = pid[4]
+            if type(numel) is not int or numel < 0:
+                raise pickle.UnpicklingError(f"a storage of {numel!r} elements")
+            self.storages[str(pid[2])] = max(self.storages.get(str(pid[2]), 0), numel * size)
+        return _Stub()
+
+
+def _legacy_storage_bytes(path: Path) -> tuple[int, int]:
+    """(bytes the storages of a legacy torch file declare, bytes of the file after its pickles): its five
+    pickles (magic number, protocol, system info, the object, the storage keys) read by `_StorageScan`.
+    BenchError when they do not read (torch.load could not either)."""
+    with open(path, "rb") as f:
+        scan = _StorageScan(f)
+        try:
+            for _ in range(5):
+                scan.load()
+        except Exception as e:  # noqa: BLE001 - any fault of a torn or foreign pickle
+            raise unreadable(path, e) from None
+        return sum(scan.storages.values()), path.stat().st_size - f.tell()
 
 
 def read_npz(path: Path, budget_bytes: int) -> dict[str, np.ndarray]:
-    """The arrays of an .npz archive, its .npy headers checked first against the members and the budget."""
+    """The arrays of an .npz archive, every member's declared size checked first (`archives.npz_arrays`),
+    each a number array (bool, integer or float) in this machine's byte order."""
     import numpy as np
 
-    _check_npz_sizes(path, budget_bytes)
+    try:
+        headers = npz_arrays(path, budget=budget_bytes, budget_is="any checkpoint of this model could need")
+    except ArchiveError as e:
+        raise BenchError(f"checkpoint {path}: {e}; refused before reading") from None
+    for name, h in headers.items():
+        if h.dtype.kind not in "biuf" or h.dtype.shape or h.dtype.names:
+            raise BenchError(f"checkpoint {path}: array {name!r} is of dtype {h.dtype}; a checkpoint's arrays "
+                             "are numbers (bool, integer, float)")
     try:
         npz = np.load(path, allow_pickle=False)
         if not isinstance(npz, np.lib.npyio.NpzFile):
             raise ValueError("a single .npy array, not an .npz archive")
         with npz:
-            return {k: npz[k] for k in npz.files}
+            arrays = {k: npz[k] for k in npz.files}
     except Exception as e:  # zipfile, numpy and OS errors for torn or foreign files
         raise unreadable(path, e) from e
-
-
-def _check_npz_sizes(path: Path, budget: int) -> None:
-    """Reads only the .npy headers: refuses an array whose declared size exceeds what its archive member
-    holds, or declared sizes in all beyond `budget`, before numpy allocates them."""
-    import numpy as np
-
-    total = 0
-    try:
-        with zipfile.ZipFile(path) as zf:
-            for info in zf.infolist():
-                with zf.open(info) as f:
-                    version = np.lib.format.read_magic(f)
-                    read = {(1, 0): np.lib.format.read_array_header_1_0,
-                            (2, 0): np.lib.format.read_array_header_2_0}.get(version)
-                    if read is None:
-                        continue  # numpy reads (or refuses) other versions itself
-                    shape, _, dtype = read(f, max_header_size=10_000)
-                nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize if shape else dtype.itemsize
-                name = info.filename.removesuffix(".npy")
-                if nbytes > info.file_size:
-                    raise BenchError(f"checkpoint {path}: array {name!r} declares shape {list(shape)} of {dtype} "
-                                     f"({nbytes:,} bytes), but its archive member holds {info.file_size:,}; refused "
-                                     "before reading (a torn or forged file)")
-                total += nbytes
-                if total > budget:
-                    raise BenchError(f"checkpoint {path}: its arrays declare {total:,} bytes or more (array {name!r}: "
-                                     f"shape {list(shape)} of {dtype}), beyond the {budget:,} any checkpoint of "
-                                     "this model could need; refused before reading")
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError):
-        return  # not a readable archive: np.load says so, naming the file
+    return {k: v if v.dtype.isnative else v.astype(v.dtype.newbyteorder("=")) for k, v in arrays.items()}
 
 
 def read_json(path: Path) -> dict[str, Any]:
