@@ -5,9 +5,9 @@ layouts), from a file or an `hf-hub:` id in the local Hugging Face cache.
 A load is all or nothing: the checkpoint is read (benchbench.weights: sizes checked before anything is
 allocated, no code run), converted to the model's names, adapted (position embeddings resized to the
 model's grid) and checked against the model's state dict first; the model is touched only when every
-key and shape fits, and (unless allowed) every weight is finite in the dtype the model holds it in. Each load reports its provenance
-(source, file, revision, sha256, format, layout) and the checkpoint's evaluation transform where its
-config names one.
+key and shape fits, and (unless allowed) every weight is finite in the dtype the model holds it in.
+Each load reports its provenance (source, file, revision, sha256, format, layout) and the checkpoint's
+evaluation transform where its config names one.
 """
 
 from __future__ import annotations
