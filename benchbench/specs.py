@@ -7,6 +7,7 @@ names no built-in plugin, and reads a protocol's settings only through the names
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol, runtime_checkable
@@ -109,9 +110,10 @@ class Preprocessing:
     """How evaluation images are prepared for a model (timm's and torchvision's evaluation transform):
     resize to `resize_size` (mode "shorter": the shorter side, keeping the aspect ratio; "squash": both
     sides, the ViT paper's), centre-crop `crop_size` x `crop_size`, scale to [0, 1], then
-    (x - mean) / std per channel. timm's `crop_pct` is crop_size / resize_size, its resize side
-    floor(crop_size / crop_pct) (`from_crop_pct`). `source` says where it came from (a checkpoint's
-    config, torchvision's weights, the paper), for records."""
+    (x - mean) / std per channel. timm's `crop_pct` gives the resize side floor(crop_size / crop_pct)
+    (`from_crop_pct`, which keeps it in `given_crop_pct`, so that the transform at another size is
+    timm's); without one, crop_pct is crop_size / resize_size. `source` says where it came from (a
+    checkpoint's config, torchvision's weights, the paper), for records."""
 
     crop_size: int
     resize_size: int
@@ -120,27 +122,31 @@ class Preprocessing:
     mean: tuple[float, ...] = (0.5, 0.5, 0.5)
     std: tuple[float, ...] = (0.5, 0.5, 0.5)
     source: str = ""
+    # timm's crop_pct as a config or a suite gave it; not compared: equal transforms give equal images
+    given_crop_pct: float | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.resize_mode not in RESIZE_MODES:
             raise ValueError(f"resize_mode {self.resize_mode!r}: allowed: {', '.join(RESIZE_MODES)}")
         if self.interpolation not in INTERPOLATIONS:
             raise ValueError(f"interpolation {self.interpolation!r}: allowed: {', '.join(INTERPOLATIONS)}")
-        if not 0 < self.crop_size <= self.resize_size:
-            raise ValueError(f"crop_size {self.crop_size} must be > 0 and at most resize_size {self.resize_size}")
+        if self.crop_size <= 0 or self.resize_size <= 0:  # a crop beyond the resized image is padded, as timm's
+            raise ValueError(f"crop_size {self.crop_size} and resize_size {self.resize_size} must be > 0")
         if len(self.mean) != len(self.std) or any(s <= 0 for s in self.std):
             raise ValueError(f"mean {self.mean} and std {self.std}: one value per channel, std > 0")
+        if self.given_crop_pct is not None and not 0 < self.given_crop_pct < math.inf:
+            raise ValueError(f"crop_pct {self.given_crop_pct}: must be > 0")
 
     @classmethod
     def from_crop_pct(cls, crop_size: int, crop_pct: float, **kw: Any) -> "Preprocessing":
-        """timm's form: the resize side is floor(crop_size / crop_pct)."""
-        import math
-
-        return cls(crop_size=crop_size, resize_size=math.floor(crop_size / crop_pct), **kw)
+        """timm's form: the resize side is floor(crop_size / crop_pct); crop_pct is kept."""
+        if not 0 < crop_pct < math.inf:
+            raise ValueError(f"crop_pct {crop_pct}: must be > 0")
+        return cls(crop_size=crop_size, resize_size=math.floor(crop_size / crop_pct), given_crop_pct=crop_pct, **kw)
 
     @property
     def crop_pct(self) -> float:
-        return self.crop_size / self.resize_size
+        return self.given_crop_pct if self.given_crop_pct is not None else self.crop_size / self.resize_size
 
     def to_json(self) -> dict[str, Any]:
         """As a record names it."""

@@ -193,19 +193,22 @@ def photo_transform(options: DataOptions, native_size: int, *, mean: Sequence[fl
 
 def at_size(pre: Preprocessing, size: int) -> Preprocessing:
     """`pre` for a model that takes `size` px: the same crop_pct (timm's rule: resize side
-    floor(size / crop_pct)), interpolation and mean/std; `pre` itself when it already crops `size`."""
+    floor(size / crop_pct), from the crop_pct the config gave where `pre` keeps it), interpolation and
+    mean/std; `pre` itself when it already crops `size`."""
     if pre.crop_size == size:
         return pre
-    if pre.crop_size == pre.resize_size:
+    source = f"{pre.source}, at {size} px" if pre.source else f"at {size} px"
+    if pre.given_crop_pct is None and pre.crop_size == pre.resize_size:
         return replace(pre, crop_size=size, resize_size=size)
-    return Preprocessing.from_crop_pct(size, config_crop_pct(pre), resize_mode=pre.resize_mode,
-                                       interpolation=pre.interpolation, mean=pre.mean, std=pre.std,
-                                       source=f"{pre.source}, at {size} px" if pre.source else f"at {size} px")
+    crop_pct = pre.given_crop_pct if pre.given_crop_pct is not None else config_crop_pct(pre)
+    return Preprocessing.from_crop_pct(size, crop_pct, resize_mode=pre.resize_mode,
+                                       interpolation=pre.interpolation, mean=pre.mean, std=pre.std, source=source)
 
 
 def config_crop_pct(pre: Preprocessing) -> float:
-    """The crop_pct a config most likely gave: the one of fewest decimals (2 to 4) whose resize side
-    floor(crop_size / crop_pct) is `pre`'s (224 / 235 = 0.9532 is timm's 0.95); else crop / resize."""
+    """The crop_pct a transform that names only its sides (torchvision's weights, transformers' configs)
+    most likely stands for: the one of fewest decimals (2 to 4) whose resize side
+    floor(crop_size / crop_pct) is `pre`'s (224 / 235 = 0.9532 is 0.95); else crop / resize."""
     exact = pre.crop_size / pre.resize_size
     for digits in (2, 3, 4):
         scale = 10 ** digits

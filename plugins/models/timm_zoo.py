@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from benchbench import hookimpl
+from benchbench.checkpoint_config import timm_data_config
 from benchbench.errors import BenchError, unknown_message
 from benchbench.specs import ModelSpec, Preprocessing, StateDictLayout
 
@@ -33,7 +34,6 @@ EXTRA = "pip install 'benchbench[timm]'"
 FAMILY_DESCRIPTION = (f"{ID}/<name> (any timm classification architecture, random init) or {ID}/<name>.<tag> "
                       "(that pretrained tag's input size, transform and classes); needs the extra "
                       "benchbench[timm]; the names: python -c 'import timm; print(timm.list_models())'")
-RESIZE_MODES = {"center": "shorter", "squash": "squash"}  # timm's crop_mode -> Preprocessing.resize_mode
 
 
 def _timm(model_id: str) -> "ModuleType":
@@ -84,22 +84,11 @@ class TimmSpec(ModelSpec):
 
 def preprocessing_of(cfg: Any, *, test_size: bool = False, source: str = "") -> Preprocessing:
     """A timm pretrained config (`PretrainedCfg` or its dict) as the evaluation transform timm's
-    `resolve_data_config` + `create_transform` build from it: `test_input_size` and `test_crop_pct`
-    where `test_size` and the config has them, else `input_size` and `crop_pct`.
+    `resolve_data_config` + `create_transform` build from it (benchbench.checkpoint_config.timm_data_config,
+    the reader of config.json files too): `test_input_size` and `test_crop_pct` where `test_size` and the
+    config has them, else `input_size` and `crop_pct`; timm's defaults where a field is unset.
     ValueError for what Preprocessing cannot express (non-square inputs, crop_mode "border")."""
-    cfg = cfg if isinstance(cfg, dict) else cfg.to_dict()
-    size = cfg.get("test_input_size") if test_size and cfg.get("test_input_size") else cfg["input_size"]
-    crop_pct = cfg.get("test_crop_pct") if test_size and cfg.get("test_crop_pct") else cfg.get("crop_pct")
-    _, height, width = size
-    if height != width:
-        raise ValueError(f"input size {height}x{width} is not square; benchbench's evaluation transform crops squares")
-    mode = cfg.get("crop_mode") or "center"
-    if mode not in RESIZE_MODES:
-        raise ValueError(f"crop_mode {mode!r} has no benchbench equivalent (allowed: {', '.join(RESIZE_MODES)})")
-    return Preprocessing.from_crop_pct(
-        width, crop_pct or 0.875,  # timm's DEFAULT_CROP_PCT when a config has none
-        resize_mode=RESIZE_MODES[mode], interpolation=cfg.get("interpolation") or "bilinear",
-        mean=tuple(cfg["mean"]), std=tuple(cfg["std"]), source=source)
+    return timm_data_config(cfg if isinstance(cfg, dict) else cfg.to_dict(), test=test_size, source=source)
 
 
 def pretrained_classes_of(cfg: Any) -> PretrainedClasses:
