@@ -262,7 +262,7 @@ def test_the_history_page_draws_each_cell_across_runs_and_lists_its_regressions(
     # there, seed 0's (0.80 -> 0.70) is back at 0.80 in the fourth run (one point of it): no step.
     assert _rows(html, "table-regressions") == [[
         "vit-a x fashion-mnist x scratch", "top1", "vit-a|fashion-mnist|scratch|1|[] (seed=1)", "-", "0.82", "0.72",
-        "-12.2%", "run 20260102-000000", "run 20260101-000000"]]
+        "-12.2%", "threshold (5 pts, single seed)", "run 20260102-000000", "run 20260101-000000"]]
     groups = re.findall(r'<h2 id="(h-[^"]+)">(.*?)</h2>', html)
     assert [title for _, title in groups] == [f"{m} x fashion-mnist x scratch: {metric}" for m in ("bit-b", "vit-a", "vit-c")
                                               for metric in ("top1", "train_img_per_s")]

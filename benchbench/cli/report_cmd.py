@@ -19,8 +19,9 @@ def add_parser(sub, parent) -> None:
     p.add_argument("--compare", nargs=2, action="append", default=[], metavar=("RUN_A", "RUN_B"),
                    help="compare run B against baseline run A (repeatable; default: each run against the run "
                         "before it that shares a cell with it)")
-    p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
-                   help="regression threshold of the comparisons: percent for ratios, points for accuracy (default: 5)")
+    p.add_argument("--threshold", type=float, default=5.0, metavar="PTS",
+                   help="the comparisons' --threshold (as compare's): one seed a side and no test-set size, an "
+                        "accuracy drop of more than PTS points is a regression (default: 5)")
     p.set_defaults(func=run)
 
 

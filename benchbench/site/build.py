@@ -195,8 +195,9 @@ def _check_out(out: Path, inputs: list[Path]) -> None:
 def _comparisons(site: Site, pairs, threshold: float, taken: set[str]) -> list[Comparison]:
     from benchbench.site.comparison import compare_runs
 
-    if threshold < 0:
-        raise BenchError(f"--threshold {threshold}: must be >= 0 (percent for ratios, points for accuracy)")
+    from benchbench.judge import Rules
+
+    Rules(threshold=threshold).check()  # compare's --threshold, in points: a BenchError out of range
     by_path = {r.path.resolve(): r for r in site.runs}
 
     def run_of(path: Path) -> Run:

@@ -2,8 +2,8 @@
 
 `compare()` may return a list of dataclasses (fields and properties become columns), a list of
 mappings or a pandas DataFrame; a column named `regression` flags the rows to highlight. Where a
-`cell` column names each row ("model x dataset x protocol (settings)"), the model, dataset and
-protocol columns that repeat it are not drawn, so that the table fits across the page.
+`cell` column names each row ("contender x dataset x protocol (settings)"), the contender, model,
+dataset and protocol columns that repeat it are not drawn, so that the table fits across the page.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from benchbench.errors import BenchError
 
 FLAG = "regression"
-LABEL, IN_LABEL = "cell", ("model", "dataset", "protocol")  # the columns a row's label already says
+LABEL, IN_LABEL = "cell", ("contender", "model", "dataset", "protocol")  # the columns a row's label already says
 
 
 @dataclass

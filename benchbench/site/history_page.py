@@ -2,9 +2,10 @@
 
 For every model x dataset x protocol of the runs and each figure of METRICS their records hold,
 benchbench.history's series (one per cell, the same resolved settings; for a timing, one per device
-and environment, never mixed), ordered by the time each record finished, steps found as `benchbench
-history` finds them (asv's step detection, its 5 % threshold). A series of one point has no history
-and is left out. Each group gets a figure (a panel per series, each regression marked where it
+and environment, never mixed), ordered by the time each record finished, steps found and judged as
+`benchbench history` finds and judges them (asv's step detection; benchbench.judge's rule at its
+defaults: a timing step without a noise estimate is never a regression). A series of one point has
+no history and is left out. Each group gets a figure (a panel per series, each regression marked where it
 starts: benchbench.history_figures) and the page one table of every regression.
 """
 
@@ -84,8 +85,9 @@ def regressions_table(groups: Sequence[Group]) -> HtmlTable:
             for r in s.regressions:
                 rows.append([f"{g.model} x {g.dataset} x {g.protocol}", g.metric,
                              s.key + (f" ({s.label})" if s.label else ""), s.environment or "-", r.before, r.after,
-                             f"{r.relative:+.1%}", r.first.label, r.last_good.label])
+                             f"{r.relative:+.1%}", r.judged.test if r.judged else "-", r.first.label,
+                             r.last_good.label])
                 links.append(f"#{g.anchor}")
     return html_table("table-regressions", "Every regression: a step for the worse, where it starts",
-                      ["Cell", "Metric", "Key", "Environment", "Before", "After", "Change", "First at",
+                      ["Cell", "Metric", "Key", "Environment", "Before", "After", "Change", "Judged by", "First at",
                        "Last good"], rows, links=links)
