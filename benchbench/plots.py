@@ -121,9 +121,12 @@ def accuracy_vs_compute(df: pd.DataFrame, title: str = "", styles: Styles | None
             fam = cells["model_family"].iloc[0]
             low, high = _interval(cells, metric)
             drawn.append((Point(str(len(drawn)), x, y, low, high), (styles or {}).get(fam, OTHER_STYLE), fam))
-            if model not in named:
-                points.append((x, y, cells["model_name"].iloc[0]))
-                named.add(model)
+            # a point is labelled by its model, or by its contender's name where the model has several here
+            mine = sel.loc[sel["model"] == model, "contender"] if "contender" in sel else pd.Series([model])
+            who = cells["contender"].iloc[0] if mine.nunique() > 1 else model
+            if who not in named:
+                points.append((x, y, who if who != model else cells["model_name"].iloc[0]))
+                named.add(who)
         shown = [(pt, style, fam) for pt, style, fam in drawn if pt.cost == pt.cost]  # no cost: nothing to place
         beaten = dominated_by([pt for pt, _, _ in shown])
         for (pt, (marker, color), fam), by in zip(shown, beaten):

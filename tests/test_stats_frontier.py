@@ -43,3 +43,17 @@ def test_plot_draws_error_bars_and_hollow_dominated_points(make_record):
     assert [tuple(c.get_offsets()[0]) for c in hollow] == [(3.0, 70.0)]
     (line,) = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
     assert list(line.get_xdata()) == [1.0, 2.0]
+
+
+def test_each_contender_is_a_point_of_its_own_named_by_its_name(make_record):
+    """Two checkpoints of one model: two points, each labelled by its contender's name, and the frontier
+    judges them apart (the cheaper, better one dominates the other)."""
+    cells = [make_record("vit", "d", "evaluate", 0, acc, eval_images=10_000, pretrain_exaflops=x, family="vit",
+                         settings={"init": f"w/{name}.safetensors"})
+             for name, acc, x in (("a", 0.90, 1.0), ("b", 0.70, 2.0))]
+    fig = accuracy_vs_compute(results.frame(cells))
+    ax = fig.axes[0]
+    labels = sorted(c.get_text() for c in ax.get_children() if type(c).__name__ == "Annotation")
+    assert labels == ["vit@a", "vit@b"]
+    hollow = [c for c in ax.collections if isinstance(c, PathCollection) and c.get_facecolors().size == 0]
+    assert [tuple(c.get_offsets()[0]) for c in hollow] == [(2.0, 70.0)]
