@@ -39,6 +39,7 @@ class Site:
     comparisons: list[Comparison] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # paths without runs
     pages: list[str] = field(default_factory=list)
+    verifications: list = field(default_factory=list)  # site.verify_page.Verification, a reference table each
 
 
 def environment():
@@ -51,8 +52,9 @@ def environment():
 
 def build_site(paths: list[Path], out: Path, *, models, pairs: list[tuple[Path, Path]] = (),
                threshold: float = 5.0, roots_shown: list[str] | None = None) -> Site:
-    """Render the runs under `paths` (and the runs of `pairs`), their comparisons and the model zoo of
-    `models` (a registry) into `out`. Without `pairs`, each run is compared with the run before it
+    """Render the runs under `paths` (and the runs of `pairs`), their comparisons, the reference tables of
+    the paths' `references/` folders checked against the runs, and the model zoo of `models` (a registry)
+    into `out`. Without `pairs`, each run is compared with the run before it
     that shares a cell with it."""
     out = Path(out)
     _check_out(out, [Path(p) for p in paths] + [Path(p) for pair in pairs for p in pair])
@@ -61,6 +63,7 @@ def build_site(paths: list[Path], out: Path, *, models, pairs: list[tuple[Path, 
     found, site.notes = find_run_dirs([Path(p) for p in paths])
     site.runs = [read_run(d, root, taken) for d, root in found]
     site.comparisons = _comparisons(site, pairs, threshold, taken)
+    site.verifications = _verifications(paths, site.runs)
 
     tmp = out.absolute().with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -122,6 +125,7 @@ def _render(tmp: Path, site: Site, models, roots: list[str]) -> list[str]:
     groups = history_groups(site.runs)
     page("history.html", "history.html", groups=groups, runs=site.runs, metrics=HISTORY_METRICS,
          table=regressions_table(groups))
+    page("verify.html", "verify.html", verifications=site.verifications, runs=site.runs, roots=roots)
     rows = zoo_rows(models)
     page("zoo.html", "zoo.html", zoo=html_table(
         "table-zoo", "Every registered model, at its default resolution, 1000 classes",
@@ -129,6 +133,13 @@ def _render(tmp: Path, site: Site, models, roots: list[str]) -> list[str]:
         [[r.id, r.name, r.family, r.params, None if r.gmacs is None else float(f"{r.gmacs:.4g}"), r.resolution,
           r.plugin] for r in rows]), families=sorted({r.family for r in rows}), count=len(rows))
     return [str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file()] + [SITE_MARKER]
+
+
+def _verifications(paths, runs: list[Run]) -> list:
+    """The reference tables in a `references/` folder of each path, checked against `runs`."""
+    from benchbench.site.verify_page import find_references, verifications
+
+    return verifications(find_references([Path(p) for p in paths]), runs)
 
 
 def _swap(tmp: Path, out: Path) -> None:
