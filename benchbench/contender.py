@@ -20,6 +20,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from benchbench.errors import BenchError, unknown_message
 
 HUB_PREFIX = "hf-hub:"  # as benchbench.hub's ids
+WEIGHTS = "init"  # the setting whose value is a model's weights: the one setting a contender is made of
+WEIGHTS_COLUMN = f"setting.{WEIGHTS}"  # its column in a frame of records (benchbench.results)
 
 
 def init_label(init: Any) -> str:
@@ -37,7 +39,7 @@ def init_label(init: Any) -> str:
 
 def default_name(model: str, settings: Mapping[str, Any] | None) -> str:
     """The name of `model` with the weights its `init` setting loads (see the module docstring)."""
-    label = init_label((settings or {}).get("init"))
+    label = init_label((settings or {}).get(WEIGHTS))
     return f"{model}@{label}" if label else model
 
 

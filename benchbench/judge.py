@@ -42,6 +42,7 @@ from numbers import Real
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
+from benchbench.contender import WEIGHTS_COLUMN
 from benchbench.errors import BenchError
 from benchbench.stats import holm, student_one, two_proportions, welch
 
@@ -155,9 +156,6 @@ def numbers(values: Iterable[Any]) -> list[float]:
     return out
 
 
-WEIGHTS = "init"  # the setting that names a contender's weights (benchbench.contender): not its configuration
-
-
 def _present(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
@@ -167,7 +165,7 @@ def configuration(row: Mapping[str, Any], *, contender: bool) -> str:
     settings but the weights']. Two cells of one configuration differ only in their seed; contenders
     (models with their weights) are compared on the configurations they share."""
     settings = {c[len("setting."):]: row[c] for c in row.keys()
-                if c.startswith("setting.") and c != f"setting.{WEIGHTS}" and _present(row[c])}
+                if c.startswith("setting.") and c != WEIGHTS_COLUMN and _present(row[c])}
     res = row.get("resolution")
     res = int(res) if _present(res) else None
     head = [row.get("contender") or row["model"]] if contender else []

@@ -18,11 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
-from benchbench.contender import check_name, default_name
+from benchbench.contender import WEIGHTS, check_name, default_name
 from benchbench.errors import BenchError, did_you_mean
 
 ENTRY_KEYS = ("model", "init")
-WEIGHTS = "init"  # the setting that names a cell's weights, as benchbench.contender reads it
 
 
 @dataclass(frozen=True)
@@ -44,13 +43,13 @@ def parse(table: Any, where: str, resolve_model: Callable[[str, str], str]) -> l
     model's registered id (BenchError naming `where` for one that is none)."""
     if not isinstance(table, Mapping):
         raise BenchError(f"{where}: [contenders] must be a table of names, e.g. "
-                         '[contenders] in21k = { model = "vit-b16", init = "hf-hub:..." }')
+                         '[contenders] in21k = { model = "MODEL", init = "hf-hub:ORG/NAME" }')
     out = []
     for name, entry in table.items():
         at = f"{where}: [contenders].{name}"
         check_name(name, f"{where}: [contenders]")
         if not isinstance(entry, Mapping) or not entry:
-            raise BenchError(f"{at}: expected a table with model and/or init, e.g. {{ model = \"vit-b16\", init = "
+            raise BenchError(f"{at}: expected a table with model and/or init, e.g. {{ model = \"MODEL\", init = "
                              "\"weights/a.safetensors\" }")
         for key in entry:
             if key not in ENTRY_KEYS:

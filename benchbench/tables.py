@@ -57,7 +57,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from benchbench.choices import TABLE_FORMATS, TABLE_LAYOUTS
-from benchbench.contender import default_name
+from benchbench.contender import WEIGHTS, WEIGHTS_COLUMN, default_name
 from benchbench.errors import BenchError
 from benchbench.settings import varying_settings
 from benchbench.stats import wilson
@@ -308,8 +308,8 @@ def summary_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     data = df.reindex(columns=[*columns, "contender", "suite", "run_id", "checkpoint", "preprocessing"]
                       ).reset_index(drop=True)
     # a contender the suite named (not its default name) is said beside its model
-    named = any(isinstance(c, str) and c != default_name(m, {"init": i})
-                for c, m, i in zip(data["contender"], data["model"], df.get("setting.init", [None] * len(df))))
+    named = any(isinstance(c, str) and c != default_name(m, {WEIGHTS: i})
+                for c, m, i in zip(data["contender"], data["model"], df.get(WEIGHTS_COLUMN, [None] * len(df))))
     headers = ["Model", *["Contender"] * named, "Dataset", "Protocol", "Seed", *(c.split(".", 1)[1] for c in varying),
                "Status", "Top-1 (%)", "Params (M)", "GMACs", "Train img/s", "Train device-s", "Wall (s)"]
     rows = []
@@ -640,7 +640,7 @@ def variants_apart(df: pd.DataFrame, entry: list[pd.Series]) -> pd.DataFrame:
     for model, apart in varying.items():
         mine = df["model"] == model
         named = "contender" in apart  # the weights' setting is then said by the contender's name
-        shown = [d for d in apart if d != "contender" and not (named and d == "setting.init")]
+        shown = [d for d in apart if d != "contender" and not (named and d == WEIGHTS_COLUMN)]
         for i in df.index[mine]:
             extra = ", ".join(f"{setting_text(df.at[i, d])} px" if d == "resolution" else
                               f"{d[len('setting.'):]}={setting_text(df.at[i, d])}" for d in shown)

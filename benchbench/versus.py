@@ -22,9 +22,9 @@ from pathlib import Path
 import pandas as pd
 
 from benchbench import paired
-from benchbench.contender import Entry, pick
+from benchbench.contender import WEIGHTS_COLUMN, Entry, pick
 from benchbench.errors import BenchError
-from benchbench.judge import WEIGHTS, Rules, configuration, numbers, two_sided_verdict
+from benchbench.judge import Rules, configuration, numbers, two_sided_verdict
 from benchbench.stats import holm, welch
 
 COLUMNS = ("dataset", "protocol", "setting", "metric", "contender_a", "contender_b", "model_a", "model_b", "acc_a",
@@ -36,7 +36,7 @@ def entries(df: pd.DataFrame) -> list[Entry]:
     if df.empty:
         return []
     ok = df[df["status"] == "ok"]
-    weights = ok[f"setting.{WEIGHTS}"] if f"setting.{WEIGHTS}" in ok else pd.Series(None, index=ok.index)
+    weights = ok[WEIGHTS_COLUMN] if WEIGHTS_COLUMN in ok else pd.Series(None, index=ok.index)
     contender = ok["contender"] if "contender" in ok else ok["model"]
     return [Entry(str(c), str(m), w if isinstance(w, str) else "") for c, m, w in zip(contender, ok["model"], weights)]
 
