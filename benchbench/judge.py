@@ -284,7 +284,8 @@ def judge(a: Sequence[float], b: Sequence[float], kind: Kind, rules: Rules, *,
         return Judged("unjudged" if abs(effect) > floor else "within noise", math.nan, text,
                       f"n = {len(a)} vs {len(b)}: the machine's noise is unknown (it takes 2 or more values a "
                       f"side, or {REPEATS_FROM_HISTORY} or more against one); run 2 or more seeds",
-                      "none (one value per side)", effect, floor, unit)
+                      "none (one value per side)" if len(a) == len(b) == 1 else "none (too few values)", effect,
+                      floor, unit)
     floor = rules.threshold
     rule = (f"single value (n = {len(a)} vs {len(b)}), test-set size unknown: drops beyond {floor:g} pts count")
     return Judged(_beyond(effect, floor), math.nan, text, rule, f"threshold ({floor:g} pts, single seed)",

@@ -200,8 +200,9 @@ def run(args) -> int:
              f"{plural(gated, 'regression')} in the gated groups ({', '.join(gates)})"
              + (f"; {ungated} more in groups that do not gate" if ungated else "")]
     if unjudged:
-        lines.append(f"{plural(unjudged, 'timing change')} beyond {args.timing_threshold:g} % not judged: one value "
-                     "per run says nothing about the machine's noise (run 2 or more seeds)")
+        lines.append(f"{plural(unjudged, 'timing change')} beyond {args.timing_threshold:g} % not judged: too few "
+                     "values to estimate the machine's noise (it takes 2 or more per run, or 3 or more against one: "
+                     "run 2 or more seeds)")
     for side, run_dir in (("only_a", args.run_a), ("only_b", args.run_b)):
         if df.attrs[side]:
             lines.append(f"only in {run_dir}: {plural(len(df.attrs[side]), 'cell')} ({', '.join(df.attrs[side][:5])}"
