@@ -114,7 +114,9 @@ def _cells(run) -> tuple[HtmlTable, list[CellDetail]]:
                      r.status if r.ok else f"failed: {r.error or ''}", _accuracies(r),
                      r.wall_seconds])
         links.append(f"#{anchor}")
-        facts = [("key", r.key), ("model", f"{r.model_name} ({r.model})"), ("dataset", f"{r.dataset_name} ({r.dataset})"),
+        facts = [("key", r.key), ("model", f"{r.model_name} ({r.model})"),
+                 *[("contender", r.contender)] * bool(r.contender and r.contender != r.model),  # its weights, named
+                 ("dataset", f"{r.dataset_name} ({r.dataset})"),
                  ("protocol", r.protocol), ("seed", str(r.seed)), ("resolution", show(r.resolution)),
                  ("device", f"{r.devices} x {r.device}" if (r.devices or 1) > 1 else r.device), ("FLOPs", show(r.flops_status)),
                  ("started", show(r.started_at)), ("finished", show(r.finished_at)),
