@@ -11,15 +11,20 @@ two busy processes beside it (benchmarks/threads_under_load.py), torch's default
   its cgroup's CPU quota (v2 `cpu.max`, v1 `cpu.cfs_quota_us`, the tightest of its cgroup and the
   cgroup's ancestors), and the scheduler's allocation (`SLURM_CPUS_PER_TASK`; a Ray task's
   `num_cpus`, given by the executor). An explicit `--threads` or `OMP_NUM_THREADS` wins.
-- **The load of others** (`LoadWatch`): where the process may use every CPU of the machine (a shared
-  workstation, a CI machine), a watcher samples the kernel's count of runnable threads (minus this
-  process's own) every SAMPLE_S; work (a cell, a `profile`) starts with the budget less a thread per
-  CPU that others keep busy (at least 1), and `follow_load` adjusts it between batches. With one busy
-  process beside it on 2 cores, one thread ran twice as fast as two. Under a quota or an allocation
-  the machine's run queue says nothing about this process's share, and the watcher stays off.
+- **Never the load of others** for work whose numbers depend on the thread count (`computing`,
+  `apply`: a cell, a profile). The thread count changes the order of floating-point sums, hence the
+  numbers a model computes: a count taken from the momentary load made the same suite and seed give
+  88.46 % top-1 on a loaded machine and 88.81 % on an idle one. So the count is the budget, whatever
+  the load, and stays so for the whole of the work; others' load costs speed, not reproducibility
+  (`--threads` remains the lever: `--threads 1` beside busy processes).
+- **Free CPUs** (`choose`, `LoadWatch`), for work whose results do not depend on how many CPUs do it
+  (processes reading runs for `db ingest`): where the process may use every CPU of the machine, a
+  watcher samples the kernel's count of runnable threads (minus this process's own) every SAMPLE_S,
+  and the budget less a CPU per CPU others keep busy is free. Under a quota or an allocation the
+  machine's run queue says nothing about this process's share, and the watcher stays off.
 - **How idle threads wait** (`prepare_environment`): libgomp spins GOMP_SPINCOUNT times (300,000 by
   default) before it sleeps. 3,000 kept 0.97x of the idle speed of the default spin, and bounds what
-  load costs before the count follows it; `OMP_WAIT_POLICY=PASSIVE` (no spin) lost 46 % idle.
+  a busy machine costs the fixed count; `OMP_WAIT_POLICY=PASSIVE` (no spin) lost 46 % idle.
   libgomp reads the variable once, when torch loads it: `benchbench/__init__.py` calls this first
   thing, before anything imports torch. An `OMP_WAIT_POLICY` or `GOMP_SPINCOUNT` already set is kept.
 
@@ -35,7 +40,7 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -45,10 +50,9 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 SAMPLE_S = 0.1  # the load watcher's sampling interval (a sample reads /proc: about 0.3 ms)
 WINDOW = 20  # samples the load is averaged over (2 s)
 SETTLE_SAMPLES = 5  # a decision waits for this many samples of a watcher just started
-# Others must keep this much of a CPU busy, on average, to take a thread away: one runnable kernel
+# Others must keep this much of a CPU busy, on average, to take a CPU away: one runnable kernel
 # thread or a process exiting in a short window must not (seen idle: a mean of 0.5 over two samples).
 TAKES_A_THREAD = 0.75
-FOLLOW_S = 1.0  # between batches, the load is looked at again at most this often
 
 
 # --- the wait policy, before torch is imported -----------------------------------------------------------
@@ -242,7 +246,7 @@ class Threads:
     budget: int
     source: str  # what set `budget` or, when explicit, `threads`
     policy: str  # how idle OpenMP threads wait (wait_policy)
-    others_load: float | None = None  # other processes' runnable threads when `threads` was chosen
+    others_load: float | None = None  # other processes' runnable threads, where `choose` took them into account
 
     def env(self) -> dict:
         return asdict(self)
@@ -252,7 +256,7 @@ class Threads:
 class _Decision:
     explicit: tuple[int, str] | None  # (threads, what set them)
     budget: Budget
-    follow_load: bool
+    watch_load: bool  # the budget is the whole machine: its run queue tells others' load (for `choose`)
 
 
 _decision: _Decision | None = None
@@ -263,9 +267,9 @@ _lock = threading.Lock()
 def configure(threads: int | None = None, *, source: str | None = None, allocated: float | None = None,
               allocated_by: str = "", watch: bool = True) -> None:
     """Decide this process's thread budget: `threads` (--threads, or a rank's share, named by
-    `source`), else OMP_NUM_THREADS, else `budget`; the load of others is followed where the budget is
-    the whole machine (and `watch`). Imports no torch: `apply` sets the threads when work starts.
-    Calling it again replaces the decision (a worker told its allocation)."""
+    `source`), else OMP_NUM_THREADS, else `budget`; `choose` may watch the load of others where the
+    budget is the whole machine (and `watch`). Imports no torch: `apply` sets the threads when work
+    starts. Calling it again replaces the decision (a worker told its allocation)."""
     global _decision
     env_threads = explicit_threads()
     explicit = ((threads, source or f"--threads {threads}") if threads is not None else
@@ -291,74 +295,63 @@ def _watcher() -> LoadWatch:
         return _watch
 
 
-def choose(settle_s: float = 1.0) -> Threads:
-    """The thread count for work starting now: the explicit count, else the budget less the runnable
-    threads of other processes (rounded, at least 1). A watcher started just now gets up to
-    `settle_s` for its first samples."""
+def computing() -> Threads:
+    """The thread count of work whose numbers depend on it (a cell, a profile): the explicit count,
+    else the budget. Never the load of other processes: the same work gives the same numbers on an
+    idle machine and a busy one."""
     if _decision is None:
         configure()
     decision = _decision
     if decision.explicit is not None:
         count, source = decision.explicit
         return Threads(count, count, source, wait_policy())
-    cpus, others = decision.budget.cpus, None
-    if decision.follow_load:
-        others = _watcher().others(settle_s)
-    count = cpus if others is None else _for_load(cpus, others)
-    return Threads(count, cpus, decision.budget.source, wait_policy(), None if others is None else round(others, 2))
+    return Threads(decision.budget.cpus, decision.budget.cpus, decision.budget.source, wait_policy())
 
 
-_applied: Threads | None = None  # the decision `apply` last made, which `follow_load` adjusts
-_used: set[int] = set()  # thread counts used since then
-_followed_at = 0.0
+def choose(settle_s: float = 1.0) -> Threads:
+    """The CPUs free now for work whose results do not depend on how many do it (processes reading
+    runs): the explicit count, else the budget less the runnable threads of other processes (rounded,
+    at least 1). A watcher started just now gets up to `settle_s` for its first samples. Not for
+    computing threads: `computing`."""
+    chosen = computing()
+    if _decision.explicit is not None or not _decision.watch_load:
+        return chosen
+    others = _watcher().others(settle_s)
+    if others is None:
+        return chosen
+    return replace(chosen, threads=_for_load(chosen.budget, others), others_load=round(others, 2))
 
 
-def apply(settle_s: float = 1.0) -> Threads:
-    """`choose`, then torch's intra-op threads set to it (inter-op once, the first time: torch allows
-    it only before its first parallel work). Call where a piece of work starts (a cell, a profile);
-    `used()` then tells the counts it ran with."""
+_used: set[int] = set()  # thread counts used since the last `apply`
+
+
+def apply(settle_s: float = 0.0) -> Threads:
+    """`computing`, then torch's intra-op threads set to it (inter-op once, the first time: torch
+    allows it only before its first parallel work). Call where a piece of work starts (a cell, a
+    profile); `used()` then tells the counts it ran with. (`settle_s` is unused: the count does not
+    wait on the load.)"""
     import torch
 
-    global _applied
-    chosen = choose(settle_s)
+    chosen = computing()
     if torch.get_num_threads() != chosen.threads:
         torch.set_num_threads(chosen.threads)
     _interop_once(chosen.budget)
-    _applied = chosen
     _used.clear()
     _used.add(chosen.threads)
     return chosen
 
 
-def follow_load(every_s: float = FOLLOW_S) -> None:
-    """Between batches of work that `apply` started: the thread count again from the load of others,
-    at most every `every_s` (the watcher's mean moves slowly); nothing where the load is not followed.
-    Cheap enough for every batch."""
-    global _followed_at
-    if _applied is None or _applied.others_load is None or _watch is None or _decision is None \
-            or not _decision.follow_load:
-        return
-    now = time.monotonic()
-    if now - _followed_at < every_s:
-        return
-    _followed_at = now
-    others = _watch.others()
-    if others is None:
-        return
-    count = _for_load(_applied.budget, others)
-    torch = sys.modules["torch"]
-    if torch.get_num_threads() != count:
-        torch.set_num_threads(count)
-        _used.add(count)
-
-
 def used() -> list[int]:
-    """The thread counts work has run with since the last `apply` (load followed between batches)."""
+    """The thread counts work has run with since the last `apply`, as torch says now: one, unless
+    something set torch's count in between."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        _used.add(torch.get_num_threads())
     return sorted(_used)
 
 
 def _for_load(cpus: int, others: float) -> int:
-    """The budget less a thread for each CPU others keep busy (TAKES_A_THREAD of one counts), at least 1."""
+    """The budget less a CPU for each CPU others keep busy (TAKES_A_THREAD of one counts), at least 1."""
     return max(1, min(cpus, cpus - math.floor(others + 1 - TAKES_A_THREAD)))
 
 
@@ -380,7 +373,7 @@ def _interop_once(count: int) -> None:
 
 def per_rank(ranks: int) -> int:
     """Threads for each of `ranks` processes of one cell on this node: the budget shared out."""
-    chosen = choose(settle_s=0.0)
+    chosen = computing()
     return max(1, chosen.budget // max(1, ranks))
 
 

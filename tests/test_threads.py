@@ -179,7 +179,7 @@ def test_threads_option_wins_over_omp_num_threads(decision, monkeypatch):
     assert (chosen.threads, chosen.budget, chosen.source, chosen.others_load) == (5, 5, "--threads 5", None)
 
 
-def test_the_load_of_others_takes_threads_away(decision, monkeypatch):
+def test_free_cpus_are_the_budget_less_the_load_of_others(decision, monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(threads, "budget", lambda **kw: threads.Budget(4, "affinity: 4 CPUs", whole_machine=True))
     threads.configure()
@@ -189,7 +189,8 @@ def test_the_load_of_others_takes_threads_away(decision, monkeypatch):
         assert (chosen.threads, chosen.budget, chosen.others_load) == (expect, 4, others), others
 
 
-def test_between_batches_the_threads_follow_the_load(decision, monkeypatch):
+def test_the_computing_threads_never_follow_the_load(decision, monkeypatch):
+    """The count that changes a model's numbers is the budget, idle or loaded, before and during the work."""
     import torch
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
@@ -199,18 +200,15 @@ def test_between_batches_the_threads_follow_the_load(decision, monkeypatch):
     before = torch.get_num_threads()
     try:
         threads.configure()
-        assert threads.apply().threads == 2 and torch.get_num_threads() == 2
-        watch.value = 1.5  # other processes start
-        threads.follow_load(every_s=0)
-        assert torch.get_num_threads() == 1 and threads.used() == [1, 2]
-        watch.value = 0.2  # and stop
-        threads.follow_load(every_s=0)
-        assert torch.get_num_threads() == 2
-        threads.configure(1)  # an explicit count is never changed
-        threads.apply()
-        watch.value = 0.0
-        threads.follow_load(every_s=0)
-        assert torch.get_num_threads() == 1 and threads.used() == [1]
+        for others in (0.0, 1.5, 9.0):
+            watch.value = others
+            chosen = threads.apply()
+            assert (chosen.threads, chosen.others_load, torch.get_num_threads(), threads.used()) == (2, None, 2, [2])
+        assert not hasattr(threads, "follow_load")  # nothing changes the count between batches
+        torch.set_num_threads(1)  # something else changing it is seen in the record
+        assert threads.used() == [1, 2]
+        threads.configure(1)  # an explicit count wins
+        assert threads.apply().threads == 1 and torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
 
@@ -342,3 +340,33 @@ def test_an_overloaded_machine_is_said_to_inflate_timings(monkeypatch):
     assert threads.overload_warning([40.0, 1.0, 1.0], slurm) is None
     assert "on 64 CPUs (SLURM_CPUS_PER_TASK=2)" in threads.overload_warning([70.0, 1.0, 1.0], slurm)
     assert threads.overload_warning([], whole) is None  # no load average on this system
+
+
+def test_the_same_cell_gives_the_same_numbers_idle_or_loaded(decision, run_suite, monkeypatch):
+    """A training cell run beside no other process and beside nine busy threads: bit-identical
+    predictions (the thread count, which orders the float sums, is the budget either way; it was 1 of
+    2 under that load, whose numbers differ)."""
+    import numpy as np
+
+    from benchbench import predictions
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(threads, "budget", lambda **kw: threads.Budget(2, "affinity: 2 CPUs", whole_machine=True))
+    run_suite.write("""
+        [suite]
+        name = "load"
+        models = ["vit-mu7"]
+        datasets = ["fashion-mnist"]
+        protocols = ["scratch"]
+        [settings.scratch]
+        steps = 3
+        batch_size = 32
+    """)
+    for others in (0.0, 9.0):
+        monkeypatch.setattr(threads, "_watch", _Fixed(others))
+        assert run_suite.run("--fresh") == 0
+    (idle, loaded) = [(d, run_suite.records(d)[0]) for d in run_suite.run_dirs()]
+    assert [r.env["threads"]["threads"] for _, r in (idle, loaded)] == [2, 2]
+    assert idle[1].metrics["top1"] == loaded[1].metrics["top1"]
+    a, b = (predictions.load(d, r.predictions, r.key) for d, r in (idle, loaded))
+    assert np.array_equal(a.p_true, b.p_true) and np.array_equal(a.top5, b.top5)

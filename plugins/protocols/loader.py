@@ -15,7 +15,7 @@ from typing import Iterator, Sequence
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler, TensorDataset
 
-from benchbench.threads import budget, follow_load
+from benchbench.threads import budget
 
 SEED_RANGE = 2 ** 62  # per-image augmentation seeds are drawn from [0, SEED_RANGE)
 
@@ -154,9 +154,7 @@ class Loader:
         return math.ceil(len(self.dataset) / self.batch_size)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        for batch in self._batches():
-            follow_load()  # between batches: fewer CPU threads while other processes want the CPUs
-            yield batch
+        yield from self._batches()
 
     def _batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         if self._loader is not None:
