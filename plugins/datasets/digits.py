@@ -16,7 +16,7 @@ import torch
 from benchbench import hookimpl
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions, DatasetSpec
-from benchbench_plugins.datasets.transforms import TensorImages, tensor_images
+from benchbench_plugins.datasets.transforms import PixelImages, TensorImages, tensor_images
 
 SPLITS = ("train", "test")
 SEED = 0
@@ -53,13 +53,15 @@ def split_indices(split: str, labels: np.ndarray) -> np.ndarray:
     return np.flatnonzero(keep)
 
 
-def load(split: str, options: DataOptions) -> TensorImages:
+def load(split: str, options: DataOptions) -> TensorImages | PixelImages:
     if split not in SPLITS:
         raise BenchError(f"digits: unknown split {split!r}; allowed: {', '.join(SPLITS)}")
     images, labels = raw()
     idx = split_indices(split, labels)
     x = torch.from_numpy(images[idx]).float().unsqueeze(1).div_(MAX_VALUE).sub_(MEAN).div_(STD)
-    return tensor_images(x, torch.from_numpy(labels[idx]).long(), options, native_size=8)
+    # as 8-bit grey images (0..16 -> 0..255), for a cell's evaluation transform
+    pixels = torch.from_numpy(np.rint(images[idx] * (255 / MAX_VALUE)).astype(np.uint8)).unsqueeze(1)
+    return tensor_images(x, torch.from_numpy(labels[idx]).long(), options, native_size=8, pixels=pixels)
 
 
 @hookimpl

@@ -1,7 +1,9 @@
 """Fashion-MNIST (Xiao et al. 2017): 60k train / 10k test grey 28x28 images, 10 classes.
 
 Held in memory as one float tensor, normalised with the training set's mean/std; resizing (to the
-cell's resolution) and grey -> 3-channel replication (for 3-channel models) happen per batch.
+cell's resolution) and grey -> 3-channel replication (for 3-channel models) happen per batch. A cell
+with an evaluation transform (a checkpoint's, a suite's `mean`, `std`, `crop_pct`, ...) gets the uint8
+images through it instead, as PIL images (plugins/datasets/transforms.py `PixelImages`).
 
 Files are looked for, in order: `--data-root` (or $BENCHBENCH_DATA), Debian's package
 `dataset-fashion-mnist` (/usr/share/datasets/fashion-mnist), then torchvision's downloader when
@@ -18,7 +20,7 @@ from benchbench import hookimpl
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions, DatasetSpec
 from benchbench_plugins.datasets.idx import read_idx
-from benchbench_plugins.datasets.transforms import TensorImages, tensor_images
+from benchbench_plugins.datasets.transforms import PixelImages, TensorImages, tensor_images
 
 DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
 FILES = {
@@ -93,7 +95,7 @@ def available(split: str, options: DataOptions) -> None:
         locate(split, options)
 
 
-def load(split: str, options: DataOptions) -> TensorImages:
+def load(split: str, options: DataOptions) -> TensorImages | PixelImages:
     if split not in FILES:
         raise BenchError(f"fashion-mnist: unknown split {split!r}; allowed: {', '.join(FILES)}")
     images_path, labels_path = locate(split, options)
@@ -105,8 +107,9 @@ def load(split: str, options: DataOptions) -> TensorImages:
                          f"{images.shape[0]} images in {images_path}")
     if labels.size and (labels.min() < 0 or labels.max() > 9):
         raise BenchError(f"{labels_path}: labels must lie in 0..9, found {labels.min()}..{labels.max()}")
-    x = torch.from_numpy(images).unsqueeze(1).float().div_(255.0).sub_(MEAN).div_(STD)
-    return tensor_images(x, torch.from_numpy(labels).long(), options, native_size=28)
+    pixels = torch.from_numpy(images).unsqueeze(1)
+    x = pixels.float().div_(255.0).sub_(MEAN).div_(STD)
+    return tensor_images(x, torch.from_numpy(labels).long(), options, native_size=28, pixels=pixels)
 
 
 @hookimpl

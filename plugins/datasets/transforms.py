@@ -6,7 +6,9 @@ Two kinds of datasets come out of the dataset plugins:
   resizing, channel replication and augmentation run once per batch on the batch (`BatchTransform`),
   so the 28 px fast path costs nothing and 224 px never materialises the resized split.
 - file-backed datasets (torchvision's classes, folders): one image per item through `photo_transform`,
-  batched by a DataLoader with worker processes.
+  batched by a DataLoader with worker processes. An in-memory split evaluated with a cell's evaluation
+  transform goes this way too (`PixelImages`: its uint8 pixels as PIL images), so the transform is
+  the one timm and torchvision apply, whatever holds the split.
 
 Normalisation: Fashion-MNIST keeps its published mean/std; every other dataset is scaled to [-1, 1]
 as the ViT paper's code does (`image / 127.5 - 1`, i.e. mean = std = 0.5 per channel).
@@ -16,6 +18,10 @@ replaces a file-backed dataset's default: resize (the shorter side, or both: squ
 interpolation, mean/std, with the same library operations as timm's `create_transform` and
 torchvision's `weights.transforms()` on PIL images, so the tensors are equal to theirs
 (`eval_transform`). Its mean/std also normalise the training images of that cell.
+
+Grey images into a model of 3 channels are replicated before they are normalised, so the model's own
+per-channel mean/std apply to each channel: what `Image.convert("RGB")` and then timm's or
+torchvision's transform give.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Sequence
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import TensorDataset
+from torch.utils.data import Dataset, TensorDataset
 
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions, Preprocessing
@@ -119,13 +125,45 @@ class TensorImages(TensorDataset):
 
 
 def tensor_images(images: torch.Tensor, labels: torch.Tensor, options: DataOptions, *, native_size: int,
-                  mean: Sequence[float] | None = None, std: Sequence[float] | None = None) -> TensorImages:
-    """In-memory images honouring `options`: resized to image_size, channels to in_chans, augmented."""
+                  mean: Sequence[float] | None = None, std: Sequence[float] | None = None,
+                  pixels: torch.Tensor | None = None) -> TensorImages | PixelImages:
+    """In-memory images honouring `options`: resized to image_size, channels to in_chans, augmented.
+    With a cell's evaluation transform (`options.preprocessing`, not augmented), the split's uint8
+    pixels (`pixels`, else `images` where they are uint8) go through it image by image
+    (`PixelImages`), as timm and torchvision would transform them."""
+    if options.preprocessing is not None and not options.augment:
+        raw = pixels if pixels is not None else images
+        if raw.dtype != torch.uint8:
+            raise BenchError("this dataset keeps no uint8 pixels, so it cannot take an evaluation transform; "
+                             "set preprocessing = \"dataset\" and no crop_pct, interpolation, resize_mode, mean "
+                             "or std for it")
+        size = target_size(options, native_size)
+        return PixelImages(raw, labels, eval_transform(at_size(options.preprocessing, size), options.in_chans))
     size = target_size(options, native_size)
     transform = BatchTransform(mean=mean, std=std, size=None if size == native_size else size,
                                in_chans=None if options.in_chans in (None, images.shape[1]) else options.in_chans,
                                flip=options.augment)
     return TensorImages(images, labels, transform)
+
+
+class PixelImages(Dataset):
+    """A split held in memory as uint8 pixels (N, C, H, W), C 1 or 3, each image given to `transform`
+    as a PIL image ("L" or "RGB"), as a file-backed dataset gives its files; `targets` are the labels."""
+
+    def __init__(self, pixels: torch.Tensor, labels: torch.Tensor, transform):
+        if pixels.ndim != 4 or pixels.shape[1] not in (1, 3) or len(pixels) != len(labels):
+            raise ValueError(f"pixels {tuple(pixels.shape)} and {len(labels)} labels: expected (N, 1 or 3, H, W)")
+        self.pixels, self.targets, self.transform = pixels, labels, transform
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, index: int):
+        from PIL import Image
+
+        a = self.pixels[index].numpy()
+        img = Image.fromarray(a[0], mode="L") if a.shape[0] == 1 else Image.fromarray(a.transpose(1, 2, 0), "RGB")
+        return self.transform(img), self.targets[index]
 
 
 class SquareResize:
@@ -159,11 +197,14 @@ class NormalisedTensor:
         import numpy as np
 
         a = np.asarray(img, dtype=np.float32)
-        if a.ndim == 2:  # grey: (H, W)
-            x = torch.from_numpy((a * self.scale[0] - self.offset[0])[None])
-        else:  # (H, W, C) -> (C, H, W)
-            c = a.shape[2]
-            x = torch.from_numpy(np.ascontiguousarray((a * self.scale[:c] - self.offset[:c]).transpose(2, 0, 1)))
+        if a.ndim == 2:  # grey (H, W): replicated to the model's channels, each normalised with its own
+            c = self.in_chans or 1
+            a = np.broadcast_to(a[..., None], (*a.shape, c))
+        c = a.shape[2]
+        if c > len(self.scale) and len(self.scale) != 1:
+            raise BenchError(f"{c}-channel images and a mean/std of {len(self.scale)} channels")
+        scale, offset = (self.scale[:c], self.offset[:c]) if len(self.scale) >= c else (self.scale, self.offset)
+        x = torch.from_numpy(np.ascontiguousarray((a * scale - offset).transpose(2, 0, 1)))
         return match_channels(x, self.in_chans)
 
 
@@ -234,7 +275,8 @@ def eval_transform(pre: Preprocessing, in_chans: int | None = None):
 
 class ExactNormalise:
     """PIL image -> (pixel / 255 - mean) / std as float32 (C, H, W): torchvision's ToTensor + Normalize,
-    operation for operation (so equal to theirs bit for bit), grey replicated up to `in_chans`."""
+    operation for operation (so equal to theirs bit for bit), grey replicated up to `in_chans` first (as
+    `Image.convert("RGB")` before their transform)."""
 
     def __init__(self, mean: Sequence[float], std: Sequence[float], in_chans: int | None):
         self.mean = torch.tensor(mean, dtype=torch.float32).view(-1, 1, 1)
@@ -246,8 +288,9 @@ class ExactNormalise:
 
         a = torch.from_numpy(np.array(img, dtype=np.uint8, copy=True))
         x = (a[None] if a.ndim == 2 else a.permute(2, 0, 1)).contiguous().float().div(255)
+        x = match_channels(x, self.in_chans)  # grey as RGB first: each channel takes its own mean/std
         c = x.shape[0]
-        return match_channels(x.sub_(self.mean[:c]).div_(self.std[:c]), self.in_chans)
+        return x.sub_(self.mean[:c]).div_(self.std[:c])
 
 
 def open_image(path: str, mode: str = "RGB"):
