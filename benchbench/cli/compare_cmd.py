@@ -20,7 +20,6 @@ from benchbench.cli.common import load_run, named_plugins
 from benchbench.errors import BenchError
 from benchbench.text import plural
 
-GATE_CHOICES = ("accuracy", "model", "timing", "all")
 
 
 def rule_options(*, single: str) -> argparse.ArgumentParser:
@@ -60,9 +59,10 @@ def add_parser(sub, parent) -> None:
                         "across all); two runs: compare only these contenders' cells")
     p.add_argument("--json", action="store_true",
                    help="one JSON object: each comparison's test, p_value, p_adjusted, diff, diff_ci95, n_images")
-    p.add_argument("--gate", action="append", choices=GATE_CHOICES, metavar="GROUP",
+    p.add_argument("--gate", action="append", metavar="GROUP",
                    help="which metric groups decide the exit status: accuracy, model (params, MACs), timing "
-                        "(img/s, seconds, memory, MFU), all; repeatable (default: accuracy and model)")
+                        "(img/s, seconds, memory, MFU), any other group benchbench.judge registers, or all; "
+                        "repeatable (default: accuracy and model)")
     p.add_argument("--all", action="store_true", help="list every compared metric, not only the ones that moved")
     p.set_defaults(func=run)
 
