@@ -21,7 +21,6 @@ from benchbench.errors import BenchError
 from benchbench.text import plural
 
 
-
 def rule_options(*, single: str) -> argparse.ArgumentParser:
     """The options of the one judging rule (benchbench.judge.Rules), as compare and history take them;
     `single`: what a value is on its own in this command ("seed", "point")."""
