@@ -36,7 +36,7 @@ from benchbench.errors import BenchError
 from benchbench.judge import (DEFAULT_GATES, GROUPS, VERDICTS, Rules, configuration, describe, judge, judge_paired,
                               kind_of, mean_std, numbers, with_holm)
 
-__all__ = ["COLUMNS", "DEFAULT_GATES", "GROUPS", "VERDICTS", "Rules", "compare", "test_images"]
+__all__ = ["COLUMNS", "DEFAULT_GATES", "GROUPS", "VERDICTS", "Rules", "compare", "images_of"]
 
 COLUMNS = ("cell", "contender", "model", "dataset", "protocol", "metric", "group", "n_a", "mean_a", "std_a", "n_b",
            "mean_b", "std_b", "change", "test", "p_value", "p_adjusted", "diff", "diff_ci95", "n_images", "rule",
@@ -46,7 +46,7 @@ COLUMNS = ("cell", "contender", "model", "dataset", "protocol", "metric", "group
 # bootstrap interval of diff (paired rows only); n_images: the images paired (paired rows only)
 
 
-def test_images(*sides: pd.DataFrame) -> int | None:
+def images_of(*sides: pd.DataFrame) -> int | None:
     """The test-set size behind the cells' accuracies: their `eval_images`, the smallest where they differ;
     None where a cell does not record it."""
     given = [x for side in sides for x in side.get("eval_images", pd.Series(math.nan, index=side.index))]
@@ -76,7 +76,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, threshold: float = 5.0, *,
     for config in common:
         cells_a, cells_b = ok_a[conf_a == config], ok_b[conf_b == config]
         first = cells_b.iloc[0]
-        images = test_images(cells_a, cells_b)
+        images = images_of(cells_a, cells_b)
         for metric in cells_b.columns:
             kind = kind_of(metric, accuracies)
             if kind is None or metric not in cells_a.columns:

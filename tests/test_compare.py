@@ -153,3 +153,16 @@ def test_runs_from_before_and_after_a_setting_was_added_compare_cell_by_cell(tmp
     assert "REGRESSION" in out and "1 cell (seeds aggregated)" in err
     assert main(["compare", before, elsewhere]) == 2  # 2 devices: not the published cell
     assert "no successful cell in common" in capsys.readouterr().err
+
+
+def test_single_seed_accuracy_with_its_test_set_size_uses_the_z_test(runs):
+    """One seed a side on 10,000 test images: the two-proportion z-test over those images judges the
+    drop (scipy: the chi-squared test of the 2x2 table without Yates's correction, halved), not the
+    5-point threshold."""
+    scipy_stats = pytest.importorskip("scipy.stats")
+    a = runs("a", [(0, 0.8800, {"eval_images": 10_000})])
+    b = runs("b", [(0, 0.8680, {"eval_images": 10_000})])
+    row = compare(results.load(a), results.load(b)).set_index("metric").loc["top1"]
+    _, p_two, *_ = scipy_stats.chi2_contingency([[8800, 1200], [8680, 1320]], correction=False)
+    assert row["test"] == "two-proportion z-test (one-sided)" and row["p_value"] == pytest.approx(p_two / 2, rel=1e-9)
+    assert row["regression"] and row["change"] == "-1.20 pts"
