@@ -29,6 +29,8 @@ from benchbench.stats import wilson
 from benchbench.store import RECORDS
 
 VERDICTS = ("pass", "fail", "inconclusive", "unmatched")
+# Metrics counted from MACs: a cell whose count is not verified (its flops_status) says so beside them.
+MAC_METRICS = ("macs", "gmacs", "gflops", "gmacs_fvcore", "train_exaflops", "pretrain_exaflops")
 SLACK = 1e-9  # relative: a difference of exactly the tolerance passes despite float rounding
 
 
@@ -239,6 +241,9 @@ def _judge(row: Row, label: str, cell: dict[str, Any]) -> Check:
     within = abs(measured - row.value) <= allowed + SLACK * max(abs(measured), abs(row.value))
     rule = f"{row.tolerance} of {row.value:g}" if row.tolerance.relative else ""
     test = (f"|difference| {'<=' if within else '>'} {_num(allowed)}" + (f" ({rule})" if rule else ""))
+    status = cell.get("flops_status")
+    if row.metric in MAC_METRICS and status not in (None, "ok"):  # the count itself is in doubt: say so
+        test += f"; the cell's flops_status: {status}"
     return Check(row, "pass" if within else "fail", test, measured=measured, allowed=allowed, **where)
 
 
@@ -266,16 +271,16 @@ def _judge_accuracy(row: Row, measured: float, cell: dict[str, Any], where: dict
 # --- showing ----------------------------------------------------------------------------------------------
 
 
-def _num(x: float | None) -> str:
+def _num(x: float | None, spec: str = ".6g") -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     if float(x).is_integer() and abs(x) < 1e15:
         return f"{int(x):,}"
-    return f"{x:.6g}"
+    return format(x, spec)
 
 
-def _signed(x: float) -> str:
-    return ("+" if x >= 0 else "") + _num(x)
+def _signed(x: float, spec: str = ".6g") -> str:
+    return ("+" if x >= 0 else "") + _num(x, spec)
 
 
 HEADERS = ["Line", "Model", "Of", "Metric", "Published", "Measured", "Difference", "Test", "Verdict"]
@@ -289,19 +294,24 @@ def display_row(c: Check, runs: int = 1) -> list[str]:
         diff = "-" if c.difference is None else f"{c.difference * 100:+.2f} pts"
     else:
         published, measured = _num(r.value), _num(c.measured)
-        diff = "-" if c.difference is None else _signed(c.difference) + (
+        diff = "-" if c.difference is None else _signed(c.difference, ".4g") + (
             f" ({c.relative_difference * 100:+.2f} %)" if c.relative_difference is not None else "")
     where = r.where + (f" [{c.run}]" if runs > 1 and c.run else "")
     return [str(r.line), r.model, where, r.metric, published, measured, diff, c.test, c.verdict]
 
 
 def notes(checks: Sequence[Check]) -> list[str]:
-    """The reference's note of every row that did not pass (its known gap, and what explains it)."""
-    seen, out = set(), []
+    """The reference's notes (a known gap and what explains it), each once with the rows that carry it:
+    "lines 8, 9 (ResNet50x1 pretrain_exaflops, fail; ResNet50x2 ...): <note>"."""
+    rows: dict[str, dict[int, str]] = {}
     for c in checks:
-        if c.verdict != "pass" and c.row.note and c.row.line not in seen:
-            seen.add(c.row.line)
-            out.append(f"line {c.row.line} ({c.row.model} {c.row.metric}, {c.verdict}): {c.row.note}")
+        if c.row.note:
+            said = rows.setdefault(c.row.note, {})
+            said.setdefault(c.row.line, f"{c.row.model} {c.row.metric}, {c.verdict}")
+    out = []
+    for note, lines in rows.items():
+        which = "line" if len(lines) == 1 else "lines"
+        out.append(f"{which} {', '.join(map(str, lines))} ({'; '.join(lines.values())}): {note}")
     return out
 
 

@@ -187,3 +187,18 @@ def test_timms_convention_adds_fvcores_norm_terms(formulas, patch):
     assert count.metrics() == {"macs": count.macs, "gmacs": count.macs / 1e9, "gflops": 2 * count.macs / 1e9,
                                "gmacs_fvcore": count.macs_fvcore / 1e9}
 
+
+
+def test_a_recurrent_layer_fvcore_cannot_see_makes_the_count_incomplete():
+    """fvcore has no handle for aten::lstm (timm's Sequencer): the count is marked, not silently short."""
+
+    class Recurrent(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = torch.nn.LSTM(16, 8, batch_first=True)
+
+        def forward(self, x):
+            return self.lstm(x.flatten(2))[0]
+
+    count = count_macs(Recurrent(), 4, 2)
+    assert count.status == "incomplete: aten::lstm" and count.macs == 0

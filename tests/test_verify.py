@@ -296,3 +296,15 @@ def test_compute_layout_shows_timms_convention_on_request(tmp_path, make_record,
     assert "gmacs_fvcore" in capsys.readouterr().out.splitlines()[0]  # csv and json carry it always
     assert main(["table", str(d), "--layout", "models", "--gmacs-fvcore"]) == 2
     assert "--gmacs-fvcore adds a column to the compute layout" in capsys.readouterr().err
+
+
+def test_a_count_not_verified_says_so_beside_its_verdict(tmp_path, make_record, capsys):
+    record = replace(make_record("vit-a", flops_status="incomplete: aten::lstm", gmacs_fvcore=4.96), resolution=28)
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "records.jsonl").write_text(json.dumps(record.to_json()) + "\n")
+    status, out = verify_json(capsys, ref(tmp_path, "vit-a,,,,gmacs_fvcore,4.96,0.005,timm",
+                                          "vit-a,,,,params,1000000,0,timm"), d)
+    assert [r["test"] for r in out["rows"]] == [
+        "|difference| <= 0.005; the cell's flops_status: incomplete: aten::lstm", "|difference| <= 0"]
+    assert status == 0

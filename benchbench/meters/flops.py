@@ -45,6 +45,7 @@ MAC_OPS = frozenset({
     "aten::scaled_dot_product_attention", "aten::_native_multi_head_attention",
     "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
     "aten::_scaled_dot_product_attention_math", "aten::multi_head_attention_forward",
+    "aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu",  # recurrent layers (timm's Sequencer)
 })
 
 
