@@ -2,8 +2,8 @@
 a change of it. `compare` (run against run, and contenders within a run), `history` (steps across
 runs) and the site (which draws those two) all ask here.
 
-What a metric is (`kind_of`; the first rule of `METRICS` that matches its name, else the record's
-`accuracies`):
+What a metric is (`kind_of`: an accuracy where a record declares it one in `accuracies`, else the
+first rule of `METRICS` that matches its name):
 
 - accuracy (top1, top5, *_top1, *_top5 and every metric a record declares in `accuracies`): higher
   is better, in points (B - A) x 100. Its noise is the test set's (a binomial over the test images,
@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import json
 import math
-from numbers import Real
 from dataclasses import dataclass, replace
+from numbers import Real
 from typing import Any, Iterable, Mapping, Sequence
 
 from benchbench.contender import WEIGHTS_COLUMN
