@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Container, Iterable, Mapping
 
 from benchbench.choices import resolved_precision
+from benchbench.compile_costs import planned_compile
 from benchbench.compute import TRAIN_PASSES, flops
 from benchbench.execution import choose
 from benchbench.plugins import Catalog
@@ -63,10 +64,12 @@ class Pace:
                    r.devices or 1)
 
     @classmethod
-    def of_cell(cls, cell: Cell, resolution: int, device: "torch.device") -> "Pace":
-        """A cell's, run on `device`: its choices as the precision and execution policies resolve them there."""
+    def of_cell(cls, cell: Cell, resolution: int, device: "torch.device", compiled: bool | None = None) -> "Pace":
+        """A cell's, run on `device`: its choices as the precision and execution policies resolve them there
+        (`compiled`: as the execution policy decided it, benchbench.compile_costs.planned_compile)."""
         c = cell.choices
-        compiled = c.execution is not None and choose(device, c.execution, world=c.world).compile
+        if compiled is None:
+            compiled = c.execution is not None and choose(device, c.execution, world=c.world).compile
         return cls(cell.model, resolution, resolved_precision(c.precision or "fp32", device.type), compiled,
                    c.world.size)
 
@@ -247,8 +250,10 @@ def _per_cell(cell: Cell, catalog: Catalog, device: "torch.device", macs: dict[t
     if key not in macs:
         macs[key] = _meta_gmacs(model_spec, shape)
     images = protocol.estimate(dict(cell.settings), dataset_spec) if protocol.estimate else {}
-    pace = Pace.of_cell(cell if cell.model == model_spec.id else replace(cell, model=model_spec.id),
-                        shape["image_size"], device)
+    cell = cell if cell.model == model_spec.id else replace(cell, model=model_spec.id)
+    compiled = planned_compile(cell, catalog, device, resolution=shape["image_size"], in_chans=shape["in_chans"],
+                               train_images=images.get("train_images"), gmacs=macs[key])
+    pace = Pace.of_cell(cell, shape["image_size"], device, compiled)
     return shape, images, pace, key
 
 

@@ -45,23 +45,29 @@ def cross_entropy(label_smoothing: float = 0.0, world_size: int = 1) -> Loss:
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, precision: Precision, *,
                execution: execution_policy.Execution | None = None,
                scheduler: torch.optim.lr_scheduler.LRScheduler | None = None, loss_fn: Loss | None = None,
-               clip_grad_norm: float = CLIP_GRAD_NORM) -> Callable[..., torch.Tensor]:
-    """step(x, y[, global_batch]) -> the batch's loss (a tensor: reading it waits for the device).
+               clip_grad_norm: float = CLIP_GRAD_NORM, uncompiled: nn.Module | None = None
+               ) -> Callable[..., torch.Tensor]:
+    """step(x, y[, global_batch][, eager=False]) -> the batch's loss (a tensor: reading it waits for the
+    device).
 
     `loss_fn` (default: `cross_entropy()`) replaces the loss for a model whose output is not logits
     (masked patch prediction returns its logits with their targets), or for a data-parallel rank
     (`cross_entropy(world_size=...)`, called with the global batch). `model` is what the step calls:
     compiled or not (benchbench.execution.apply); `execution` says which, for what a step must do
-    around it (mark a CUDA-graph step's start)."""
+    around it (mark a CUDA-graph step's start). A step with `eager=True` calls `uncompiled` instead
+    (the module `model` compiles, sharing its weights), with the same optimiser, scaler and schedule:
+    a batch of another shape than the compiled graph's runs so without compiling a second graph."""
     precision.for_model(model)  # fp8: its Linear layers in float8, in place
     scaler = precision.grad_scaler()
     execution = execution or execution_policy.EAGER
     loss_fn = loss_fn or cross_entropy()
 
-    def step(x: torch.Tensor, y: torch.Tensor, global_batch: int | None = None) -> torch.Tensor:
-        execution_policy.step_begin(execution)
+    def step(x: torch.Tensor, y: torch.Tensor, global_batch: int | None = None, eager: bool = False) -> torch.Tensor:
+        module = uncompiled if eager and uncompiled is not None else model
+        if module is model:
+            execution_policy.step_begin(execution)
         with precision.autocast():
-            out = model(x)
+            out = module(x)
         loss = loss_fn(out, y, global_batch)
         optimizer.zero_grad(set_to_none=True)
         if scaler is not None:

@@ -161,7 +161,7 @@ def profile(args) -> dict:
         "mode": result.mode, "batch_size": result.batch_size, "batch_size_requested": result.batch_size_requested,
         "oom_retries": result.oom_retries, "img_per_s": result.img_per_s, "step_ms": result.step_ms,
         "steps": result.steps, "peak_mem_mb": result.peak_mem_mb, "peak_mem_kind": result.peak_mem_kind,
-        **execution_fields(result), **threads_fields(chosen),
+        **execution_fields(result), "execution_reason": result.execution_reason, **threads_fields(chosen),
         "gmacs": macs.gmacs, "gflops": macs.gflops, "flops_status": macs.status,
         "achieved_tflops": achieved / 1e12,
         "peak_tflops_table": table / 1e12 if table else None,

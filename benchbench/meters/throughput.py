@@ -34,7 +34,7 @@ from benchbench.choices import FP8_INFERENCE, THROUGHPUT_MODES
 from benchbench.clock import sync, time_steps
 from benchbench.envinfo import device_name as _device_name
 from benchbench.errors import BenchError
-from benchbench.execution import EAGER, Execution, apply, choose, optimizer_options, step_begin
+from benchbench.execution import EAGER, Execution, apply, choose, optimizer_options, seconds, step_begin
 from benchbench.meters.params import count_params
 from benchbench.precision import Precision
 from benchbench.step import forward, train_step
@@ -142,6 +142,7 @@ class Throughput:
     execution_policy: str = "eager"
     compile_s: float = 0.0
     warmup_s: float = 0.0
+    execution_reason: str = ""  # why it ran so (benchbench.execution.Execution.reason)
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -287,6 +288,10 @@ def measure_throughput(model: nn.Module, inputs: Inputs, *, mode: str = "infer",
             sync(device)
             start = time.perf_counter()
             warm = progress.wrap(step, f"warm-up at batch {batch}", timing.warmup_steps)
+            if execution.compile and timing.report is not None:  # the first step may take minutes
+                timing.report(f"warm-up at batch {batch}: compiling, first step"
+                              + (f", about {seconds(execution.expected_compile_s)}"
+                                 if execution.expected_compile_s else ""))
             for _ in range(timing.warmup_steps):  # first-call costs: allocator, autotuning, compilation
                 warm(x, y)
             sync(device)
@@ -325,7 +330,7 @@ def measure_throughput(model: nn.Module, inputs: Inputs, *, mode: str = "infer",
         steps=len(seconds), peak_mem_mb=peak_mb, peak_mem_kind=peak_kind, channels_last=channels_last,
         compiled=execution.compile, compile_mode=execution.compile_mode, fused_optimizer=execution.fused_optimizer,
         attention=execution.attention, execution_policy=execution.policy,
-        compile_s=warmup_s if execution.compile else 0.0, warmup_s=warmup_s,
+        compile_s=warmup_s if execution.compile else 0.0, warmup_s=warmup_s, execution_reason=execution.reason,
         latency_ms_p50=lat.p50_ms if lat else None, latency_ms_p90=lat.p90_ms if lat else None,
         latency_ms_p99=lat.p99_ms if lat else None,
     )

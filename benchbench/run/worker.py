@@ -17,7 +17,7 @@ import torch
 
 from benchbench import precision as precision_policy
 from benchbench import predictions as predictions_file
-from benchbench import threads
+from benchbench import compile_costs, threads
 from benchbench.compute import derived
 from benchbench.contender import default_name
 from benchbench.deadline import CellTimeLimit, time_limit
@@ -101,7 +101,7 @@ def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict 
             macs = _count(model_spec, model, meta, shape, {} if mac_counts is None else mac_counts)
             metrics.update(macs.metrics())  # both MAC conventions (benchbench.meters.flops)
             flops_status = macs.status
-            ctx = protocol_context(job, catalog, device, model, params=metrics["params"])
+            ctx = protocol_context(job, catalog, device, model, params=metrics["params"], gmacs=metrics.get("gmacs"))
             precision = ctx.precision
             measured, described = split_result(protocol.run(ctx))
             kept = measured.pop(predictions_file.METRIC, None)  # per-image predictions: a file, not a metric
@@ -126,10 +126,10 @@ def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict 
 
 
 def protocol_context(job: Job, catalog: Catalog, device: torch.device, model: torch.nn.Module, *,
-                     params: int | None = None) -> ProtocolContext:
+                     params: int | None = None, gmacs: float | None = None) -> ProtocolContext:
     """The context the job's protocol runs its cell in, on `device`, with `model` (of `params`
-    parameters: counted here when not given): the cell's precision and execution resolved here, once
-    (a BenchError for a precision this device does not run), with its world."""
+    parameters: counted here when not given; `gmacs` an image, where counted): the cell's precision and
+    execution resolved here, once (a BenchError for a precision this device does not run), with its world."""
     cell = job.cell
     model_spec, dataset_spec = catalog.models.get(cell.model), catalog.datasets.get(cell.dataset)
     choices = cell.choices
@@ -138,7 +138,13 @@ def protocol_context(job: Job, catalog: Catalog, device: torch.device, model: to
                  precision_policy.resolve(choices.precision, device, mode=choices.precision_mode))
     execution = None if choices.execution is None else choose(
         device, choices.execution, prefers_channels_last=model_spec.prefers_channels_last,
-        params=count_params(model) if params is None else params, world=choices.world)
+        params=count_params(model) if params is None else params, world=choices.world,
+        expect=compile_costs.for_cell(  # the break-even's figures (benchbench.compile_costs)
+            model_spec, dataset_spec, model, device, precision=None if precision is None else precision.name,
+            train_images=lambda: compile_costs.train_images_of(catalog.protocols.get(cell.protocol), cell.settings,
+                                                               dataset_spec),
+            resolution=shape["image_size"], in_chans=shape["in_chans"], batch_size=choices.global_batch,
+            world=choices.world.size, gmacs=gmacs))
     return ProtocolContext(
         model=model, model_spec=model_spec, dataset_spec=dataset_spec,
         data=replace(job.context.data, image_size=shape["image_size"], in_chans=shape["in_chans"]),

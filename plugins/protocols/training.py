@@ -16,6 +16,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import Dataset
 
+from benchbench import compile_costs
 from benchbench import execution as execution_policy
 from benchbench.clock import DeviceClock, sync
 from benchbench.errors import BenchError
@@ -99,17 +100,23 @@ def fit(model: nn.Module, train: Dataset, ctx: ProtocolContext, *, desc: str = "
     `train_settings`), precision and execution; training metrics, timed.
 
     `ctx.execution` (resolved once for the cell; None: eager, and no `exec_*` metrics) says whether the
-    model is compiled, the optimiser fused, the memory channels-last; the metrics record it. Compiled,
-    each step that meets a new batch shape compiles (the first, and an epoch's short last batch):
-    those steps are timed apart, synchronised, as `compile_s` (compilation plus their own work), and
-    left out of `train_device_seconds` and `train_img_per_s`, which are the steady pace (unless every
-    step compiled: then they count all). `loss_fn` replaces cross-entropy (benchbench.step).
+    model is compiled, the optimiser fused, the memory channels-last, and why; the metrics record it.
+    Compiled, the compiled module meets one batch shape, the full batch's: an epoch's short last batch
+    runs through `model` itself (the same weights, optimiser and schedule, uncompiled), so nothing
+    recompiles mid-cell, and the eager run of the same cell trains on exactly the same batches. The
+    first compiled step compiles: it is timed apart, synchronised, as `compile_s` (compilation plus its
+    own work), and left out of `train_device_seconds` and `train_img_per_s`, which are the steady pace
+    (unless every step compiled: then they count all); what it took, in which state of inductor's
+    on-disk cache, and the steady step's time are remembered for the next cell's break-even
+    (benchbench.compile_costs). A compile that fails fails the cell, unless the execution was the
+    policy's choice (`compile = "auto"`): then the cell trains on eagerly, and says why. `loss_fn`
+    replaces cross-entropy (benchbench.step).
 
     Data-parallel (`ctx.world` of more than one process, `model` wrapped by DDP or FSDP, a process group
     up, this process rank `rank`): this rank trains on its part of each global batch of `batch_size`
     (plugins/protocols/loader.py); the steps, the permutation, the augmentation's random numbers
     (`augment`: drawn per global batch) and the metrics (global images, the loss of the global batch)
-    are one process's."""
+    are one process's; every rank runs a short global batch uncompiled."""
     from tqdm import tqdm
 
     s, device, seed = ctx.settings, ctx.device, ctx.seed
@@ -132,27 +139,43 @@ def fit(model: nn.Module, train: Dataset, ctx: ProtocolContext, *, desc: str = "
     sched = torch.optim.lr_scheduler.LambdaLR(opt, make_schedule(total, int(s["warmup_fraction"] * total),
                                                                  s["schedule"]))
     step = train_step(runner, opt, precision, execution=execution, scheduler=sched, clip_grad_norm=s["clip_grad_norm"],
-                      loss_fn=loss_fn or cross_entropy(s["label_smoothing"], world))
+                      loss_fn=loss_fn or cross_entropy(s["label_smoothing"], world), uncompiled=model)
     done, images, last_loss = 0, 0, float("nan")
-    shapes: set[tuple[int, ...]] = set()  # batch shapes the compiled model has met
-    compile_s, compile_images = 0.0, 0
+    compiling = execution.compile  # until the first compiled step has run
+    compile_s, compile_images, cache = 0.0, 0, None
     bar = tqdm(total=total, desc=desc, unit="step", leave=False, disable=not ctx.show_progress or rank != 0,
                dynamic_ncols=True, mininterval=0.2 if sys.stderr.isatty() else 15.0)  # sparse lines in a log file
+    if execution.note and rank == 0:
+        print(f"note: {desc}: {execution.note}", file=sys.stderr)
     model.train()
     with precision.matmul_mode(), DeviceClock(device) as clock:
         while done < total:
             for i, (x, y) in enumerate(loader):
                 x, y = execution_policy.to_device(x, device, execution), y.to(device, non_blocking=True)
                 n = len(y) if world == 1 else min(batch_size, len(train) - i * batch_size)  # the global batch's
-                compiles = execution.compile and tuple(x.shape) not in shapes
-                if compiles:
-                    shapes.add(tuple(x.shape))
+                short = n < batch_size  # an epoch's last batch: never through the compiled graph
+                args = (x, y) if world == 1 else (x, y, n)
+                if compiling and not short:
+                    bar.set_description_str(f"{desc} ({compiling_line(execution)})", refresh=True)
                     sync(device)
-                    start = time.perf_counter()
-                loss = step(x, y) if world == 1 else step(x, y, n)
-                if compiles:
-                    sync(device)
-                    compile_s, compile_images = compile_s + time.perf_counter() - start, compile_images + n
+                    start, counts = time.perf_counter(), compile_costs.cache_counts()
+                    try:
+                        loss = step(*args)
+                        sync(device)
+                    except Exception as exc:  # noqa: BLE001 - only a compile error under "auto" is caught
+                        if not (compile_error(exc) and s.get(execution_policy.COMPILE, "auto") == "auto"):
+                            raise
+                        execution, loss = fallen_back(execution, exc), None
+                    compile_s += time.perf_counter() - start
+                    cache = compile_costs.cache_state(counts, compile_costs.cache_counts())
+                    compiling = False
+                    bar.set_description_str(desc, refresh=False)
+                    if loss is None:  # the compile failed: this batch again, eagerly (and every later one)
+                        loss = step(*args, eager=True)
+                    else:
+                        compile_images += n
+                else:
+                    loss = step(*args, eager=short or not execution.compile)
                 done, images = done + 1, images + n
                 if done % 20 == 0 or done == total:
                     last_loss = loss.item() if world == 1 else _mean_over_ranks(loss, world)  # syncs: every 20
@@ -166,6 +189,11 @@ def fit(model: nn.Module, train: Dataset, ctx: ProtocolContext, *, desc: str = "
     steady_s, steady_images = clock.seconds - compile_s, images - compile_images
     if steady_images == 0:  # every step compiled: nothing else to time
         steady_s, steady_images = clock.seconds, images
+    if rank == 0 and ctx.execution is not None:
+        _remember(ctx, model, execution, compiled_s=compile_s if cache is not None and execution.compile else None,
+                  cache=cache, image_s=steady_s / steady_images if steady_images < images or not execution.compile
+                  else None)
+    expected = {"compile_s_expected": execution.expected_compile_s} if execution.expected_compile_s else {}
     return {
         "train_loss": last_loss,
         "train_examples": len(train),  # the training set's size: the (sub)set batches are drawn from
@@ -176,8 +204,45 @@ def fit(model: nn.Module, train: Dataset, ctx: ProtocolContext, *, desc: str = "
         "train_epochs": images / len(train),
         "train_device_seconds": steady_s,
         "train_img_per_s": steady_images / steady_s,
-        **({"compile_s": compile_s, **execution.metrics()} if ctx.execution is not None else {}),
+        **({"compile_s": compile_s, **expected, **execution.metrics()} if ctx.execution is not None else {}),
     }
+
+
+def compiling_line(execution: Execution) -> str:
+    """What the progress line says while the first compiled step runs."""
+    about = execution.expected_compile_s
+    return "compiling, first step" + (f", about {execution_policy.seconds(about)}" if about else "")
+
+
+def compile_error(exc: BaseException) -> bool:
+    """Whether `exc` is torch.compile's failing (Dynamo's or inductor's), not the step's own error."""
+    from torch._dynamo.exc import TorchDynamoException
+
+    module = type(exc).__module__ or ""
+    return isinstance(exc, TorchDynamoException) or module.startswith(("torch._inductor", "torch._dynamo"))
+
+
+def fallen_back(execution: Execution, exc: BaseException) -> Execution:
+    """`execution` run eagerly after its compile failed with `exc`, its reason saying so."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    why = f"{type(exc).__name__}: {' '.join(lines[:2])}"[:300]  # e.g. "backend='inductor' raised: <its error>"
+    return replace(execution, compile=False, compile_mode=None, expected_compile_s=None,
+                   reason=f"eager: compiling failed ({why}); the choice was: {execution.reason}")
+
+
+def _remember(ctx: ProtocolContext, model: nn.Module, execution: Execution, *, compiled_s: float | None,
+              cache: str | None, image_s: float | None) -> None:
+    """This cell's compile time and steady step time, for the break-even of later cells
+    (benchbench.compile_costs)."""
+    core = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+    work = compile_costs.workload(
+        ctx.model_spec, core, ctx.device, precision=precision_of(ctx).name, resolution=ctx.data.image_size,
+        in_chans=ctx.data.in_chans, num_classes=ctx.dataset_spec.num_classes, batch_size=ctx.settings["batch_size"],
+        world=ctx.world.size if ctx.world is not None else 1)
+    if compiled_s:
+        compile_costs.remember_compile(work, execution, compiled_s, cache or "cold")
+    if image_s:
+        compile_costs.remember_step(work, execution, image_s)
 
 
 def _mean_over_ranks(loss: torch.Tensor, world: int) -> float:
