@@ -302,16 +302,19 @@ def display_row(c: Check, runs: int = 1) -> list[str]:
 
 def notes(checks: Sequence[Check]) -> list[str]:
     """The reference's notes (a known gap and what explains it), each once with the rows that carry it:
-    "lines 8, 9 (ResNet50x1 pretrain_exaflops, fail; ResNet50x2 ...): <note>"."""
-    rows: dict[str, dict[int, str]] = {}
+    "lines 8, 9 (ResNet50x1, ResNet50x2 pretrain_exaflops, fail): <note>"."""
+    rows: dict[str, dict[int, tuple[str, str, str]]] = {}
     for c in checks:
         if c.row.note:
-            said = rows.setdefault(c.row.note, {})
-            said.setdefault(c.row.line, f"{c.row.model} {c.row.metric}, {c.verdict}")
+            rows.setdefault(c.row.note, {}).setdefault(c.row.line, (c.row.model, c.row.metric, c.verdict))
     out = []
     for note, lines in rows.items():
-        which = "line" if len(lines) == 1 else "lines"
-        out.append(f"{which} {', '.join(map(str, lines))} ({'; '.join(lines.values())}): {note}")
+        said = list(lines.values())
+        if len({(metric, verdict) for _, metric, verdict in said}) == 1:  # "ResNet50x1, ResNet50x2 params, fail"
+            what = f"{', '.join(dict.fromkeys(m for m, _, _ in said))} {said[0][1]}, {said[0][2]}"
+        else:
+            what = "; ".join(f"{m} {metric}, {verdict}" for m, metric, verdict in said)
+        out.append(f"{'line' if len(lines) == 1 else 'lines'} {', '.join(map(str, lines))} ({what}): {note}")
     return out
 
 

@@ -21,8 +21,7 @@ class Verification:
     shown: str  # the reference's path as the command names it
     slug: str
     checks: list[Check] = field(default_factory=list)
-    table: HtmlTable | None = None
-    notes: list[str] = field(default_factory=list)
+    table: HtmlTable | None = None  # its notes: the reference's notes on the rows (known gaps)
     counts: dict[str, int] = field(default_factory=dict)
     command: str = ""
     error: str | None = None
@@ -67,9 +66,9 @@ def verifications(references: list[Path], runs: list[Run]) -> list[Verification]
             continue
         matched = list(dict.fromkeys(c.run for c in checks if c.verdict != "unmatched" and c.run))
         table = html_table(f"table-{slug}", f"{path.name}: each published figure against the runs' cells",
-                           HEADERS, [display_row(c, len(matched)) for c in checks],
+                           HEADERS, [display_row(c, len(matched)) for c in checks], notes=notes(checks),
                            flagged=[c.verdict == "fail" for c in checks])
         command = " ".join(["benchbench verify", shlex.quote(shown),
                             *(by_label[label].shell_path for label in matched)])
-        out.append(Verification(shown, slug, checks, table, notes(checks), summary(checks), command))
+        out.append(Verification(shown, slug, checks, table, summary(checks), command))
     return out
