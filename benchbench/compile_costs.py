@@ -186,12 +186,26 @@ def cache_state(before: tuple[int, int], after: tuple[int, int]) -> str:
 
 # --- the store ---------------------------------------------------------------------------------------------
 
+_READ: dict[Path, tuple[tuple[int, int], list[dict[str, Any]]]] = {}  # path: ((size, mtime), entries)
+
+
 def read(path: Path | None = None) -> list[dict[str, Any]]:
-    """Every remembered measurement; lines that are not one (a torn write) are skipped."""
+    """Every remembered measurement; lines that are not one (a torn write) are skipped. Parsed once per
+    version of the file in a process (a plan asks for every cell)."""
+    path = path or store_path()
     try:
-        text = (path or store_path()).read_text()
+        st = path.stat()
+        if (known := _READ.get(path)) is not None and known[0] == (st.st_size, st.st_mtime_ns):
+            return list(known[1])
+        text = path.read_text()
     except OSError:
         return []
+    entries = _parse(text)
+    _READ[path] = ((st.st_size, st.st_mtime_ns), entries)
+    return list(entries)
+
+
+def _parse(text: str) -> list[dict[str, Any]]:
     out = []
     for line in text.splitlines():
         try:
@@ -342,6 +356,9 @@ def for_cell(model_spec, dataset_spec, model, device, *, train_images: Callable[
     return expect_for
 
 
+_META: dict[tuple, Any] = {}  # (model id, classes, resolution, channels): the model on the meta device
+
+
 def planned_compile(cell, catalog, device, *, resolution: int, in_chans: int, train_images: float | None,
                     gmacs: float | None) -> bool:
     """Whether `cell` will compile on `device`, as its worker decides (benchbench.run.worker), for a plan
@@ -357,8 +374,11 @@ def planned_compile(cell, catalog, device, *, resolution: int, in_chans: int, tr
     if device.type != "cuda":  # off CUDA the decision weighs nothing
         return choose(device, c.execution, world=c.world).compile
     spec, dataset = catalog.models.get(cell.model), catalog.datasets.get(cell.dataset)
+    shape = (spec.id, dataset.num_classes, resolution, in_chans)
     try:
-        model = spec.build_on_meta(num_classes=dataset.num_classes, image_size=resolution, in_chans=in_chans)
+        if (model := _META.get(shape)) is None:  # on the meta device: no memory, built once per shape
+            model = _META[shape] = spec.build_on_meta(num_classes=dataset.num_classes, image_size=resolution,
+                                                      in_chans=in_chans)
     except Exception:  # noqa: BLE001 - a plan must not stop a run; the cell reports its own error
         return choose(device, c.execution, world=c.world).compile
     params = sum(p.numel() for p in model.parameters())
