@@ -47,12 +47,12 @@ def test_ingest_is_idempotent_and_fills_the_typed_columns(report_runs, db_path, 
     code, out, err = _cli(capsys, "db", "ingest", report_runs.root, "--db", url)
     assert code == 0
     # base 6 + regressed 6 + failed 2 + torn 1 (its two bad lines skipped) + empty 0
-    assert "15 records of 5 runs read, 15 added, 0 already there" in out
+    assert "15 records of 5 runs read, 15 added, 0 updated, 0 already there" in out
     torn = report_runs.torn / RECORDS
     assert f"warning: {torn}:2: not valid JSON" in err and f"warning: {torn}:3: torn last line" in err
     assert _sql(db_path, "select count(*) from records") == [(15,)]
     code, out, _ = _cli(capsys, "db", "ingest", report_runs.root, report_runs.base, "--db", url)
-    assert "15 records of 5 runs read, 0 added, 15 already there" in out
+    assert "15 records of 5 runs read, 0 added, 0 updated, 15 already there" in out
     assert _sql(db_path, "select count(*) from records") == [(15,)]
     row = _sql(db_path, "select run_id, model, family, dataset, protocol, seed, status, top1, params, gmacs, "
                         "train_img_per_s, device, device_name, git_commit, json_extract(settings, '$') "
@@ -444,7 +444,7 @@ def test_dump_writes_only_inside_its_folder_whatever_the_records_name(tmp_path, 
     url = f"sqlite:///{db_path}"
     db = open_database(url, write=True)
     try:
-        assert insert_records(db, recs) == len(recs)
+        assert insert_records(db, recs).added == len(recs)
     finally:
         db.close()
     victim = tmp_path / "victim"
@@ -504,7 +504,7 @@ def test_the_bulk_sqlite_rows_equal_what_sqlalchemy_stores_for_the_same_records(
     """The bulk ingest makes SQLite's parameters directly; SQLAlchemy's own insert of record_row (its
     type processing: JSON text, DATETIME text, 0/1) must store the same values, column by column."""
     from benchbench.db.ingest import insert_prepared, prepare
-    from benchbench.db.rows import COLUMNS, record_row
+    from benchbench.db.rows import COLUMNS, attempts, record_row
     from benchbench.store import read_records
 
     recs = [r for d in (report_runs.base, report_runs.failed) for r in read_records(d).records]
@@ -514,9 +514,9 @@ def test_the_bulk_sqlite_rows_equal_what_sqlalchemy_stores_for_the_same_records(
              replace(make_record("vit-y"), started_at=None, job_id=None, suite=None, run_id=None, env=None)]
     bulk, orm = (open_database(f"sqlite:///{tmp_path / name}.db", write=True) for name in ("bulk", "orm"))
     try:
-        assert insert_prepared(bulk, prepare(recs, "/r/suite/run-1", "sqlite")) == len(recs)
+        assert insert_prepared(bulk, prepare(recs, "/r/suite/run-1", "sqlite")).added == len(recs)
         with orm.engine.begin() as conn:
-            conn.execute(schema.records.insert(), [record_row(r, "/r/suite/run-1") for r in recs])
+            conn.execute(schema.records.insert(), [record_row(r, "/r/suite/run-1", n) for r, n in zip(recs, attempts(recs))])
     finally:
         bulk.close()
         orm.close()

@@ -114,7 +114,7 @@ def test_ingest_query_history_on_postgres(postgres, report_runs, capsys):
     assert main(["db", "ingest", str(report_runs.root), "--db", url]) == 0
     assert main(["db", "ingest", str(report_runs.root), "--db", url]) == 0
     out = capsys.readouterr().out
-    assert "15 added" in out and "0 added, 15 already there" in out
+    assert "15 added" in out and "0 added, 0 updated, 15 already there" in out
     assert _count(url, "select count(*), count(distinct (suite, run_id, key, job)) from records") == (15, 15)
     assert _count(url, "select top1 from records where run_id = '20260102-000000' and model = 'vit-a' "
                        "and seed = 0")[0] == pytest.approx(0.70)
@@ -153,3 +153,43 @@ def test_eight_concurrent_run_db_drivers_on_postgres(postgres, run_suite, gated,
     assert len(dirs) == helpers.WRITERS
     assert _count(url, "select count(*), count(distinct (suite, run_id, key, job)), count(distinct suite) "
                        "from records") == (3 * helpers.WRITERS, 3 * helpers.WRITERS, helpers.WRITERS)
+
+
+def test_edits_and_values_postgres_cannot_hold_on_postgres(postgres, tmp_path, capsys):
+    """An edited record updates its row (RETURNING tells new rows from updated ones); text with NUL (which
+    PostgreSQL's text cannot hold) or a lone surrogate (which psycopg cannot encode) is stored with escapes,
+    named in a warning; a float beyond an integer column is NULL there; the records come back whole."""
+    import json
+
+    from benchbench.cli import main
+    from benchbench.store import RECORDS
+
+    def line(key, **fields):
+        return json.dumps({"schema": 4, "key": key, "status": "ok", "model": "m", "dataset": "d", "protocol": "p",
+                           "seed": 0, "settings": {}, "metrics": {"top1": 0.5, "params": 1e300}, "suite": "s",
+                           "run_id": "r1", "started_at": "2026-01-01T00:00:00+00:00", **fields}) + "\n"
+
+    run = tmp_path / "s" / "r1"
+    run.mkdir(parents=True)
+    (run / RECORDS).write_text(line("a") + line("nul", error="boom\u0000here") + line("sur", model="m\ud800")
+                               + line("b", started_at="0001-01-01T00:00:00+05:00"))
+    url = postgres.url("hostile")
+    assert main(["db", "ingest", str(run), "--db", url]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert "the record of cell nul" in captured.err and "error 'boom\\\\x00here'" in captured.err, captured.err
+    assert "the record of cell sur" in captured.err and "model 'm\\\\ud800'" in captured.err, captured.err
+    assert "4 records of 1 run read, 4 added, 0 updated, 0 already there" in captured.out
+    (run / RECORDS).write_text((run / RECORDS).read_text().replace('"top1": 0.5', '"top1": 0.6', 1))
+    assert main(["db", "ingest", str(run), "--db", url]) == 0
+    assert "0 added, 1 updated, 3 already there" in capsys.readouterr().out
+    from benchbench.db.connect import open_database
+    from benchbench.db.query import Filters, select_records
+
+    db = open_database(url, write=False)
+    try:
+        assert {r.model for r in select_records(db, Filters())} == {"m", "m\ud800"}  # whole, from the JSON
+    finally:
+        db.close()
+    assert _count(url, "select top1, params from records where key = 'a'") == (0.6, None)
+    assert _count(url, "select count(*) from records where started_at is null") == (1,)

@@ -4,6 +4,8 @@ database `<results root>/benchbench.db`). docs/results-db.md."""
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -79,8 +81,10 @@ def run_ingest(args) -> int:
         db.close()
     for problem in result.problems:
         print(f"warning: {problem}", file=sys.stderr)
+    same = result.read - result.added - result.updated - result.skipped
     print(f"{db.where}: {plural(result.read, 'record')} of {plural(result.runs, 'run')} read, {result.added:,} added, "
-          f"{result.read - result.added:,} already there")
+          f"{result.updated:,} updated, {same:,} already there"
+          + (f", {result.skipped:,} not stored (see the warnings)" if result.skipped else ""))
     return 0
 
 
@@ -130,13 +134,18 @@ def run_info(args) -> int:
     return 0
 
 
+PARTIAL_MARK = ".benchbench-dump-partial"  # inside a dump's temporary folder: ours to remove
+
+
 def run_dump(args) -> int:
+    """The records, grouped by run, written into a temporary folder beside DIR that becomes DIR at the end
+    (or whose runs are moved into an empty DIR): a dump that fails (a full disk) or is killed leaves DIR as
+    it was, and running it again works."""
     from benchbench.db.connect import open_database
     from benchbench.db.query import Filters, select_runs
-    from benchbench.pathnames import folder_name, inside
-    from benchbench.store import append_record, check_directory, writing
+    from benchbench.store import check_directory
 
-    out = Path(args.out)
+    out = Path(os.path.abspath(args.out))
     check_directory(out, "dump folder")
     if out.is_dir() and any(out.iterdir()):
         raise BenchError(f"{out}: not empty; name a new or empty folder (runs are written whole, never merged)")
@@ -150,17 +159,79 @@ def run_dump(args) -> int:
     runs: dict[tuple[str, str], list] = {}
     for suite, run_id, record in found:
         runs.setdefault((suite or "unnamed", run_id), []).append(record)
+    partial = out.parent / f".{out.name}.dump-partial"
+    try:
+        try:
+            _clear_partial(partial)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            partial.mkdir()
+            (partial / PARTIAL_MARK).touch()
+        except OSError:  # DIR's folder is read-only: into DIR itself, where it exists
+            if not out.is_dir():
+                raise
+            partial = out
+        written = _write_runs(partial, runs, out)
+        if partial != out:
+            (partial / PARTIAL_MARK).unlink()
+            if out.is_dir():  # an empty folder (perhaps someone's working directory): filled, not replaced
+                for child in partial.iterdir():
+                    os.rename(child, out / child.name)
+                partial.rmdir()
+            else:
+                os.rename(partial, out)
+    except OSError as error:
+        _remove_dump(partial, out)
+        raise BenchError(f"db dump {out}: cannot write: {error.strerror or error}; nothing was left in {out}: free "
+                         "space (or name another folder), then run the same command again") from None
+    except BaseException:
+        _remove_dump(partial, out)
+        raise
+    print(f"{out}: {plural(written, 'record')} of {plural(len(runs), 'run')} written from {db.where}")
+    return 0
+
+
+def _write_runs(folder: Path, runs: dict, out: Path) -> int:
+    """Each run's records as folder/<suite>/<run-id>/records.jsonl (to be `out`/...), one write and fsync a
+    run; a record that cannot be written as a line is left out with a warning. The number written."""
+    from benchbench.pathnames import folder_name, inside
+    from benchbench.store import RECORDS, RecordLineError, record_line
+
+    written = 0
     for (suite, run_id), recs in runs.items():
         # The names come from the records: each becomes one folder name inside DIR, whatever it holds.
         folders = folder_name(suite), folder_name(run_id)
-        run_dir = inside(out, *folders)
-        for what, name, folder in (("suite", suite, folders[0]), ("run id", run_id, folders[1])):
-            if folder != name:
+        run_dir = inside(folder, *folders)
+        for what, name, shown in (("suite", suite, folders[0]), ("run id", run_id, folders[1])):
+            if shown != name:
                 print(f"warning: {what} {name!r} ({plural(len(recs), 'record')}) is not a plain folder name: "
-                      f"written to {run_dir}", file=sys.stderr)
-        with writing(run_dir, "create"):
-            run_dir.mkdir(parents=True, exist_ok=True)
+                      f"written to {out.joinpath(*folders)}", file=sys.stderr)
+        lines = []
         for record in recs:
-            append_record(run_dir, record)
-    print(f"{out}: {plural(len(found), 'record')} of {plural(len(runs), 'run')} written from {db.where}")
-    return 0
+            try:
+                lines.append(record_line(record))
+            except RecordLineError as error:
+                print(f"warning: a record of cell {record.key} of run {run_id!r}: {error}; left out", file=sys.stderr)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with open(run_dir / RECORDS, "xb") as f:
+            f.write(b"".join(lines))
+            f.flush()
+            os.fsync(f.fileno())
+        written += len(lines)
+    return written
+
+
+def _clear_partial(partial: Path) -> None:
+    """The temporary folder of a dump that was killed: removed where it has our mark (never another folder)."""
+    if (partial / PARTIAL_MARK).is_file():
+        shutil.rmtree(partial)
+        print(f"note: removed {partial}, left by a dump that did not finish", file=sys.stderr)
+
+
+def _remove_dump(partial: Path, out: Path) -> None:
+    """What a failed dump wrote: its temporary folder, or (written into DIR itself) DIR's contents, which
+    were none when it began."""
+    if partial != out:
+        shutil.rmtree(partial, ignore_errors=True)
+        return
+    for child in out.iterdir() if out.is_dir() else ():
+        shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)

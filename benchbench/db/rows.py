@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
-from typing import Any
+from typing import Any, Sequence
 
 from sqlalchemy import JSON, BigInteger, Boolean, DateTime
 
@@ -19,24 +19,47 @@ from benchbench.db.schema import METRIC_COLUMNS, records
 from benchbench.record import OPTIONAL, Record
 
 
-def job_of(record: Record) -> str:
-    """The attempt part of a record's identity (see benchbench.db.schema)."""
+def job_of(record: Record, nth: int = 0) -> str:
+    """The attempt part of a record's identity (see benchbench.db.schema): its scheduler job, else its start
+    time, else `line:<nth>`, its place among its run's records of the same key that have neither
+    (`attempts`), so that an edited line is the same attempt, not a new one."""
     if record.job_id:
         return f"job:{record.job_id}"
     if record.started_at:
         return f"start:{record.started_at}"
+    return f"line:{nth}"
+
+
+def attempts(recs: Sequence[Record]) -> list[int]:
+    """For each record of one run (in its file's order), its place among the records of its key with
+    neither a job id nor a start time (0 for the others): `job_of`'s `nth`."""
+    seen: dict[str, int] = {}
+    out = []
+    for record in recs:
+        if record.job_id or record.started_at:
+            out.append(0)
+        else:
+            out.append(seen.get(record.key, 0))
+            seen[record.key] = out[-1] + 1
+    return out
+
+
+def legacy_job(record: Record) -> str:
+    """The attempt benchbench before issue 35 gave a record with neither job id nor start time: the sha1 of
+    its line (an edit made it a new row); `ingest` replaces such rows by `job_of`'s."""
     return "line:" + hashlib.sha1(json.dumps(record_line(record), sort_keys=True).encode()).hexdigest()
 
 
 def _time(text: str | None) -> datetime | None:
-    """An ISO time as naive UTC (what every backend stores alike); None when absent or unreadable."""
+    """An ISO time as naive UTC (what every backend stores alike); None when absent, unreadable, or out of
+    the years 1-9999 in UTC (year 1 with a positive offset)."""
     if not text:
         return None
     try:
         t = datetime.fromisoformat(text)
-    except ValueError:
+        return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo else t
+    except (ValueError, OverflowError):
         return None
-    return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo else t
 
 
 def _number(value: Any) -> float | int | None:
@@ -104,11 +127,27 @@ SPLIT = ("settings", "env", "metrics")  # parts of the JSON line kept in columns
 _REST = tuple(name for name in _FIELDS if name not in SPLIT)  # the `record` column's
 _REST_OPTIONAL = tuple(name for name in OPTIONAL if name in _REST)  # ... left out when None, as in a line
 _METRICS = tuple((name, kind is BigInteger) for name, kind in METRIC_COLUMNS.items())
+_INT64 = 2 ** 63
 
 
-def row_values(record: Record, run_dir: str = "") -> tuple:
+def text(value: str) -> str:
+    """`value` as a database's text holds it: itself where it is UTF-8; else (a path's undecodable bytes,
+    a lone surrogate from a JSON escape) with those characters written as escapes (`\\xff`, `\\ud800`)."""
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        pass
+    try:  # a path's undecodable bytes: Python's file-system decoding made each a U+DC80-U+DCFF
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # another lone surrogate
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def row_values(record: Record, run_dir: str = "", nth: int = 0) -> tuple:
     """The values of `record`'s row, in the order of `COLUMNS` (the table's, id left out); `run_dir` is
-    where it was read from (its name is the run id of a record that does not carry one)."""
+    where it was read from (its name is the run id of a record that does not carry one; `text` it first);
+    `nth`: `job_of`'s."""
     rest = _line_part(record, _REST, _REST_OPTIONAL)  # the line's other keys
     env = record.env or {}
     versions = env.get("versions")
@@ -117,10 +156,11 @@ def row_values(record: Record, run_dir: str = "") -> tuple:
     for name, big in _METRICS:
         value = metrics.get(name)
         if value is not None and (value := _number(value)) is not None and big:
-            value = int(value)
+            # an integer column holds 64 bits: a float beyond (1e300) is NULL there, and kept in `metrics`
+            value = int(value) if -_INT64 <= value < _INT64 else None
         typed.append(value)
     return (
-        record.suite or "", record.run_id or run_dir.rstrip("/").rpartition("/")[2], record.key, job_of(record),
+        record.suite or "", record.run_id or run_dir.rstrip("/").rpartition("/")[2], record.key, job_of(record, nth),
         record.model, record.contender or default_name(record.model, record.settings), record.model_family or None,
         record.dataset, record.protocol, record.seed, record.status,
         *typed,
@@ -133,9 +173,9 @@ def row_values(record: Record, run_dir: str = "") -> tuple:
     )
 
 
-def record_row(record: Record, run_dir: str = "") -> dict[str, Any]:
+def record_row(record: Record, run_dir: str = "", nth: int = 0) -> dict[str, Any]:
     """The row of `record`: {column: value} (`row_values`)."""
-    return dict(zip(COLUMNS, row_values(record, run_dir)))
+    return dict(zip(COLUMNS, row_values(record, run_dir, nth)))
 
 
 def row_record(rest: dict[str, Any], settings: Any, env: Any, metrics: Any) -> Record:
@@ -151,11 +191,11 @@ _TIME_AT = tuple(i for i, c in enumerate(COLUMNS) if isinstance(records.c[c].typ
 _BOOL_AT = tuple(i for i, c in enumerate(COLUMNS) if isinstance(records.c[c].type, Boolean))
 
 
-def sqlite_params(record: Record, run_dir: str = "") -> tuple:
+def sqlite_params(record: Record, run_dir: str = "", nth: int = 0) -> tuple:
     """`row_values` as SQLAlchemy's SQLite types store them (JSON text, DATETIME text, 0/1): the bulk
     insert's parameters, made without SQLAlchemy's per-row processing (tests/test_db.py checks they
     store what SQLAlchemy's own insert does)."""
-    out = list(row_values(record, run_dir))
+    out = list(row_values(record, run_dir, nth))
     for i in _JSON_AT:
         if out[i] is not None:
             out[i] = dumps(out[i])

@@ -3,7 +3,9 @@
 `records`: one row per record. A record's identity is (suite, run_id, key, job): the run, the cell's
 key, and the attempt, which is the scheduler's job id where the record has one, else
 "start:<started_at>" (a failed cell and its retry on resume are two records of the same key without a
-job id, started at different times), else "line:<sha1 of the record's JSON>". The typed columns
+job id, started at different times), else "line:<n>", its place among its run's records of that key
+with neither (benchbench.db.rows.attempts): an edited line keeps its identity, and an ingest replaces
+its row. The typed columns
 follow the record's own field and metric names (units in the names); `settings`, `env` and `metrics`
 are the record's own, whole, as JSON, and `record` is the rest of its JSON line: `record` with those
 three put back is the line exactly (benchbench.db.rows.row_record), from which every other column is
