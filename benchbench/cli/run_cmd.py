@@ -367,7 +367,7 @@ def _run(args, session: Session, context: RunContext, resuming: bool, plans) -> 
             # Workers run elsewhere (another directory, node or process): every path they get is absolute.
             shipped = replace(context, env=env, run_dir=run_dir.resolve(), data=replace(
                 context.data, root=context.data.root.resolve() if context.data.root else None))
-            with _db_writer(args, run_dir) as observe:
+            with _db_writer(args, run_dir, suite.name, len(read.entries)) as observe:
                 records = run_cells(session.executor, shipped, suite, cat, session.choice, todo, _echo, observe)
             if created:  # how busy the machine was while the cells ran: start and end
                 write_json(run_dir / ENV, {**env, "load_average_end": threads.load_average()})
@@ -388,15 +388,16 @@ def _run(args, session: Session, context: RunContext, resuming: bool, plans) -> 
 
 
 @contextmanager
-def _db_writer(args, run_dir: Path) -> Iterator[Callable | None]:
-    """`run --db`: the driver's writer of each record to the results database, or None without --db."""
+def _db_writer(args, run_dir: Path, suite: str, recorded: int) -> Iterator[Callable | None]:
+    """`run --db`: the driver's writer of each record to the results database, or None without --db. The
+    run's `recorded` records the database lacks (a resume) are added first."""
     if getattr(args, "db", None) is None:
         yield None
         return
     from benchbench.db.connect import default_url
     from benchbench.db.live import LiveWriter
 
-    writer = LiveWriter(args.db or default_url(Path(args.results)), str(run_dir.resolve()), _echo).open()
+    writer = LiveWriter(args.db or default_url(Path(args.results)), str(run_dir.resolve()), _echo, suite).open(recorded)
     try:
         yield writer.write
     finally:

@@ -7,7 +7,10 @@ concurrent writers queue. WAL needs shared memory between the processes using th
 network filesystems (NFS, CIFS/SMB, Lustre, ...; told by /proc/mounts) do not give: there the
 database keeps SQLite's rollback journal ("DELETE"), which works on them when one process writes at a
 time, as a run's driver does. Write transactions on SQLite begin IMMEDIATE (the write lock is taken
-first, so two writers never deadlock upgrading a read lock).
+first, so two writers never deadlock upgrading a read lock), waiting for the lock in short steps so
+that Ctrl-C acts at once. A reader of a database on a read-only mount (a snapshot, a read-only share)
+opens it as immutable where its file alone holds every transaction (no write-ahead log beside it),
+since SQLite cannot make the WAL's shared-memory file there; otherwise one line says why it cannot.
 """
 
 from __future__ import annotations
@@ -86,13 +89,25 @@ def _first_line(error: BaseException) -> str:
     return text[0] if text else type(inner).__name__
 
 
+# SQLite's answers when the disk under the database is full (a full tmpfs answers "disk I/O error")
+_DISK_CODES = (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR)
+
+
+def _hint(error: BaseException) -> str:
+    inner = getattr(error, "orig", None)
+    if isinstance(inner, sqlite3.Error) and (getattr(inner, "sqlite_errorcode", 0) & 0xFF) in _DISK_CODES:
+        return ("; its disk may be full (or failing): free space, then run the same command again (the "
+                "transaction was rolled back: the database is as it was)")
+    return ""
+
+
 @contextmanager
 def db_errors(where: str) -> Iterator[None]:
     """SQLAlchemy's and the driver's errors inside become one DbError naming `where`."""
     try:
         yield
     except exc.SQLAlchemyError as error:
-        raise DbError(f"results database {where}: {_first_line(error)}") from None
+        raise DbError(f"results database {where}: {_first_line(error)}{_hint(error)}") from None
 
 
 @dataclass(frozen=True)
@@ -146,6 +161,30 @@ def _check_sqlite_file(path: Path, write: bool, where: str) -> None:
 
 CACHE_KIB = 64 << 10  # a writing connection's page cache, KiB
 BUSY_RETRY_S = 0.01
+# A writer waits for the write lock in steps of this long inside SQLite, in Python between them: a signal
+# (Ctrl-C, SIGTERM) is acted on between steps, where one wait of BUSY_TIMEOUT_S inside SQLite held it
+# until the lock came or the time ran out (issue 35: 35 s).
+WAIT_STEP_MS = 100
+
+
+def _busy(error: sqlite3.OperationalError) -> bool:
+    return (getattr(error, "sqlite_errorcode", 0) & 0xFF) == sqlite3.SQLITE_BUSY
+
+
+def begin_immediate(connection: sqlite3.Connection, timeout_s: float = BUSY_TIMEOUT_S) -> None:
+    """BEGIN IMMEDIATE on `connection` (autocommit mode), waiting up to `timeout_s` for the write lock in
+    steps of WAIT_STEP_MS; then, inside the transaction, SQLite's own wait of `timeout_s` (a commit in
+    rollback-journal mode waits there for readers to finish)."""
+    connection.execute(f"PRAGMA busy_timeout = {WAIT_STEP_MS}")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            break
+        except sqlite3.OperationalError as error:
+            if not _busy(error) or time.monotonic() >= deadline:
+                raise
+    connection.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
 
 
 def set_journal_mode(cursor: sqlite3.Cursor, journal: str, timeout_s: float = BUSY_TIMEOUT_S) -> None:
@@ -160,22 +199,59 @@ def set_journal_mode(cursor: sqlite3.Cursor, journal: str, timeout_s: float = BU
                 cursor.execute(f"PRAGMA journal_mode = {journal}")
             return
         except sqlite3.OperationalError as error:
-            if (getattr(error, "sqlite_errorcode", 0) & 0xFF) != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+            if not _busy(error) or time.monotonic() >= deadline:
                 raise
         time.sleep(BUSY_RETRY_S)
 
 
-def _sqlite_engine(url: URL, path: Path | None, write: bool, mounts: Path) -> tuple[Engine, str]:
+def on_read_only_mount(folder: Path) -> bool:
+    """Whether `folder` is on a file system mounted read-only (statvfs's ST_RDONLY)."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _nonempty(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def read_only_mode(path: Path, where: str) -> str:
+    """How a reader opens the SQLite file `path`: `mode=ro`; on a read-only mount, where SQLite cannot
+    create the WAL's -shm file, `immutable=1` when the file alone holds every transaction (no write-ahead
+    log or rollback journal with content beside it: nobody can write there, so nothing changes under the
+    reader), `mode=ro` when the -wal and its -shm are both there (SQLite reads them); else a DbError."""
+    if not on_read_only_mount(path.parent):
+        return "mode=ro"
+    wal, shm, journal = (Path(f"{path}-{end}") for end in ("wal", "shm", "journal"))
+    if _nonempty(journal):
+        raise DbError(f"results database {where}: {journal.name} beside it holds a write that did not finish, on a "
+                      "read-only file system: it cannot be read consistently here; copy the database with its "
+                      "-journal to a writable folder, and read the copy")
+    if not _nonempty(wal):
+        return "immutable=1"
+    if shm.exists():
+        return "mode=ro"
+    raise DbError(f"results database {where}: its write-ahead log {wal.name} has transactions, and its -shm file is "
+                  "missing on a read-only file system, where SQLite cannot make one: copy the database with its "
+                  "-wal to a writable folder, and read the copy")
+
+
+def _sqlite_engine(url: URL, path: Path | None, write: bool, mounts: Path, where: str) -> tuple[Engine, str]:
     journal = "delete" if path is not None and on_network_fs(path.parent, mounts) else "wal"
     if path is not None and not write:  # read-only: SQLite is never asked to write (no journal change)
-        url = url.set(database=f"file:{quote(str(path))}?mode=ro", query={"uri": "true"})
+        url = url.set(database=f"file:{quote(str(path))}?{read_only_mode(path, where)}", query={"uri": "true"})
     engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S}, json_serializer=dumps)
 
     @event.listens_for(engine, "connect")
     def _connect(dbapi_connection, record):  # noqa: ANN001 - SQLAlchemy's callback signature
         dbapi_connection.isolation_level = None  # transactions begin below, not in the driver
         cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        # a writer waits in short steps (begin_immediate; set_journal_mode retries), a reader in SQLite
+        cursor.execute(f"PRAGMA busy_timeout = {WAIT_STEP_MS if write else int(BUSY_TIMEOUT_S * 1000)}")
         if write:
             set_journal_mode(cursor, journal)
             cursor.execute("PRAGMA synchronous = NORMAL" if journal == "wal" else "PRAGMA synchronous = FULL")
@@ -187,7 +263,10 @@ def _sqlite_engine(url: URL, path: Path | None, write: bool, mounts: Path) -> tu
 
     @event.listens_for(engine, "begin")
     def _begin(conn):  # noqa: ANN001
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        if write:
+            begin_immediate(conn.connection.dbapi_connection)
+        else:
+            conn.exec_driver_sql("BEGIN")
 
     return engine, journal
 
@@ -220,7 +299,7 @@ def open_database(url: str, *, write: bool, mounts: Path = MOUNTS) -> Database:
             path = _sqlite_path(parsed)
             if path is not None:
                 _check_sqlite_file(path, write, where)
-            engine, journal = _sqlite_engine(parsed, path, write, mounts)
+            engine, journal = _sqlite_engine(parsed, path, write, mounts, where)
         else:
             engine, journal = create_engine(parsed, pool_pre_ping=True, json_serializer=dumps,
                                             connect_args={"connect_timeout": CONNECT_TIMEOUT_S}), None
