@@ -12,6 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from benchbench.atomic import replacing  # noqa: E402
 from benchbench.errors import BenchError  # noqa: E402
 from benchbench.history import Series  # noqa: E402
 
@@ -51,12 +52,17 @@ def _fit(text: str) -> str:
 
 
 def save(series: Sequence[Series], metric: str, out: Path, title: str = "") -> Path:
+    """The figure written to `out` whole or not at all (benchbench.atomic: a read-only or full folder is
+    one line, and leaves no empty file)."""
     out = Path(out)
     if out.suffix.lower() not in SUFFIXES:
         raise BenchError(f"--plot {out}: the file name must end in one of {', '.join(SUFFIXES)}")
     if not out.parent.is_dir():
         raise BenchError(f"--plot {out}: folder {out.parent} does not exist")
     fig = history_figure(series, metric, title)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    try:
+        with replacing(out, "--plot") as tmp:
+            fig.savefig(tmp, dpi=120, format=out.suffix.lower()[1:])
+    finally:
+        plt.close(fig)
     return out
