@@ -248,7 +248,7 @@ def test_the_report_summary_counts_in_words(report_runs, report_models, tmp_path
 
     monkeypatch.setattr(report_cmd, "catalog", lambda args: SimpleNamespace(models=report_models))
     assert main(["report", str(report_runs.base), "-o", str(tmp_path / "one")]) == 0
-    assert capsys.readouterr().out.strip().endswith("index.html: 1 run, 0 comparisons (0 regressions), 5 pages")
+    assert capsys.readouterr().out.strip().endswith("index.html: 1 run, 0 comparisons (0 regressions), 6 pages")
 
 
 def test_the_history_page_draws_each_cell_across_runs_and_lists_its_regressions(report_runs, report_models,
