@@ -10,8 +10,8 @@ first rule of `METRICS` that matches its name):
   `eval_images`) and, with repeats, the seeds' (or runs') spread.
 - model (params, macs, gmacs, gflops): must not change; any change is a regression.
 - timing (*img_per_s, mfu, *_mfu, *flop(s)_per_s higher is better; *_seconds but wall_seconds,
-  *_days, *_ms, *_mem_mb, *_s lower is better): compared as the ratio B/A in percent. Its noise is
-  the machine's, known only from repeated values.
+  *_days, *_ms, *_mem_mb, *_s, and energy *_j and money *_usd lower is better): compared as the ratio
+  B/A in percent. Its noise is the machine's, known only from repeated values.
 
 The verdict (`judge`) of B's values against A's (seeds of a cell, or the points of a history's
 segments on either side of a step) takes the tests the values allow, each one-sided in the direction
@@ -86,6 +86,8 @@ METRICS: tuple[Rule, ...] = (
     Rule(MODEL, names=("params", "macs", "gmacs", "gflops")),
     Rule(FASTER, suffixes=("img_per_s", "_mfu", "flop_per_s", "flops_per_s"), prefixes=("mfu",)),
     Rule(SLOWER, suffixes=("_seconds", "_days", "_ms", "_mem_mb", "_s"), excluded=("wall_seconds",)),
+    # energy (energy_train_j, energy_eval_j) and money (cost_usd, projected_cost_usd): the machine's noise too
+    Rule(SLOWER, suffixes=("_j", "_usd")),
 )
 GROUPS = tuple(dict.fromkeys(rule.kind.group for rule in METRICS))
 DEFAULT_GATES = ("accuracy", "model")

@@ -36,6 +36,11 @@
 
     [contenders]                     # optional: a name per model with its weights (benchbench.suite_contenders)
     in21k = { model = "vit-b16", init = "hf-hub:timm/vit_base_patch16_224.augreg2_in21k_ft_in1k" }
+
+    [[cost]]                         # optional, repeatable: a price per device-hour (benchbench.prices)
+    device = "H100"                  # a part of the device's name, or cpu / cuda
+    usd_per_hour = 2.49
+    source = "where the price comes from"
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from typing import Any, Mapping
 from benchbench.choices import TABLE_LAYOUTS
 from benchbench.errors import BenchError, UnknownIdError, did_you_mean, unknown_message
 from benchbench.plugins import Catalog
+from benchbench.prices import Price, from_suite
 from benchbench import suite_contenders as contenders
 from benchbench.run.cell import Cell, check_roles, make_cell
 from benchbench.settings import check_value, resolve, shown_value
@@ -57,7 +63,7 @@ from benchbench.specs import ExecutorSpec, Setting, input_shape
 
 SUITE_KEYS = ("name", "description", "table", "models", "datasets", "protocols", "seeds", "cell_time_limit_s")
 LIST_KEYS = ("models", "datasets", "protocols", "seeds")
-TOP_KEYS = ("suite", "settings", "sweep", "group", "override", "quick", "executor", "contenders")
+TOP_KEYS = ("suite", "settings", "sweep", "group", "override", "quick", "executor", "cost", "contenders")
 GROUP_KEYS = ("name", "models", "datasets", "protocols", "seeds", "settings", "sweep")
 OVERRIDE_KEYS = ("models", "datasets", "protocols", "seeds", "settings")
 QUICK_KEYS = ("models", "datasets", "seeds", "settings", "sweep")
@@ -82,6 +88,7 @@ class Suite:
     table: str = "models"  # the layout printed at the end of a run
     # [executor], validated: {"name": id | None, "max_parallel": int (if given), "options": {id: {...}}}
     executor: Mapping[str, Any] = field(default_factory=dict)
+    prices: tuple[Price, ...] = ()  # [[cost]]: prices per device-hour (benchbench.prices)
     notes: tuple[str, ...] = ()  # what the dry run says of the suite (cells two of its parts both make)
 
 
@@ -422,6 +429,7 @@ def _load(path: Path, doc: dict[str, Any], catalog: Catalog, quick: bool, seeds:
     return Suite(name=name, description=str(head.get("description", "")), path=path, quick=quick,
                  cells=tuple(cells.values() if limit is None else (replace(c, time_limit_s=limit) for c in cells.values())), table=layout,
                  executor=_executor(doc, where, catalog),
+                 prices=from_suite(doc["cost"], where) if "cost" in doc else (),
                  notes=tuple(contenders.repeats_note(n, first, later) for (first, later), n in repeats.items()))
 
 

@@ -224,7 +224,7 @@ def compute_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
         if measured:
             row += [_num(r["train_img_per_s"], ".0f"), _num(r["projected_device_days"], ".3g")]
         rows.append(row)
-    return Table(data, headers, rows, _notes(bad))
+    return with_spend(Table(data, headers, rows, _notes(bad)), [spend(ok.iloc[[i]]) for i in range(len(ok))])
 
 
 def with_gmacs_fvcore(table: Table) -> Table:
@@ -236,6 +236,44 @@ def with_gmacs_fvcore(table: Table) -> Table:
                    rows=[[*row[:at], text, *row[at:]] for row, text in zip(table.rows, texts)],
                    notes=[*table.notes, "GMACs: matmul-like work (the paper's convention); GMACs (fvcore): timm's, "
                           "fvcore's count with norms, pooling and upsampling (docs/compute.md)."])
+
+
+# What a row cost beyond compute: (its data column, header, format); each shown where some row has it.
+SPEND = (("energy_kj", "Energy (kJ)", ".4g"), ("cost_usd", "Cost (USD)", ",.4g"),
+         ("projected_cost_usd", "Projected cost (USD, projected)", ",.4g"))
+
+
+def _total(cells: pd.DataFrame, columns: tuple[str, ...]) -> float:
+    """The sum of `columns` over `cells`, NaN where no cell has any of them."""
+    values = [v for c in columns if c in cells for v in cells[c].dropna()]
+    return float(sum(values)) if values else math.nan
+
+
+def spend(cells: pd.DataFrame) -> dict[str, float]:
+    """A row's energy and money from its cells: the joules their counters read around timed training and
+    evaluation, in kJ; what they cost as they ran (`cost_usd`); the projected cost of the schedules
+    they project (`projected_cost_usd`); NaN where no cell has one (the reason is in each record:
+    `energy_method`, `price`)."""
+    return {"energy_kj": _total(cells, ("energy_train_j", "energy_eval_j")) / 1e3,
+            "cost_usd": _total(cells, ("cost_usd",)), "projected_cost_usd": _total(cells, ("projected_cost_usd",))}
+
+
+def with_spend(table: Table, spends: list[dict[str, float]]) -> Table:
+    """`table` (a row per entry of `spends`) with a column for each of energy, cost and projected cost that
+    some row has, after its last column (its device-days or exaFLOPs); "-" in a row without."""
+    shown = [(name, header, fmt) for name, header, fmt in SPEND if any(not math.isnan(s[name]) for s in spends)]
+    if not shown:
+        return table
+    data = table.data.copy()
+    for name, _, _ in shown:
+        data[name] = [s[name] for s in spends]
+    notes = [*table.notes, "Energy: the joules the hardware's counters read around each cell's timed training and "
+             "evaluation (its energy_method); cost: wall hours x devices x the price given (--price, [[cost]]); "
+             "projected cost: projected device-days x 24 h x that price. \"-\": not measured or not priced, the "
+             "reason in the cell's record (docs/compute.md)."]
+    return replace(table, data=data, headers=[*table.headers, *(header for _, header, _ in shown)],
+                   rows=[[*row, *(_num(s[name], fmt) for name, _, fmt in shown)] for row, s in zip(table.rows, spends)],
+                   notes=notes)
 
 
 def _notes(bad: dict[str, str]) -> list[str]:
@@ -385,7 +423,7 @@ def scaling_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
     bad = _unverified(ok, force_flops)
     ok["_epochs"], ok["_exaflops"] = pretraining_epochs(ok), pretraining_exaflops(ok)
     accuracies = accuracy_rows(ok)
-    data_rows, rows = [], []
+    data_rows, rows, spends = [], [], []
     for (model, epochs), sel in ok.groupby(["model", "_epochs"], sort=False, dropna=False):
         r = {"model": model, "model_name": sel["model_name"].iloc[0], "epochs": epochs}
         row = [r["model_name"], _num(epochs, ".3g")]
@@ -398,8 +436,9 @@ def scaling_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
         row.append(_num(r["pretrain_exaflops"], ".3g") + (f" {DAGGER}" if model in bad else ""))
         data_rows.append(r)
         rows.append(row)
+        spends.append(spend(sel))
     headers = ["Model", "Epochs", *(f"{label} top-1 (%)" for label, *_ in accuracies), "Pre-training exaFLOPs"]
-    return Table(pd.DataFrame(data_rows), headers, rows, _notes(bad))
+    return with_spend(Table(pd.DataFrame(data_rows), headers, rows, _notes(bad)), spends)
 
 
 def train_size(ok: pd.DataFrame) -> pd.Series:

@@ -631,9 +631,9 @@ if os.environ.get("BENCHBENCH_TEST_HOLD_WRITE"):
 
     def _held_fsync(fd):
         if os.readlink(f"/proc/self/fd/{fd}").endswith("records.jsonl"):
-            _writes.append(fd)
-            (_hold / f"writing-{len(_writes)}").touch()
-            _wait(_hold, f"write-{len(_writes)}", f"write {len(_writes)}")
+            _writes.append(len(list(_hold.glob("writing-*"))) + 1)  # counted over the run's processes (a cell's own)
+            (_hold / f"writing-{_writes[-1]}").touch()
+            _wait(_hold, f"write-{_writes[-1]}", f"write {_writes[-1]}")
         return _fsync(fd)
 
     os.fsync = _held_fsync

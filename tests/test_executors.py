@@ -123,11 +123,14 @@ def test_no_ray_cluster_reachable_is_a_clear_error_before_anything_is_written(ru
     assert not run_suite.results.exists()
 
 
-def test_the_local_executor_records_where_each_cell_ran(run_suite):
+@pytest.mark.parametrize("isolate", ["--isolate", "--no-isolate"])
+def test_the_local_executor_records_where_each_cell_ran(run_suite, isolate):
     run_suite.write(MEASURE)
-    assert run_suite.run() == 0
+    assert run_suite.run(isolate) == 0
     (record,) = run_suite.records()
-    assert record.executor == "local" and record.node == os.uname().nodename and record.job_id is None
+    assert record.executor == "local" and record.node == os.uname().nodename
+    # a cell's own process is a job of its own (one record per job: benchbench.sharedstore); in this one, none
+    assert record.job_id.startswith("local-") if isolate == "--isolate" else record.job_id is None
     assert not (run_suite.run_dir / "jobs.jsonl").exists()  # nothing to re-attach to
 
 

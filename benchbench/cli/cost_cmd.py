@@ -38,6 +38,9 @@ def add_parser(sub, parent) -> None:
                    help="measure eagerly: no compile, no fused optimiser, no channels-last (default: the execution "
                         "policy's, on CUDA compiled)")
     p.add_argument("--batch-size", type=int, metavar="B", help="default: the largest that fits")
+    p.add_argument("--price", action="append", default=[], metavar="DEVICE=USD_PER_HOUR",
+                   help="the price of one device-hour (DEVICE: a part of its name, e.g. H100, or cpu or cuda; "
+                        "repeatable): prints the projected cost of the projected device-days")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=run)
 
@@ -53,6 +56,8 @@ def cost(args) -> dict:
     if images is None:
         raise BenchError(f"dataset {data.id} does not say how many images its training split has; give --images N"
                          if data else "give --images N (images per epoch) or --dataset D (its training split's size)")
+    if args.price and not args.device:
+        raise BenchError("--price prices the projected device-days, which need a throughput: add --device D")
     if args.eager and not args.device:
         raise BenchError("--eager says how the training throughput is measured; add --device D to measure it")
     if images <= 0 or args.epochs <= 0:
@@ -93,7 +98,24 @@ def cost(args) -> dict:
                    projected_device_days=device_days(seen / result.img_per_s),
                    mfu_table=mfu(achieved_flops_per_s(result.img_per_s, macs.gflops, "train"), peak),
                    **execution_fields(result), **threads_fields(chosen))
+        out.update(_projected_cost(args.price, out))
     return out
+
+
+def _projected_cost(given: list[str], out: dict) -> dict:
+    """The projected cost of the projected device-days at the --price of the measured device
+    (benchbench.prices); {} without --price."""
+    from benchbench.prices import check_devices, from_cli, price_for, projected_cost_usd
+
+    prices = from_cli(given)
+    if not prices:
+        return {}
+    check_devices(prices, here=[out["device_name"]])
+    price = price_for(prices, out["device"], out["device_name"])
+    if price is None:
+        return {"price": {"unpriced": f"no --price matches {out['device_name']!r}"}}
+    return {"projected_cost_usd": projected_cost_usd(out["projected_device_days"], price.usd_per_hour),
+            "price": price.field()}
 
 
 def render(out: dict) -> str:
@@ -105,6 +127,12 @@ def render(out: dict) -> str:
         mfu_text = f", MFU {out['mfu_table']:.1%}" if out["mfu_table"] is not None else ""
         lines.append(f"  on {out['device_name']} ({out['precision']}, batch {out['batch_size']}): "
                      f"{out['train_img_per_s']:.1f} img/s{mfu_text} -> {out['projected_device_days']:.4g} device-days")
+        if "projected_cost_usd" in out:
+            lines.append(f"  projected cost ${out['projected_cost_usd']:,.2f}: {out['projected_device_days']:.4g} "
+                         f"device-days x 24 h x ${out['price']['usd_per_hour']:g} per device-hour "
+                         f"(--price {out['price']['device']}; a projection, not a bill)")
+        elif "price" in out:
+            lines.append(f"  projected cost: - ({out['price']['unpriced']})")
         lines += execution_lines(out)
         lines.append(threads_line(out))
     return "\n".join(lines) + "\n"

@@ -9,6 +9,7 @@ under Slurm and CI: nothing here asks a question).
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from contextlib import contextmanager, nullcontext
@@ -73,6 +74,12 @@ def add_parser(sub, parent) -> None:
                    help="an option of the executor (repeatable; overrides the suite's [executor.<name>])")
     p.add_argument("--max-parallel", type=int, metavar="N",
                    help="cells in flight at once on the executor (default: the suite's, else no limit)")
+    p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
+                   help="local executor: each cell in a fresh process of its own (the default; a crash or the time "
+                        "limit ends that process, not the run), or with --no-isolate every cell in this process")
+    p.add_argument("--price", action="append", default=[], metavar="DEVICE=USD_PER_HOUR",
+                   help="the price of one device for an hour (DEVICE: a part of its name, e.g. H100, or cpu or cuda; "
+                        "repeatable; before the suite's [[cost]]): each cell records cost_usd")
     p.add_argument("--eager", action="store_true",
                    help="run every cell eager: no torch.compile, no fused optimiser, no channels-last (on CUDA the "
                         "default is the fastest of these; cell keys are the same either way)")
@@ -226,11 +233,36 @@ def _missing_data(cat, cells, data: DataOptions) -> list[tuple[str, BenchError, 
     return [(dataset, errors[dataset], counts[dataset]) for dataset in errors]
 
 
-def _check_data(suite, missing, *, here: bool) -> None:
-    """Missing data stops a run before its first cell, as a setting error does; cells an executor runs
-    on other nodes, which may hold the data where this machine does not, get a warning instead."""
+def _missing_files(cat, cells) -> list[tuple[str, BenchError, int]]:
+    """(setting = value, why it is not here, cells that load it) for each setting value a cell would load
+    that names something not here (`Setting.locate`: an init file, an hf-hub: id not in the cache), each
+    value checked once."""
+    errors: dict[str, BenchError | None] = {}
+    counts: dict[str, int] = {}
+    for cell in cells:
+        settings = cat.protocols.get(cell.protocol).settings
+        for name, value in cell.settings:
+            if name not in settings or settings[name].locate is None:
+                continue
+            what = f"{name} = {value!r}"
+            if what not in errors:
+                try:
+                    settings[name].locate(value)
+                    errors[what] = None
+                except BenchError as exc:
+                    errors[what] = exc
+            if errors[what] is not None:
+                counts[what] = counts.get(what, 0) + 1
+    return [(what, errors[what], counts[what]) for what in counts]
+
+
+def _check_data(suite, missing, *, here: bool, files=()) -> None:
+    """Missing data, or a missing file a setting names (`files`: an init checkpoint), stops a run before
+    its first cell, as a setting error does; cells an executor runs on other nodes, which may hold them
+    where this machine does not, get a warning instead."""
     lines = [f"{suite.path}: {plural(cells, 'cell')} read dataset {dataset!r}, which is not here: {exc}"
              for dataset, exc, cells in missing]
+    lines += [f"{suite.path}: {plural(cells, 'cell')} load {what}, which is not here: {exc}" for what, exc, cells in files]
     if not here:
         for line in lines:
             _echo(f"warning: {line}\n(these cells run on the executor's nodes: they fail there if the data is not "
@@ -253,8 +285,13 @@ def run(args) -> int:
         from benchbench.db.connect import parse_url
 
         parse_url(args.db)
-    choice = choose(cat, suite, args.executor, args.executor_option, args.max_parallel)
+    choice = _isolation(choose(cat, suite, args.executor, args.executor_option, args.max_parallel), args.isolate)
+    if choice.options.get("isolate") and not args.dry_run:  # its imports overlap the planning below
+        from benchbench.run.isolated import prestart
+
+        prestart()
     device = _driver_device(args.device, choice.spec.in_process)
+    args.prices = _prices(args.price, suite, device)
     root = Path(args.results)
     check_directory(root, "--results")
     check_outside_sites(root, "--results")
@@ -266,6 +303,28 @@ def run(args) -> int:
     driver = DriverLock(root, suite.name) if plain and records_the_cell() else None
     with driver if driver is not None else nullcontext():
         return _plan_and_run(args, cat, suite, choice, device, root, named)
+
+
+def _isolation(choice: Choice, isolate: bool | None) -> Choice:
+    """The choice with --isolate / --no-isolate applied: an option of the local executor only."""
+    if isolate is None:
+        return choice
+    if "isolate" not in choice.spec.options:
+        flag = "--isolate" if isolate else "--no-isolate"
+        raise BenchError(f"{flag}: executor {choice.spec.id!r} runs each cell in a process of its own (a job or a task); "
+                         "isolation is the local executor's option")
+    return replace(choice, options={**choice.options, "isolate": isolate})
+
+
+def _prices(given: list[str], suite, device: "torch.device") -> tuple:
+    """--price, then the suite's [[cost]] entries; a device name that is none is refused (benchbench.prices)."""
+    from benchbench.envinfo import device_name
+    from benchbench.prices import check_devices, from_cli
+
+    prices = (*from_cli(given), *suite.prices)
+    if prices:
+        check_devices(prices, here=[device_name(device)])
+    return prices
 
 
 def _plan_and_run(args, cat, suite, choice, device, root: Path, named: Path | None) -> int:
@@ -295,19 +354,19 @@ def _plan_and_run(args, cat, suite, choice, device, root: Path, named: Path | No
     # an executor's cells run on its nodes, which check their own devices (the batch rule holds anywhere)
     _check_cells(suite, todo, device, here=choice.spec.in_process)
     data = DataOptions(root=Path(args.data_root) if args.data_root else None, download=args.download)
-    missing = _missing_data(cat, todo, data)
+    missing, files = _missing_data(cat, todo, data), _missing_files(cat, todo)
     if (busy := threads.overload_warning()) is not None:
         _echo(f"warning: {busy}")
     if args.dry_run:
         _dry_run(plans, run_dir, suite.notes)
-        _check_data(suite, missing, here=choice.spec.in_process)
+        _check_data(suite, missing, here=choice.spec.in_process, files=files)
         return 0
-    _check_data(suite, missing, here=choice.spec.in_process)
+    _check_data(suite, missing, here=choice.spec.in_process, files=files)
     context = RunContext(
         run_dir=run_dir or root / suite.name, suite=suite.name, quick=suite.quick, device=args.device,
         data=data,
         plugins=Plugins(tuple(str(Path(f).resolve()) for f in args.plugin), args.strict_plugins),
-        executor=choice.spec.id, show_progress=not args.no_progress, threads=args.threads)
+        executor=choice.spec.id, show_progress=not args.no_progress, threads=args.threads, prices=args.prices)
     # The executor's engine is reached before anything is written.
     with open_executor(choice, context, todo) as executor:
         if run_dir is None:

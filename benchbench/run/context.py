@@ -1,7 +1,7 @@
 """What every cell of a run shares, as one frozen value that travels to any worker (this process, a
 Slurm job, a Ray task, the ranks of a cell): where records go, the suite's name and mode, the device
-as asked, the data options, the plugins to load, the driver's environment, the executor, and the
-threads asked for.
+as asked, the data options, the plugins to load, the driver's environment, the executor, the
+threads asked for, and the prices per device-hour a cell's cost is computed at.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from benchbench.plugins import Catalog, load_catalog
+from benchbench.prices import Price
 from benchbench.specs import DataOptions
 
 
@@ -38,3 +39,4 @@ class RunContext:
     executor: str = ""  # the executor's id
     show_progress: bool = False
     threads: int | None = None  # --threads, for every worker; None: each worker's own budget
+    prices: tuple[Price, ...] = ()  # --price, then the suite's [[cost]] (benchbench.prices)

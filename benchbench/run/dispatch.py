@@ -157,7 +157,8 @@ class Dispatch:
         self.n_finished += 1
         self.records.append(record)
         self.progress.on_record(record)
-        where = f" [job {record.job_id[:16]} on {record.node}]" if record.job_id else ""
+        # a scheduler's job and node; the local executor's cells run here (each process's id is in its record)
+        where = f" [job {record.job_id[:16]} on {record.node}]" if record.job_id and not self.choice.spec.in_process else ""
         self.say(f"[{self.n_finished}/{self.total}] {summary_line(record, self.progress.label(cell))}{where}")
 
     def fault(self, cell: Cell, reason: str, *, job_id: str | None, node: str | None = None,

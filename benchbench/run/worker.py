@@ -24,17 +24,21 @@ from benchbench.deadline import CellTimeLimit, time_limit
 from benchbench.envinfo import device_name, pick_device
 from benchbench.errors import BenchError
 from benchbench.execution import choose
+from benchbench.meters import energy
+from benchbench.meters.energy import EnergyPlan
 from benchbench.meters.flops import MacCount, build_for_counting, count_macs
 from benchbench.meters.params import count_params
 from benchbench.plugins import Catalog, plugin_package
+from benchbench.prices import priced
 from benchbench.record import Record, check_metrics, split_result
 from benchbench.rendezvous import later_node_note, records_the_cell
 from benchbench.run.cell import Cell, make_cell
 from benchbench.run.context import RunContext
+from benchbench.run.shape import cell_shape
 from benchbench.settings import resolve
 from benchbench.sharedstore import append_once
 from benchbench.store import RecordLineError, record_line
-from benchbench.specs import ProtocolContext, input_shape
+from benchbench.specs import ProtocolContext
 from benchbench.text import plain
 
 
@@ -44,6 +48,8 @@ class Job:
 
     context: RunContext
     cell: Cell
+    # The energy counters the cell's timed spans read, decided where it runs (benchbench.meters.energy).
+    energy: EnergyPlan | None = None
 
 
 def now() -> str:
@@ -70,25 +76,33 @@ def cell_record(job: Job, catalog: Catalog, **fields: Any) -> Record:
         **fields)
 
 
-def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict | None = None) -> Record:
+def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict | None = None, *,
+             report: Callable[[dict], None] | None = None) -> Record:
     """Build, measure and run one cell. Returns its record; never raises for errors inside the cell.
 
     The cell's precision and execution are resolved here, once, and handed to the protocol with its
-    world (`ProtocolContext`). `mac_counts` remembers counts across cells of a run (same model,
-    resolution, classes, channels). What was measured before a failure (params, MACs) stays in the
-    failed record."""
+    world (`ProtocolContext`), and the energy counters its timed spans read. `mac_counts` remembers
+    counts across cells of a run (same model, resolution, classes, channels). What was measured before a
+    failure (params, MACs) stays in the failed record; `report`, if given, is told it as it is measured
+    (record fields), for a process that may die before its record (benchbench.run.isolated)."""
     cell = job.cell
     model_spec, dataset_spec = catalog.models.get(cell.model), catalog.datasets.get(cell.dataset)
     protocol = catalog.protocols.get(cell.protocol)
     choices = cell.choices
-    shape = input_shape(choices.resolution, model_spec, dataset_spec)
-    chosen = threads.apply()  # the CPU threads of this cell, from the load as it starts
+    shape = cell_shape(cell, catalog)  # in_chans: the model's, else its checkpoint's, else the dataset's
+    chosen = threads.apply()  # the CPU threads of this cell: the budget, never the load of others
     started_at, start = now(), time.perf_counter()
     metrics: dict[str, Any] = {}
     described: dict[str, Any] = {}  # the record's checkpoint and preprocessing, where the protocol names them
     status, error, trace, flops_status, precision = "failed", None, None, None, None
     predictions = None
     limit = None
+    plan = energy.plan(device, choices.world.devices)
+    job = replace(job, energy=plan)
+    so_far = dict(started_at=started_at, device=str(device), resolution=shape["image_size"],
+                  device_name=device_name(device), env={"threads": chosen.env()}, energy_method=plan.method)
+    tell = (lambda **more: report({**so_far, **more})) if report is not None else (lambda **more: None)
+    tell()
     try:
         with time_limit(cell.time_limit_s) as limit:  # off unless the suite or --cell-time-limit sets one
             torch.manual_seed(cell.seed)
@@ -103,6 +117,8 @@ def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict 
             flops_status = macs.status
             ctx = protocol_context(job, catalog, device, model, params=metrics["params"], gmacs=metrics.get("gmacs"))
             precision = ctx.precision
+            tell(metrics=dict(metrics), flops_status=flops_status,
+                 precision=None if precision is None else precision.name)
             measured, described = split_result(protocol.run(ctx))
             kept = measured.pop(predictions_file.METRIC, None)  # per-image predictions: a file, not a metric
             metrics.update(check_metrics(measured))  # MetricError: this cell fails, the suite goes on
@@ -122,7 +138,8 @@ def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict 
         job, catalog, status=status, metrics=metrics, resolution=shape["image_size"], device=str(device),
         precision=None if precision is None else precision.name, flops_status=flops_status, error=error,
         traceback=trace, started_at=started_at, finished_at=now(), wall_seconds=time.perf_counter() - start,
-        env={"threads": {**chosen.env(), "used": threads.used()}}, predictions=predictions, **described)
+        env={"threads": {**chosen.env(), "used": threads.used()}}, predictions=predictions,
+        **{**energy.fields(plan, metrics), **described})
 
 
 def protocol_context(job: Job, catalog: Catalog, device: torch.device, model: torch.nn.Module, *,
@@ -133,7 +150,7 @@ def protocol_context(job: Job, catalog: Catalog, device: torch.device, model: to
     cell = job.cell
     model_spec, dataset_spec = catalog.models.get(cell.model), catalog.datasets.get(cell.dataset)
     choices = cell.choices
-    shape = input_shape(choices.resolution, model_spec, dataset_spec)
+    shape = cell_shape(cell, catalog)
     precision = (None if choices.precision is None else
                  precision_policy.resolve(choices.precision, device, mode=choices.precision_mode))
     execution = None if choices.execution is None else choose(
@@ -163,8 +180,7 @@ def context_for(catalog: Catalog, protocol: str, model_id: str, dataset_id: str,
     cell = make_cell(spec, model_id, dataset_id, seed, resolve(spec, settings or {}, protocol))
     module = fields.pop("model", None)
     if module is None:
-        model_spec = catalog.models.get(model_id)
-        module = model_spec.build(**input_shape(cell.choices.resolution, model_spec, catalog.datasets.get(dataset_id)))
+        module = catalog.models.get(model_id).build(**cell_shape(cell, catalog))
     job = Job(RunContext(run_dir=Path(fields.pop("run_dir", None) or "."), suite="", device=device), cell)
     return replace(protocol_context(job, catalog, torch.device(device), module), **fields)
 
@@ -190,28 +206,48 @@ def record_env(env: dict, catalog: Catalog, record: Record) -> dict:
 
 
 def execute(job: Job, *, catalog: Catalog | None = None, mac_counts: dict | None = None, job_id: str | None = None,
-            attempts: int | None = None, amend: Callable[[Record], Record] | None = None) -> Record:
+            attempts: int | None = None, amend: Callable[[Record], Record] | None = None,
+            report: Callable[[dict], None] | None = None) -> Record:
     """Run one cell and append its record once (see sharedstore); returns the record. A worker calls
     this without `catalog` and loads the plugins of the run's context. In a multi-node job only the
     first task appends (`rendezvous.records_the_cell`): the other nodes' tasks train but hold no
     result. `amend`, if given, sees the record before it is appended: an executor's word on what
-    stopped the cell from outside (a scheduler's time limit) goes into it."""
+    stopped the cell from outside (a scheduler's time limit) goes into it. `report`: see run_cell."""
     if job.context.threads is not None:
         threads.configure(job.context.threads)
     if catalog is None:
         catalog = job.context.plugins.load()
     device = pick_device(job.context.device)
-    record = run_cell(job, catalog, device, mac_counts)
+    record = run_cell(job, catalog, device, mac_counts, report=report)
     record = replace(record, node=socket.gethostname(), job_id=job_id, attempts=attempts)
-    if job.context.env is not None:  # the driver's environment, with the device this cell ran on
-        env = {**job.context.env, "device_name": device_name(device)}
-        record = replace(record, env=record_env(env, catalog, record))
+    record = finish_record(job, catalog, record, device_name(device))
     if amend is not None:
         record = amend(record)
     record = writable(record)
     if records_the_cell():
         append_once(job.context.run_dir, record)
     return record
+
+
+def finish_record(job: Job, catalog: Catalog, record: Record, device_named: str) -> Record:
+    """`record` as every worker completes it: its part of the driver's environment, with the name of the
+    device it ran on, and its cost at the run's prices (benchbench.prices)."""
+    if job.context.env is not None:  # the driver's environment, with the device this cell ran on
+        env = {**job.context.env, "device_name": device_named}
+        record = replace(record, env=record_env(env, catalog, record))
+    return priced(record, job.context.prices, device_named)
+
+
+def died_record(job: Job, catalog: Catalog, measured: Mapping[str, Any], error: str, trace: str) -> Record:
+    """The failed record of a cell whose process ended without one (benchbench.run.isolated): what it
+    reported it had measured (`measured`: record fields, with its job_id and wall_seconds), and why."""
+    fields = dict(measured)
+    env = fields.pop("env", None)
+    device_named = fields.pop("device_name", None) or fields.get("device") or job.context.device
+    record = cell_record(job, catalog, status="failed", error=error, traceback=trace, finished_at=now(),
+                         node=socket.gethostname(), **{"device": job.context.device, **fields})
+    record = replace(record, env=env)
+    return writable(finish_record(job, catalog, record, device_named))
 
 
 def writable(record: Record) -> Record:

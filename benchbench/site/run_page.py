@@ -122,6 +122,9 @@ def _cells(run) -> tuple[HtmlTable, list[CellDetail]]:
                  ("started", show(r.started_at)), ("finished", show(r.finished_at)),
                  ("wall seconds", show(r.wall_seconds)), ("plugins", ", ".join(
                      p for p in (r.model_plugin, r.dataset_plugin, r.protocol_plugin) if p))]
+        # what it cost beyond compute: the energy counters read (or why none), what they covered, the price
+        facts += [(name, show(value)) for name, value in (("energy", r.energy_method), ("energy counters",
+                  r.energy_domains), ("price", r.price)) if value is not None]
         details.append(CellDetail(
             anchor, f"{r.model_name or r.model} x {r.dataset_name or r.dataset} x {r.protocol} (seed {r.seed})",
             r.status, r.error or "", r.traceback or "", attempts[r.key], facts,

@@ -19,6 +19,7 @@ from torch.utils.data import Dataset
 from benchbench import compile_costs
 from benchbench import execution as execution_policy
 from benchbench.clock import DeviceClock, sync
+from benchbench.meters import energy
 from benchbench.errors import BenchError
 from benchbench.execution import Execution
 from benchbench.precision import DEFAULT, Precision, resolve
@@ -148,7 +149,7 @@ def fit(model: nn.Module, train: Dataset, ctx: ProtocolContext, *, desc: str = "
     if execution.note and rank == 0:
         print(f"note: {desc}: {execution.note}", file=sys.stderr)
     model.train()
-    with precision.matmul_mode(), DeviceClock(device) as clock:
+    with precision.matmul_mode(), DeviceClock(device) as clock, energy.span(ctx, "training", rank) as joules:
         while done < total:
             for i, (x, y) in enumerate(loader):
                 x, y = execution_policy.to_device(x, device, execution), y.to(device, non_blocking=True)
@@ -205,6 +206,7 @@ def fit(model: nn.Module, train: Dataset, ctx: ProtocolContext, *, desc: str = "
         "train_device_seconds": steady_s,
         "train_img_per_s": steady_images / steady_s,
         **({"compile_s": compile_s, **expected, **execution.metrics()} if ctx.execution is not None else {}),
+        **joules.metrics(),  # energy_train_j where the cell's energy counters were read (compiling steps too)
     }
 
 
@@ -355,12 +357,13 @@ def evaluate_timed(model: nn.Module, test: Dataset, ctx: ProtocolContext, *, ran
     their expected calibration error `ece` (benchbench.stats.ece)."""
     s = ctx.settings
     world = ctx.world.size if ctx.world is not None else 1
-    with DeviceClock(ctx.device) as eval_clock:
+    with DeviceClock(ctx.device) as eval_clock, energy.span(ctx, "evaluation", rank) as joules:
         acc = evaluate(model, test, ctx.device, s["eval_batch_size"], precision=precision_of(ctx),
                        num_workers=workers(s["num_workers"], test), rank=rank, world=world,
                        keep_predictions=True)
     out: dict[str, Any] = dict(top1=acc.top1, top5=acc.top5, eval_images=acc.images,
-                               eval_device_seconds=eval_clock.seconds, eval_batch_size_used=acc.batch_size)
+                               eval_device_seconds=eval_clock.seconds, eval_batch_size_used=acc.batch_size,
+                               **joules.metrics())
     if acc.predictions is not None:
         out[PREDICTIONS] = acc.predictions
         out["ece"] = ece(acc.predictions.p_top1, acc.predictions.hits())
