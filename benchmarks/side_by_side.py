@@ -44,10 +44,13 @@ import torch
 from torch import nn
 
 from benchbench import precision as precision_policy
+from benchbench.compute import achieved_flops_per_s
 from benchbench.envinfo import device_name
 from benchbench.errors import BenchError
 from benchbench.execution import Request, choose
+from benchbench.meters.flops import count_macs
 from benchbench.meters.params import count_params
+from benchbench.meters.peaks import mfu, peak_flops_per_s
 from benchbench.meters.throughput import Inputs, Timing, measure_throughput
 from benchbench.precision import Precision
 from benchbench.plugins import load_catalog
@@ -128,7 +131,8 @@ def check_pair(pair: Pair, spec, timm) -> dict:
     torch.manual_seed(0)
     ours = spec.build(num_classes=pair.num_classes, image_size=pair.image_size, in_chans=3)
     theirs = timm.create_model(pair.timm_name, num_classes=pair.num_classes, **pair.timm_kwargs)
-    result = {"params_benchbench": count_params(ours), "params_timm": count_params(theirs)}
+    result = {"params_benchbench": count_params(ours), "params_timm": count_params(theirs),
+              "gmacs": count_macs(ours, pair.image_size, 3, cross_check=False).gmacs}
     result["params_equal"] = result["params_benchbench"] == result["params_timm"]
     if spec.family not in KEY_MAPS:
         result["logits"] = f"not checked: no state-dict map for family {spec.family!r}"
@@ -228,7 +232,16 @@ class TimmRunner:
 
 # --- the interleaved comparison ---------------------------------------------------------------------
 
-def compare(timm, pair: Pair, spec, mode: str, compile: bool, args, device: torch.device) -> dict:
+def mfu_datasheet(img_per_s: float, gmacs: float, mode: str, device: torch.device,
+                  precision: Precision) -> float | None:
+    """Model FLOP/s (2 x MACs per image, x 3 for training) over the device's datasheet peak at the
+    precision (benchbench.meters.peaks); None where the table has no entry (CPUs)."""
+    if device.type != "cuda":
+        return None
+    return mfu(achieved_flops_per_s(img_per_s, 2 * gmacs, mode), peak_flops_per_s(device_name(device), precision.name))
+
+
+def compare(timm, pair: Pair, spec, mode: str, compile: bool, args, device: torch.device, gmacs: float) -> dict:
     timm_side = TimmRunner(timm, pair, mode, device, args.precision, args.batch_size, compile, args.timm_opt,
                            args.warmup, args.steps)
     ours = spec.build(num_classes=pair.num_classes, image_size=pair.image_size, in_chans=3)
@@ -256,6 +269,8 @@ def compare(timm, pair: Pair, spec, mode: str, compile: bool, args, device: torc
         "timm_img_per_s": timm_ips, "benchbench_img_per_s": ours_ips, "ratio": ratios,
         "timm_median": statistics.median(timm_ips), "benchbench_median": statistics.median(ours_ips),
         "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+        "mfu_datasheet_timm": mfu_datasheet(statistics.median(timm_ips), gmacs, mode, device, args.precision),
+        "mfu_datasheet_benchbench": mfu_datasheet(statistics.median(ours_ips), gmacs, mode, device, args.precision),
     }
 
 
@@ -293,6 +308,18 @@ def table(rows: list[dict]) -> str:
                     tablefmt="github", disable_numparse=True)
 
 
+class JsonLines:
+    """--jsonl FILE: each line appended and flushed as soon as it is known; nothing without a FILE."""
+
+    def __init__(self, path: str | None):
+        self.path = path
+
+    def write(self, kind: str, fields: dict) -> None:
+        if self.path:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"kind": kind, **fields}) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -312,6 +339,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=None,
                    help="CPU threads for torch (default: torch's); 1 is steadier on a busy machine")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    p.add_argument("--jsonl", metavar="FILE", default=None,
+                   help="also append to FILE, as each is known, a JSON line for the run's header, each model's "
+                        "check and each measured row (kind: header | check | row): a run stopped midway keeps "
+                        "what it measured (scripts/gpu-check.sh)")
     args = p.parse_args(argv)
     try:
         import timm
@@ -341,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
               "steps": args.steps, "timm_opt": args.timm_opt, "torch": torch.__version__,
               "timm": timm.__version__, "timm_benchmark": TIMM_BENCHMARK, "threads": torch.get_num_threads(),
               "loadavg": os.getloadavg()}
+    log = JsonLines(args.jsonl)
+    log.write("header", header)
     if not args.json:
         print(f"# {header['device_name']} ({device}), {args.precision}, batch {args.batch_size}, "
               f"{args.rounds} rounds x {args.steps} steps (+{args.warmup} warm-up); torch {torch.__version__}, "
@@ -348,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     checks, rows = {}, []
     for pair, spec in pairs:
         checks[pair.benchbench_id] = check = check_pair(pair, spec, timm)
+        log.write("check", {"model": pair.benchbench_id, **check})
         if not args.json:
             logits = (check["logits"] if "logits" in check else
                       f"logits with timm's weights: max |diff| {check['logits_max_abs_diff']:.2e} "
@@ -356,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{check['params_timm']:,} ({'equal' if check['params_equal'] else 'DIFFER'}); {logits}", flush=True)
         for mode in modes:
             for compile in compiles:
-                rows.append(row := compare(timm, pair, spec, mode, compile, args, device))
+                rows.append(row := compare(timm, pair, spec, mode, compile, args, device, check["gmacs"]))
+                log.write("row", row)
                 print(f"  {pair.benchbench_id} {mode} {'compiled' if compile else 'eager'}: ratio "
                       f"{row['ratio_median']:.3f} ({len(row['ratio'])} rounds)", file=sys.stderr, flush=True)
     if args.json:

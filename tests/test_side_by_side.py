@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 pytestmark = pytest.mark.slow
 
@@ -35,8 +36,9 @@ def vit_params(hidden: int, depth: int, mlp: int, patch: int, tokens: int, class
         + 2 * hidden + (hidden * classes + classes)
 
 
-def test_tiny_pair_json():
-    proc = run("--models", "vit-mu4", "--rounds", "2", "--json", *QUICK)
+def test_tiny_pair_json(tmp_path, formulas):
+    lines = tmp_path / "rows.jsonl"
+    proc = run("--models", "vit-mu4", "--rounds", "2", "--json", "--jsonl", str(lines), *QUICK)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["device"] == "cpu" and out["precision"] == "fp32" and out["batch_size"] == 4
@@ -49,6 +51,7 @@ def test_tiny_pair_json():
     assert check["params_benchbench"] == check["params_timm"] == expected
     assert check["params_equal"] is True
     assert check["logits_equal"] is True and check["logits_max_abs"] > 0  # a non-trivial output, equal
+    assert check["gmacs"] * 1e9 == pytest.approx(formulas.vit_macs(64, 6, 128, 4, 28, classes=10), rel=1e-9)
 
     rows = out["rows"]
     assert [(r["mode"], r["compiled"]) for r in rows] == [("train", False), ("infer", False)]
@@ -58,6 +61,28 @@ def test_tiny_pair_json():
         assert all(v > 0 for v in r["timm_img_per_s"] + r["benchbench_img_per_s"])
         assert r["ratio"] == pytest.approx([b / t for b, t in zip(r["benchbench_img_per_s"], r["timm_img_per_s"])])
         assert r["ratio_min"] <= r["ratio_median"] <= r["ratio_max"]
+        assert r["mfu_datasheet_timm"] is None and r["mfu_datasheet_benchbench"] is None  # no CPU in the table
+
+    # --jsonl: the same header, check and rows, a line each as it was known
+    written = [json.loads(line) for line in lines.read_text().splitlines()]
+    assert [w.pop("kind") for w in written] == ["header", "check", "row", "row"]
+    assert written[0] == {k: v for k, v in out.items() if k not in ("checks", "rows")}
+    assert written[1] == {"model": "vit-mu4", **check} and written[2:] == rows
+
+
+def test_mfu_is_model_flops_over_the_datasheet_peak(monkeypatch):
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    import side_by_side
+
+    from benchbench.precision import Precision
+
+    h100, bf16 = torch.device("cuda"), Precision("bf16", "cuda")
+    monkeypatch.setattr(side_by_side, "device_name", lambda device: "NVIDIA H100 80GB HBM3")  # issue 33's card
+    # issue 33's figure: ViT-B/16 training at 3,242 img/s, 17.56 GMACs per image, 989 TFLOP/s bf16: 34.5 %
+    assert side_by_side.mfu_datasheet(3242, 17.56, "train", h100, bf16) == pytest.approx(
+        3242 * 6 * 17.56e9 / 989.5e12, rel=1e-9)
+    assert side_by_side.mfu_datasheet(3242, 17.56, "train", h100, bf16) == pytest.approx(0.345, abs=0.001)
+    assert side_by_side.mfu_datasheet(100, 1.0, "train", torch.device("cpu"), Precision("fp32", "cpu")) is None
 
 
 def test_tiny_pair_table():
