@@ -13,6 +13,7 @@ evaluation transform where its config names one.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -261,7 +262,8 @@ def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: boo
                     npz_layout: NpzLayout | None = None, layouts: Sequence[StateDictLayout] = (),
                     allow_nonfinite: bool = False,
                     candidates: Sequence[ModelSpec] | Callable[[], Sequence[ModelSpec]] = (),
-                    env: Mapping[str, str] | None = None) -> LoadReport:
+                    env: Mapping[str, str] | None = None, adapt_in_chans: bool = False,
+                    model_id: str = "MODEL", fixed_in_chans: int | None = None) -> LoadReport:
     """Load weights from `path` into `model`, all or nothing.
 
     `path` is a file (.safetensors, .pt/.pth/.bin, .npz) or an `hf-hub:<org>/<name>[@<revision>]` id,
@@ -277,6 +279,12 @@ def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: boo
     saved with `benchbench convert --allow-nonfinite`, which marks it so).
     `candidates` (model specs, e.g. the catalog's, or a function returning them, called only then) are
     searched for the nearest architecture when the checkpoint does not fit.
+    `adapt_in_chans`: where the checkpoint differs from the model only in the input channels of its
+    first convolutions, they are adapted to the model's as timm's `adapt_input_conv` does (summed over
+    the channels for a 1-channel model, else repeated and scaled); the report's notes say so. Only when
+    asked (`benchbench convert --in-chans C`): a 3-channel model otherwise takes grey images replicated.
+    `model_id` names the model in the fixes a mismatch error suggests; `fixed_in_chans` says the model
+    takes only that many channels (its spec's `in_chans`), so that no fix builds it for others.
     Raises BenchError, with the model untouched, when the file cannot be read or does not fit.
     """
     file, found = locate(path, env)
@@ -315,12 +323,17 @@ def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: boo
         kept = {k: v.clone() for k, v in own.items() if k.startswith(heads)}  # the model's own head
         sd = {k: v for k, v in sd.items() if k not in dropped} | kept
 
+    notes = cfg.notes
+    if adapt_in_chans and (channels := in_channel_mismatches(sd, own)):
+        sd = {**sd, **{k: adapt_input_conv(sd[k], own[k].shape[1]) for k in channels}}
+        notes += tuple(f"{k}: {channels[k]} input channels adapted to {own[k].shape[1]} (timm's adapt_input_conv: "
+                       f"{'summed' if own[k].shape[1] == 1 else 'repeated and scaled'})" for k in channels)
     try:
-        _check_fits(path, model, sd, own, layout_name)
+        _check_fits(path, model, sd, own, layout_name, model_id=model_id, fixed_in_chans=fixed_in_chans)
     except BenchError as e:
         specs = candidates() if callable(candidates) else candidates
-        if specs:
-            raise BenchError(f"{e}\n  {nearest_line(raw, cfg.config, specs)}") from None
+        if specs and (line := nearest_line(raw, cfg.config, specs, meta, model_id)):
+            raise BenchError(f"{e}\n  {line}") from None
         raise
     if not (allow_nonfinite or meta.get(NONFINITE_META) is True):
         _check_finite(path, {k: v for k, v in sd.items() if k not in kept}, own)
@@ -334,12 +347,99 @@ def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: boo
                             commit=found.commit if found else None)
     return LoadReport(path=str(file), source=layout_name, keys_loaded=len(sd) - len(kept), pos_embed_resized=resized,
                       head_dropped=bool(dropped), dropped_keys=dropped, meta=meta, provenance=provenance,
-                      preprocessing=preprocessing, test_preprocessing=cfg.test_preprocessing, notes=cfg.notes)
+                      preprocessing=preprocessing, test_preprocessing=cfg.test_preprocessing, notes=notes)
 
 
 def load_weights(model: nn.Module, source: str | os.PathLike, spec: ModelSpec, **kw: Any) -> LoadReport:
     """`load_checkpoint` with the layouts `spec` (the model's spec) declares."""
-    return load_checkpoint(model, source, npz_layout=spec.npz_layout, layouts=spec.state_dict_layouts, **kw)
+    return load_checkpoint(model, source, npz_layout=spec.npz_layout, layouts=spec.state_dict_layouts,
+                           model_id=spec.id, fixed_in_chans=spec.in_chans, **kw)
+
+
+def in_channel_mismatches(sd: Mapping[str, torch.Tensor], own: Mapping[str, torch.Tensor]) -> dict[str, int]:
+    """{key: the checkpoint's input channels} where the checkpoint differs from the model only in the
+    input channels of convolutions (4-D weights equal but in dimension 1); {} where anything else differs."""
+    mismatched = {k: v for k, v in sd.items() if k in own and v.shape != own[k].shape}
+    channels = {k: v.shape[1] for k, v in mismatched.items()
+                if v.ndim == 4 and own[k].ndim == 4 and v.shape[0] == own[k].shape[0] and v.shape[2:] == own[k].shape[2:]}
+    return channels if channels and len(channels) == len(mismatched) else {}
+
+
+def adapt_input_conv(weight: torch.Tensor, in_chans: int) -> torch.Tensor:
+    """A first convolution's weights (O, I, kh, kw) for `in_chans` input channels, as timm's
+    `adapt_input_conv` makes them: summed over I for 1 channel (a grey image then gives what it gives
+    replicated over I channels, where those share a mean and std); else repeated over the channels and
+    scaled by I / in_chans."""
+    dtype, w = weight.dtype, weight.float()
+    if in_chans == 1:
+        w = w.sum(dim=1, keepdim=True)
+    else:
+        w = w.repeat(1, math.ceil(in_chans / w.shape[1]), 1, 1)[:, :in_chans] * (weight.shape[1] / in_chans)
+    return w.to(dtype)
+
+
+_input_keys_cache: dict[tuple, dict[str, tuple[int, int, int]]] = {}
+
+
+def input_channel_keys(spec: ModelSpec, *, num_classes: int, image_size: int) -> dict[str, tuple[int, int, int]]:
+    """{state-dict key: (dim, per channel, rest)} of the tensors of `spec`'s model whose size depends on its
+    input channels (a first convolution: dimension `dim` is per x in_chans + rest), from two builds on
+    the meta device (1 and 2 channels); {} for a model of fixed channels."""
+    key = (spec.id, num_classes, image_size)
+    if key not in _input_keys_cache:
+        one, two = (spec.build_on_meta(num_classes=num_classes, image_size=image_size, in_chans=c).state_dict()
+                    for c in (1, 2))
+        out = {}
+        for k, a in one.items():
+            b = two.get(k)
+            if b is None or a.shape == b.shape or a.ndim != b.ndim:
+                continue
+            dims = [d for d in range(a.ndim) if a.shape[d] != b.shape[d]]
+            if len(dims) == 1:
+                per = b.shape[dims[0]] - a.shape[dims[0]]
+                out[k] = (dims[0], per, a.shape[dims[0]] - per)
+        _input_keys_cache[key] = out
+    return _input_keys_cache[key]
+
+
+_in_chans_cache: dict[tuple, int | None] = {}
+
+
+def checkpoint_in_chans(source: str | os.PathLike, spec: ModelSpec, *, num_classes: int, image_size: int,
+                        env: Mapping[str, str] | None = None) -> int | None:
+    """The input channels of the model a checkpoint holds, read from its tensors in `spec`'s names (those
+    `input_channel_keys` names); None where it cannot tell: a file that is not there or not readable, not
+    of this architecture, or a model of fixed channels. Read once per file and model (its size and time
+    of change tell a new file)."""
+    try:
+        file, _ = locate(source, env)
+        stat = file.stat()
+        key = (str(file), stat.st_size, stat.st_mtime_ns, spec.id, num_classes, image_size)
+        if key not in _in_chans_cache:
+            _in_chans_cache[key] = _read_in_chans(file, spec, num_classes, image_size)
+        return _in_chans_cache[key]
+    except Exception:  # noqa: BLE001 - the load itself reports what is wrong with the file
+        return None
+
+
+def _read_in_chans(file: Path, spec: ModelSpec, num_classes: int, image_size: int) -> int | None:
+    keys = input_channel_keys(spec, num_classes=num_classes, image_size=image_size)
+    if not keys:
+        return None
+    model = spec.build_on_meta(num_classes=num_classes, image_size=image_size, in_chans=1)
+    raw = _read(file, model)
+    cfg = read_checkpoint_config(file.parent) if raw.format != "npz" else CheckpointConfig()
+    sd, _, _ = _convert(raw, model, spec.npz_layout, spec.state_dict_layouts, cfg.config)
+    found = set()
+    for k, (dim, per, rest) in keys.items():
+        t = sd.get(k)
+        if t is None or t.ndim <= dim:
+            return None
+        count, left = divmod(t.shape[dim] - rest, per)
+        if left or count < 1:
+            return None
+        found.add(count)
+    return found.pop() if len(found) == 1 else None
 
 
 def checkpoint_preprocessing(source: str | os.PathLike, spec: ModelSpec | None = None, *, test: bool = False,
@@ -365,10 +465,14 @@ def _meta_preprocessing(meta: Mapping[str, Any]) -> Preprocessing | None:
     if not isinstance(p, Mapping):
         return None
     try:
-        return Preprocessing(crop_size=int(p["crop_size"]), resize_size=int(p["resize_size"]),
+        crop, resize, pct = int(p["crop_size"]), int(p["resize_size"]), p.get("crop_pct")
+        # the crop_pct it was made with, where it still gives its sides (timm's rule)
+        given = float(pct) if isinstance(pct, (int, float)) and not isinstance(pct, bool) and 0 < pct < math.inf \
+            and math.floor(crop / pct) == resize else None
+        return Preprocessing(crop_size=crop, resize_size=resize,
                              resize_mode=str(p["resize_mode"]), interpolation=str(p["interpolation"]),
                              mean=tuple(map(float, p["mean"])), std=tuple(map(float, p["std"])),
-                             source=str(p.get("source", "")))
+                             source=str(p.get("source", "")), given_crop_pct=given)
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -393,10 +497,20 @@ def checkpoint_meta(path: str | os.PathLike) -> dict[str, Any]:
     return dict(meta) if isinstance(meta, Mapping) else {}
 
 
-def nearest_line(raw: _Raw, config: Mapping[str, Any], candidates: Sequence[ModelSpec]) -> str:
-    """"nearest architecture: <id> (...)": the candidate whose state dict the checkpoint fits best."""
+def nearest_line(raw: _Raw, config: Mapping[str, Any], candidates: Sequence[ModelSpec],
+                 meta: Mapping[str, Any] | None = None, model_id: str = "") -> str:
+    """"nearest architecture: <id> (...)": the candidate other than `model_id` (the model that did not
+    fit) whose state dict the checkpoint fits best, as a model to use instead; "" where the model itself
+    is the nearest (what differs, and its fix, is said above). A benchbench checkpoint names the model it
+    was written for (`meta`): that id where no registered model reads it (a parametric one, timm/<name>)."""
     ranked, refusals = nearest_architectures(raw, config, candidates)
+    if ranked and ranked[0][0] == model_id:
+        return ""
+    ranked = [r for r in ranked if r[0] != model_id]
+    written_for = (meta or {}).get("model")
     if not ranked or ranked[0][1] == 0:
+        if isinstance(written_for, str) and written_for and written_for != model_id:
+            return f"it was written for model {written_for!r} (its metadata): use that model id"
         if refusals:
             layout, why = refusals[0]
             return f"nearest architecture: none; its keys are in the {layout} layout, refused: {why}"
@@ -404,7 +518,8 @@ def nearest_line(raw: _Raw, config: Mapping[str, Any], candidates: Sequence[Mode
     (best, fit, total, layout), *rest = ranked
     others = ", ".join(f"{i} ({f}/{t})" for i, f, t, _ in rest[:2] if f)
     return (f"nearest architecture: {best} ({fit} of its {total} tensors fit, read as {layout})"
-            + (f"; then {others}" if others else ""))
+            + (f"; then {others}" if others else "")
+            + f". Name it as the model (`benchbench convert {best} FILE -o OUT.safetensors` checks that it loads)")
 
 
 def nearest_architectures(raw: _Raw, config: Mapping[str, Any], candidates: Sequence[ModelSpec],
@@ -449,7 +564,8 @@ def _listed(names: list[str]) -> str:
 
 
 def _check_fits(path: Any, model: nn.Module, sd: Mapping[str, torch.Tensor],
-                own: Mapping[str, torch.Tensor], layout: str = STATE_DICT) -> None:
+                own: Mapping[str, torch.Tensor], layout: str = STATE_DICT, *, model_id: str = "MODEL",
+                fixed_in_chans: int | None = None) -> None:
     missing = [k for k in own if k not in sd]
     unexpected = [k for k in sd if k not in own]
     mismatched = [(k, tuple(sd[k].shape), tuple(own[k].shape)) for k in own
@@ -465,9 +581,22 @@ def _check_fits(path: Any, model: nn.Module, sd: Mapping[str, torch.Tensor],
     if len(mismatched) > MAX_LISTED:
         lines.append(f"    ... and {len(mismatched) - MAX_LISTED} more")
     names = missing + unexpected + [k for k, _, _ in mismatched]
-    if all(k.startswith(HEAD_PREFIXES + tuple(getattr(model, "head_prefixes", ()))) for k in names):
-        lines.append("  only the classification head differs: load with drop_head=True to keep the model's "
-                     "own zero-initialised head (fine-tuning to another number of classes)")
+    heads = HEAD_PREFIXES + tuple(getattr(model, "head_prefixes", ()))
+    convert = f"`benchbench convert {model_id} {path} -o OUT.safetensors"
+    if all(k.startswith(heads) for k in names):
+        classes = next((a[0] for k, a, b in mismatched if len(a) >= 1 and len(a) == len(b)), None)
+        keep = f"{convert} --num-classes {classes}` keeps it; " if classes else ""
+        lines.append(f"  only the classification head differs: {keep}{convert} --drop-head` gives a fresh zero "
+                     "head of --num-classes (what fine-tuning starts from: protocol finetune drops the head itself)")
+    elif (channels := in_channel_mismatches(sd, own)):
+        theirs, ours = sorted(set(channels.values())), sorted({own[k].shape[1] for k in channels})
+        build = (f"{model_id} takes {fixed_in_chans} only" if fixed_in_chans else
+                 f"build the model for {theirs[0]} ({convert} --in-chans {theirs[0]}`; in a suite, a model without "
+                 "fixed channels takes its checkpoint's, and grey images are replicated)")
+        lines.append(f"  the checkpoint's model takes {'/'.join(map(str, theirs))} input channels, this one "
+                     f"{'/'.join(map(str, ours))}: {build}; or adapt the checkpoint to {ours[0]} ({convert} "
+                     f"--in-chans {ours[0]}`, which sums or repeats its first convolution as timm's "
+                     "adapt_input_conv) and load OUT")
     raise BenchError("\n".join(lines))
 
 
@@ -494,7 +623,7 @@ def _check_finite(path: Any, sd: Mapping[str, torch.Tensor], own: Mapping[str, t
         name, _, why = bad[0]
         more = f" (and {len(bad) - 1} more tensors)" if len(bad) > 1 else ""
         raise BenchError(f"checkpoint {path}: tensor {name!r} {why}{more}; refused, as a model from it computes "
-                         "NaN or garbage. If that is intended, load with allow_nonfinite=True, or save it with "
+                         "NaN or garbage. If that is intended, save it with "
                          "`benchbench convert --allow-nonfinite`")
 
 

@@ -252,6 +252,9 @@ class Setting:
     `check(value)` returns an error message (for example "must be > 0") or None. `keyed=False` for a
     setting that changes how a cell is computed, not what (compile, memory format): it is left out of
     the cell's key, so changing it neither reruns recorded cells nor stops a run resuming.
+    `locate(value)`, for a value that names something outside the suite (a checkpoint file), raises the
+    BenchError that says it is not here; a run checks the cells it will run before the first starts,
+    as it checks their datasets' files (`DatasetSpec.available`).
     """
 
     default: Any
@@ -259,6 +262,7 @@ class Setting:
     help: str
     check: Callable[[Any], str | None] | None = None
     keyed: bool = True
+    locate: Callable[[Any], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -349,12 +353,14 @@ class ProtocolSpec:
     reads: tuple[str, ...] = ("train", "test")
 
 
-def input_shape(resolution: int | None, model_spec: ModelSpec, dataset_spec: DatasetSpec) -> dict[str, int]:
+def input_shape(resolution: int | None, model_spec: ModelSpec, dataset_spec: DatasetSpec, *,
+                weights_in_chans: int | None = None) -> dict[str, int]:
     """What a cell's model is built for: the dataset's classes; `resolution` (the protocol's resolution
-    role) when > 0, else the dataset's image size; the model's fixed channels if it has them, else the
-    dataset's (grey data for a 3-channel model is replicated by the loader)."""
+    role) when > 0, else the dataset's image size; the model's fixed channels if it has them, else those
+    of the weights it starts from (`weights_in_chans`: benchbench.run.shape), else the dataset's (grey
+    data for a 3-channel model is replicated by the loader)."""
     return dict(num_classes=dataset_spec.num_classes, image_size=int(resolution or dataset_spec.image_size),
-                in_chans=model_spec.in_chans or dataset_spec.in_chans)
+                in_chans=model_spec.in_chans or weights_in_chans or dataset_spec.in_chans)
 
 
 class Executor(Protocol):

@@ -307,7 +307,7 @@ def test_npz_pre_logits_is_unexpected_unless_the_head_is_dropped(tmp_path):
         load_checkpoint(dst, path)
     msg = str(e.value)
     assert "unexpected in the checkpoint (2): pre_logits/kernel, pre_logits/bias" in msg
-    assert "drop_head=True" in msg
+    assert f"`benchbench convert MODEL {path} -o OUT.safetensors --drop-head` gives a fresh zero head" in msg
     assert_same_state(dst.state_dict(), before)
     report = load_checkpoint(dst, path, drop_head=True)
     assert report.head_dropped
@@ -409,7 +409,7 @@ def test_other_number_of_classes_needs_drop_head(tmp_path, build):
     width = src.head.in_features
     assert f"head.weight: checkpoint [10, {width}], model [5, {width}]" in msg
     assert "head.bias: checkpoint [10], model [5]" in msg
-    assert "shape mismatches (2)" in msg and "drop_head=True" in msg
+    assert "shape mismatches (2)" in msg and "--num-classes 10` keeps it" in msg and "--drop-head" in msg
     assert_same_state(model.state_dict(), before)  # every other key fitted; none was copied
 
     report = load_checkpoint(model, path, drop_head=True)
@@ -472,7 +472,7 @@ def test_convert_command_turns_a_paper_npz_into_our_checkpoint_at_another_resolu
     model = vit.create("Mu", 4, num_classes=1000, image_size=56)
     report = load_checkpoint(model, out)
     provenance = report.meta.pop("provenance")
-    assert report.meta == {"model": "vit-mu4", "resolution": 56, "num_classes": 1000, "source": str(npz)}
+    assert report.meta == {"model": "vit-mu4", "resolution": 56, "num_classes": 1000, "in_chans": 3, "source": str(npz)}
     assert provenance == {"source": str(npz), "file": str(npz.resolve()), "revision": None, "commit": None,
                           "sha256": hashlib.sha256(npz.read_bytes()).hexdigest(), "format": "npz",
                           "layout": "vit_jax npz"}
@@ -498,7 +498,7 @@ def test_non_finite_weights_are_refused_naming_the_tensor_unless_allowed(tmp_pat
         load_checkpoint(target, path)
     assert str(path) in str(exc.value) and "'blocks.2.attn.qkv.weight'" in str(exc.value)
     counts = "1 NaN and 0 infinite" if value != value else "0 NaN and 1 infinite"
-    assert counts in str(exc.value) and "allow_nonfinite" in str(exc.value)
+    assert counts in str(exc.value) and "`benchbench convert --allow-nonfinite`" in str(exc.value)
     assert_same_state(target.state_dict(), before)  # nothing loaded
     load_checkpoint(target, path, allow_nonfinite=True)
     for k, v in src.state_dict().items():

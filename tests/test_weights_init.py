@@ -205,3 +205,45 @@ def test_convert_writes_safetensors_from_a_timm_file(tmp_path, capsys, catalog):
     assert report.preprocessing == pre
     assert main(["convert", "vit-mu4", str(out), "-o", str(tmp_path / "x.onnx")]) == 2
     assert "unknown suffix" in capsys.readouterr().err
+
+
+# --- a missing init, before any cell ------------------------------------------------------------------------
+
+def test_a_missing_init_is_found_by_the_dry_run_and_before_the_first_cell(run_suite, tmp_path, capsys):
+    """As a missing dataset is: the dry run prints its plan, then names the file (exit 2); a run stops
+    before its first cell; an hf-hub: id not in the local cache likewise; run: is written by the run."""
+    from benchbench_plugins.protocols.init_setting import locate_init
+
+    absent = tmp_path / "absent.safetensors"
+    run_suite.write(f"""
+        [suite]
+        name = "missing"
+        models = ["vit-mu7"]
+        datasets = ["fashion-mnist"]
+        protocols = ["evaluate"]
+        seeds = [0, 1]
+        [settings.evaluate]
+        init = "{absent}"
+    """)
+    assert run_suite.run("--dry-run") == 2
+    out, err = capsys.readouterr()
+    assert "todo" in out and f"2 cells load init = '{absent}', which is not here: no such file {absent}" in err
+    assert run_suite.run() == 2
+    assert "nothing was run" in capsys.readouterr().err and not run_suite.results.exists()
+    with pytest.raises(BenchError, match="hf-hub:org/none"):
+        locate_init("hf-hub:org/none")
+    assert locate_init("run:fashion-mnist") is None and locate_init("") is None
+
+
+def test_convert_makes_the_output_folder(tmp_path, capsys, catalog):
+    from benchbench.cli import main
+
+    spec = catalog.models.get("vit-mu4")
+    save_file(timm_vit_mu_sd(spec.build(num_classes=10, image_size=28, in_chans=1)), str(tmp_path / "t.safetensors"))
+    out = tmp_path / "a" / "b" / "ours.safetensors"
+    assert main(["convert", "vit-mu4", str(tmp_path / "t.safetensors"), "-o", str(out), "--num-classes", "10",
+                 "--resolution", "28"]) == 0
+    assert out.is_file() and "1 input channel:" in capsys.readouterr().err  # the checkpoint's channels
+    (tmp_path / "file").write_text("")
+    assert main(["convert", "vit-mu4", str(tmp_path / "t.safetensors"), "-o", str(tmp_path / "file" / "x.pt")]) == 2
+    assert f"{tmp_path / 'file'} is not a folder" in capsys.readouterr().err

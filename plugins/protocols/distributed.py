@@ -28,8 +28,9 @@ from benchbench.launch import init_rank, launch
 from benchbench.meters.throughput import peak_mem_mb
 from benchbench.precision import Precision
 from benchbench.rendezvous import LaterNode, rendezvous_from_env
+from benchbench.run.shape import cell_shape
 from benchbench.run.worker import Job
-from benchbench.specs import ProtocolContext, input_shape
+from benchbench.specs import ProtocolContext
 from benchbench.threads import per_rank
 from benchbench.world import World, check_devices
 from benchbench_plugins.protocols.sharding import activation_checkpointing, build_sharded
@@ -96,7 +97,7 @@ def run_rank(job: Job, given: Handoff) -> dict[str, float] | None:
                                 local=world.nodes == 1)
     catalog = context.plugins.load()
     model_spec, dataset_spec = catalog.models.get(cell.model), catalog.datasets.get(cell.dataset)
-    shape = input_shape(cell.choices.resolution, model_spec, dataset_spec)
+    shape = cell_shape(cell, catalog)
     folder = Path(given.folder)
     torch.manual_seed(cell.seed)
     if world.sharded:  # never the whole model: built on the meta device, each rank materialises its shards

@@ -62,7 +62,7 @@ def parse_run_init(value: str) -> tuple[str, str]:
 
 def init_setting(help_suffix: str) -> Setting:
     """The `init` setting of a protocol that starts from weights; `help_suffix` says what empty means."""
-    return Setting("", str, INIT_HELP + help_suffix, check_init)
+    return Setting("", str, INIT_HELP + help_suffix, check_init, locate=locate_init)
 
 
 def check_init(value: str) -> str | None:
@@ -77,6 +77,26 @@ def check_init(value: str) -> str | None:
     if value == "" or Path(value).suffix.lower() in SUFFIXES:
         return None
     return f"must be a {', '.join(SUFFIXES)} file, hf-hub:<org>/<name>[@<revision>], or run:<dataset-id>"
+
+
+def locate_init(value: str) -> None:
+    """Raises the BenchError that says `value` names weights that are not here: a file that does not
+    exist, an hf-hub: id that is not in the local cache (the Setting's `locate`: a run checks it for
+    the cells it will run before the first starts, as datasets' files). run:<dataset-id> is written by
+    an earlier cell of the run, and checked when it loads."""
+    if value == "" or value.startswith("run:"):
+        return
+    if hub.is_hub_id(value):
+        hub.resolve(value)
+        return
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise BenchError(missing_file(path))
+
+
+def missing_file(path: Path) -> str:
+    return (f"no such file {path.resolve()}; put the checkpoint there (`benchbench convert MODEL IN -o FILE` "
+            "writes any format benchbench reads as safetensors), or set init to where it is")
 
 
 def _pretrain_cost(run_dir: Path, model_id: str, dataset_id: str, seed: int, protocol: str) -> dict[str, float]:
@@ -158,9 +178,7 @@ def init_weights(ctx: ProtocolContext, init: str, *, protocol: str, keep_head: b
     else:
         path = Path(init).expanduser()
         if not path.is_file():
-            raise BenchError(f"{protocol}: init = {init!r}: no such file {path.resolve()}; put the checkpoint "
-                             "there (`benchbench convert MODEL IN -o FILE` writes any format benchbench reads as "
-                             "safetensors), or set init to where it is")
+            raise BenchError(f"{protocol}: init = {init!r}: {missing_file(path)}")
         report, classes = _load(model, str(path), ctx, keep_head)
     # A checkpoint from `scratch` carries its training cost in its metadata; others carry none.
     out = {"pretrain_device_seconds": report.meta.get("train_device_seconds"),
