@@ -233,11 +233,36 @@ def _missing_data(cat, cells, data: DataOptions) -> list[tuple[str, BenchError, 
     return [(dataset, errors[dataset], counts[dataset]) for dataset in errors]
 
 
-def _check_data(suite, missing, *, here: bool) -> None:
-    """Missing data stops a run before its first cell, as a setting error does; cells an executor runs
-    on other nodes, which may hold the data where this machine does not, get a warning instead."""
+def _missing_files(cat, cells) -> list[tuple[str, BenchError, int]]:
+    """(setting = value, why it is not here, cells that load it) for each setting value a cell would load
+    that names something not here (`Setting.locate`: an init file, an hf-hub: id not in the cache), each
+    value checked once."""
+    errors: dict[str, BenchError | None] = {}
+    counts: dict[str, int] = {}
+    for cell in cells:
+        settings = cat.protocols.get(cell.protocol).settings
+        for name, value in cell.settings:
+            if name not in settings or settings[name].locate is None:
+                continue
+            what = f"{name} = {value!r}"
+            if what not in errors:
+                try:
+                    settings[name].locate(value)
+                    errors[what] = None
+                except BenchError as exc:
+                    errors[what] = exc
+            if errors[what] is not None:
+                counts[what] = counts.get(what, 0) + 1
+    return [(what, errors[what], counts[what]) for what in counts]
+
+
+def _check_data(suite, missing, *, here: bool, files=()) -> None:
+    """Missing data, or a missing file a setting names (`files`: an init checkpoint), stops a run before
+    its first cell, as a setting error does; cells an executor runs on other nodes, which may hold them
+    where this machine does not, get a warning instead."""
     lines = [f"{suite.path}: {plural(cells, 'cell')} read dataset {dataset!r}, which is not here: {exc}"
              for dataset, exc, cells in missing]
+    lines += [f"{suite.path}: {plural(cells, 'cell')} load {what}, which is not here: {exc}" for what, exc, cells in files]
     if not here:
         for line in lines:
             _echo(f"warning: {line}\n(these cells run on the executor's nodes: they fail there if the data is not "
@@ -329,14 +354,14 @@ def _plan_and_run(args, cat, suite, choice, device, root: Path, named: Path | No
     # an executor's cells run on its nodes, which check their own devices (the batch rule holds anywhere)
     _check_cells(suite, todo, device, here=choice.spec.in_process)
     data = DataOptions(root=Path(args.data_root) if args.data_root else None, download=args.download)
-    missing = _missing_data(cat, todo, data)
+    missing, files = _missing_data(cat, todo, data), _missing_files(cat, todo)
     if (busy := threads.overload_warning()) is not None:
         _echo(f"warning: {busy}")
     if args.dry_run:
         _dry_run(plans, run_dir, suite.notes)
-        _check_data(suite, missing, here=choice.spec.in_process)
+        _check_data(suite, missing, here=choice.spec.in_process, files=files)
         return 0
-    _check_data(suite, missing, here=choice.spec.in_process)
+    _check_data(suite, missing, here=choice.spec.in_process, files=files)
     context = RunContext(
         run_dir=run_dir or root / suite.name, suite=suite.name, quick=suite.quick, device=args.device,
         data=data,

@@ -34,10 +34,11 @@ from benchbench.record import Record, check_metrics, split_result
 from benchbench.rendezvous import later_node_note, records_the_cell
 from benchbench.run.cell import Cell, make_cell
 from benchbench.run.context import RunContext
+from benchbench.run.shape import cell_shape
 from benchbench.settings import resolve
 from benchbench.sharedstore import append_once
 from benchbench.store import RecordLineError, record_line
-from benchbench.specs import ProtocolContext, input_shape
+from benchbench.specs import ProtocolContext
 from benchbench.text import plain
 
 
@@ -88,8 +89,8 @@ def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict 
     model_spec, dataset_spec = catalog.models.get(cell.model), catalog.datasets.get(cell.dataset)
     protocol = catalog.protocols.get(cell.protocol)
     choices = cell.choices
-    shape = input_shape(choices.resolution, model_spec, dataset_spec)
-    chosen = threads.apply()  # the CPU threads of this cell, from the load as it starts
+    shape = cell_shape(cell, catalog)  # in_chans: the model's, else its checkpoint's, else the dataset's
+    chosen = threads.apply()  # the CPU threads of this cell: the budget, never the load of others
     started_at, start = now(), time.perf_counter()
     metrics: dict[str, Any] = {}
     described: dict[str, Any] = {}  # the record's checkpoint and preprocessing, where the protocol names them
@@ -149,7 +150,7 @@ def protocol_context(job: Job, catalog: Catalog, device: torch.device, model: to
     cell = job.cell
     model_spec, dataset_spec = catalog.models.get(cell.model), catalog.datasets.get(cell.dataset)
     choices = cell.choices
-    shape = input_shape(choices.resolution, model_spec, dataset_spec)
+    shape = cell_shape(cell, catalog)
     precision = (None if choices.precision is None else
                  precision_policy.resolve(choices.precision, device, mode=choices.precision_mode))
     execution = None if choices.execution is None else choose(
@@ -179,8 +180,7 @@ def context_for(catalog: Catalog, protocol: str, model_id: str, dataset_id: str,
     cell = make_cell(spec, model_id, dataset_id, seed, resolve(spec, settings or {}, protocol))
     module = fields.pop("model", None)
     if module is None:
-        model_spec = catalog.models.get(model_id)
-        module = model_spec.build(**input_shape(cell.choices.resolution, model_spec, catalog.datasets.get(dataset_id)))
+        module = catalog.models.get(model_id).build(**cell_shape(cell, catalog))
     job = Job(RunContext(run_dir=Path(fields.pop("run_dir", None) or "."), suite="", device=device), cell)
     return replace(protocol_context(job, catalog, torch.device(device), module), **fields)
 
