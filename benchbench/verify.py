@@ -310,8 +310,9 @@ def notes(checks: Sequence[Check]) -> list[str]:
     out = []
     for note, lines in rows.items():
         said = list(lines.values())
-        if len({(metric, verdict) for _, metric, verdict in said}) == 1:  # "ResNet50x1, ResNet50x2 params, fail"
-            what = f"{', '.join(dict.fromkeys(m for m, _, _ in said))} {said[0][1]}, {said[0][2]}"
+        if len({verdict for _, _, verdict in said}) == 1:  # "ResNet50x1, ResNet50x2 params and gmacs, fail"
+            what = (f"{', '.join(dict.fromkeys(m for m, _, _ in said))} "
+                    f"{' and '.join(dict.fromkeys(metric for _, metric, _ in said))}, {said[0][2]}")
         else:
             what = "; ".join(f"{m} {metric}, {verdict}" for m, metric, verdict in said)
         out.append(f"{'line' if len(lines) == 1 else 'lines'} {', '.join(map(str, lines))} ({what}): {note}")

@@ -27,7 +27,9 @@ def test_every_published_run_is_checked():
 @pytest.mark.parametrize("run_dir", RUNS, ids=[f"{p.parent.name}/{p.name}" for p in RUNS])
 def test_published_table_renders_unchanged(run_dir):
     layout = json.loads((run_dir / "env.json").read_text()).get("table", "models")
-    assert render(build_table(results.load(run_dir), layout)) == (run_dir / "table.md").read_text()
+    # force_flops: a published table shows a count that is not verified, marked † with its status (as
+    # `table --force-flops` prints it; timm-compute's sequencer2d_s, whose LSTMs fvcore cannot see)
+    assert render(build_table(results.load(run_dir), layout, force_flops=True)) == (run_dir / "table.md").read_text()
 
 
 def _published_shapes(catalog, runs):
@@ -44,8 +46,9 @@ def _published_shapes(catalog, runs):
 
 
 def test_small_models_params_and_macs_are_the_published_ones(catalog):
-    """The runs of 28 px models: params and both MAC counts exactly as recorded."""
-    small = [p for p in RUNS if p.parent.name != "paper-compute"]
+    """The runs of 28 px models: params and both MAC counts exactly as recorded. (timm-compute's 80 timm
+    models at 224 px are tests/test_timm_zoo.py's, slow: counted there against fvcore and timm's CSV.)"""
+    small = [p for p in RUNS if p.parent.name not in ("paper-compute", "timm-compute")]
     shapes = _published_shapes(catalog, small)
     assert len(shapes) >= 3
     for (model, shape), (params, macs) in shapes.items():

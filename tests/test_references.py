@@ -1,0 +1,143 @@
+"""The reference tables shipped in results/references/: each figure traced to its source (the paper's Table 6
+as tests/test_paper_compute.py transcribes it; timm's CSV, through scripts/timm_reference.py), and what
+`benchbench verify` finds on the published runs: every row passing, or failing with its gap explained in
+its note, as results/references/*.verify.md publishes it."""
+
+from __future__ import annotations
+
+import ast
+import csv
+import importlib.util
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from benchbench.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+REFERENCES = REPO / "results" / "references"
+TABLE6 = REFERENCES / "vit-table6.csv"
+TIMM = REFERENCES / "timm-benchmark-infer-4090.csv"
+SLICE = REFERENCES / "timm-benchmark-infer-4090-slice.csv"
+FULL_CSV = REPO.parent / "shared" / "references" / "timm-benchmark-infer-amp-nchw-pt291-cu128-4090.csv"
+PAPER_COMPUTE = REPO / "results" / "paper-compute" / "20261123-020831"
+TIMM_RUNS = sorted(p.parent for p in (REPO / "results" / "timm-compute").glob("*/records.jsonl"))
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("timm_reference", REPO / "scripts" / "timm_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _verify(capsys, reference: Path, run: Path) -> tuple[int, str]:
+    status = main(["verify", str(reference.relative_to(REPO)), str(run.relative_to(REPO))])
+    return status, capsys.readouterr().out
+
+
+# --- the paper's Table 6 -----------------------------------------------------------------------------------
+
+
+def test_table6_is_the_papers_table_as_test_paper_compute_transcribes_it():
+    tree = ast.parse((REPO / "tests" / "test_paper_compute.py").read_text())
+    paper = next(ast.literal_eval(node.value) for node in tree.body
+                 if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "PAPER")
+    rows = _rows(TABLE6)
+    got = {(r["aliases"], int(r["settings"].removeprefix("epochs="))): float(r["value"]) for r in rows}
+    assert got == paper and len(rows) == 18
+    assert {(r["dataset"], r["protocol"], r["resolution"], r["metric"], r["tolerance"]) for r in rows} == {
+        ("jft-300m", "measure", "224", "pretrain_exaflops", "1%")}
+
+
+def test_table6_rows_pass_or_fail_with_the_gap_their_note_states(monkeypatch, capsys):
+    monkeypatch.chdir(REPO)
+    status = main(["verify", str(TABLE6.relative_to(REPO)), str(PAPER_COMPUTE.relative_to(REPO)), "--json"])
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert status == 1 and out["summary"] == {"pass": 8, "fail": 10, "inconclusive": 0, "unmatched": 0}
+    for row in out["rows"]:
+        if row["verdict"] == "pass":
+            assert not row["note"] and abs(row["relative_difference"]) <= 0.01
+            continue
+        assert row["verdict"] == "fail" and row["note"], row
+        gap = row["relative_difference"] * 100
+        if row["model"].startswith("ResNet"):  # "+3.5 to +5 %, every BiT row"
+            assert 3.5 <= gap <= 5.0 and row["note"].startswith("+3.5 to +5 %, every BiT row")
+        else:  # the note opens with the gap, to its one decimal: "+2.3 %", "-2.9 %"
+            stated = float(re.match(r"([+-]\d+\.\d) %", row["note"]).group(1))
+            assert round(gap, 1) == stated, (row["model"], gap)
+
+
+# --- timm's benchmark CSV ----------------------------------------------------------------------------------
+
+
+def test_the_timm_reference_is_the_scripts_reading_of_the_slice(script):
+    assert TIMM.read_text() == script.reference(SLICE.read_text())
+    assert [r["model"] for r in _rows(SLICE)] == script.suite_models()
+    assert len(script.suite_models()) == 80 and {r["infer_img_size"] for r in _rows(SLICE)} == {"224"}
+    noted = {(r["model"], r["metric"]) for r in _rows(TIMM) if r["note"]}
+    assert noted == {(f"timm/{m}", metric) for m, metric in script.NOTES}
+
+
+@pytest.mark.skipif(not FULL_CSV.is_file(), reason="timm's whole CSV is not beside the repository")
+def test_the_slice_is_timms_csv_unchanged(script):
+    assert SLICE.read_text() == script.slice_rows(FULL_CSV, script.suite_models())
+    full = FULL_CSV.read_text().splitlines()
+    assert SLICE.read_text().splitlines()[0] == full[0] and set(SLICE.read_text().splitlines()) <= set(full)
+
+
+def test_a_bad_slice_says_which_models_it_lacks(script, tmp_path):
+    path = tmp_path / "full.csv"
+    path.write_text(SLICE.read_text().splitlines()[0] + "\nresnet18,288,1,1,1,11.69,3.01,1\n")
+    with pytest.raises(SystemExit, match="no row at 224 px for resnet18, resnet34"):
+        script.slice_rows(path, ["resnet18", "resnet34"])
+
+
+def test_timm_rows_pass_but_the_four_known_gaps(monkeypatch, capsys):
+    import json
+
+    (run,) = TIMM_RUNS
+    monkeypatch.chdir(REPO)
+    status = main(["verify", str(TIMM.relative_to(REPO)), str(run.relative_to(REPO)), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert status == 1 and out["summary"] == {"pass": 153, "fail": 7, "inconclusive": 0, "unmatched": 0}
+    failed = {(r["model"], r["metric"]) for r in out["rows"] if r["verdict"] == "fail"}
+    assert failed == {(f"timm/{m}", metric) for m in ("repvgg_a2", "levit_128s", "repvit_m1")
+                      for metric in ("params", "gmacs_fvcore")} | {("timm/tiny_vit_5m_224", "params")}
+    assert all(r["note"] for r in out["rows"] if r["verdict"] == "fail")
+    passed = {r["model"] for r in out["rows"] if r["verdict"] == "pass" and r["metric"] == "gmacs_fvcore"}
+    assert len(passed) == 77 and len({m for m in passed if (m, "params") not in failed}) == 76  # >= 40
+
+
+# --- the published verify outputs ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reference,runs", [(TABLE6, [PAPER_COMPUTE]), (TIMM, TIMM_RUNS)],
+                         ids=["vit-table6", "timm-benchmark-infer-4090"])
+def test_published_verify_output_is_todays(monkeypatch, capsys, reference, runs):
+    """results/references/<name>.verify.md: its first line the command (run from the repository), then what
+    it printed."""
+    published = (reference.parent / f"{reference.stem}.verify.md").read_text()
+    command, _, printed = published.partition("\n\n")
+    argv = [str(reference.relative_to(REPO)), *(str(r.relative_to(REPO)) for r in runs)]
+    assert command == f"`benchbench verify {' '.join(argv)}` (exit status 1):"
+    monkeypatch.chdir(REPO)
+    assert main(["verify", *argv]) == 1
+    assert capsys.readouterr().out == printed
+
+
+def test_the_site_finds_the_shipped_references_and_skips_the_slice():
+    from benchbench.site.verify_page import find_references
+
+    assert find_references([REPO / "results"]) == sorted([TIMM, TABLE6])
+    assert list(csv.reader(io.StringIO(SLICE.read_text())))[0][:2] == ["model", "infer_img_size"]
