@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# One GPU check that fits the time a GPU is lent (docs/compute.md#the-gpu-check).
+#
+#   scripts/gpu-check.sh --prepare                here, with registry access: fills .gpu-check/ (git-ignored)
+#                                                 with cp312 manylinux wheels of what the GPU image lacks,
+#                                                 Fashion-MNIST's four .gz files and the commit (source.json)
+#   scripts/gpu-check.sh --out DIR                on the GPU machine (Python 3.12, no internet): installs from
+#                                                 .gpu-check/, then runs every step below, each capped
+#   scripts/gpu-check.sh --device cpu --out DIR   the same steps at tiny sizes on the CPU (CI runs it:
+#                                                 tests/test_gpu_check.py), so the script cannot rot
+#   scripts/gpu-check.sh --keep DIR               copies a check's files to results/gpu/<date>-<device>/
+#
+# Options: --from DIR (the prepared folder, default .gpu-check), --budget S (the whole check's seconds,
+# default 345 on cuda: it ends within 6 minutes; 1200 on cpu), --python PY (default .venv/bin/python where it
+# exists, else python3).
+#
+# The steps, in order; each runs under `timeout -k 5 CAP` (SIGTERM at its cap, SIGKILL 5 s later, to its
+# process group; then the same to any process it left elsewhere, found by a mark in its environment), its
+# cap cut to what is left of the budget; one that would start with under MIN_STEP_S left is recorded as
+# skipped. A failed step does not stop the others; the exit status is 0 when every step was ok.
+#   setup             the wheels to a folder on PYTHONPATH; the project, editable, unless this Python has it
+#   env               `benchbench device --json` (the matmul peak) and the environment, to env.json
+#   quickstart        benchbench run quickstart --device cuda --fresh (cpu: --quick)
+#   quickstart-eager  the same with --eager
+#   pytest-gpu        pytest -m gpu, 45 s per test (pytest-timeout, where installed)
+#   sbs-vit-b16       benchmarks/side_by_side.py, ViT-B/16 training, eager then compiled, bf16, batch 256
+#   sbs-bit-r50x1     the same for BiT-R50x1 (cpu: ViT-Mu/4 and BiT-R50x1 eager, tiny batches)
+#   profile           benchbench profile vit-b16 --best --batch-size 256 (cpu: vit-mu4, eager)
+# --steps NAME,... runs only those (setup and env always): a rerun of what failed or was cut.
+# The files in DIR, flat, each written as soon as its step has it (the GPU machine hands back at most 8):
+#   commands.txt (each exact command, its cap, exit status and seconds), steps.jsonl (a line per step),
+#   log.txt (every step's output), env.json, quickstart.jsonl (both runs' records), side_by_side.jsonl
+#   (the header, the model checks, a line per measured row), pytest.jsonl (a line per test), profile.json.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+MIN_STEP_S=10
+
+usage() { sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+die() { echo "gpu-check: $*" >&2; exit 2; }
+cap() { if [ "$DEVICE" = cuda ]; then echo "${CAP_CUDA[$1]}"; else echo "${CAP_CPU[$1]}"; fi; }
+
+# --- --prepare: what the GPU machine lacks, as files in the working tree ------------------------------
+# cp312 manylinux wheels: SQLAlchemy (the results database) and greenlet (SQLAlchemy before 2.1 needs it),
+# fvcore's own needs yacs and termcolor (iopath's portalocker is on the image), torchao (precision fp8);
+# fvcore and iopath exist only as sdists, so their (pure Python) wheels are built here. Versions are this
+# machine's .venv's where it has them, so the GPU runs what the tests here ran.
+BINARY=(sqlalchemy greenlet yacs termcolor torchao)
+SDIST=(fvcore iopath)
+PLATFORMS=(--python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
+           --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64
+           --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
+FMNIST=/usr/share/datasets/fashion-mnist
+
+pinned() {  # NAME -> NAME==VERSION as installed for $PY, else NAME
+  local v
+  v=$("$PY" -c 'import importlib.metadata as m, sys
+try: print(m.version(sys.argv[1]))
+except m.PackageNotFoundError: pass' "$1" 2>/dev/null)
+  if [ -n "$v" ]; then echo "$1==$v"; else echo "$1"; fi
+}
+
+prepare() {
+  local wheels="$FROM/wheels" data="$FROM/data/fashion-mnist" tmp specs=() sdists=() name
+  tmp=$(mktemp -d)
+  rm -rf "$wheels" && mkdir -p "$wheels" "$data"
+  for name in "${BINARY[@]}"; do specs+=("$(pinned "$name")"); done
+  for name in "${SDIST[@]}"; do sdists+=("$(pinned "$name")"); done
+  "$PY" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: "${PLATFORMS[@]}" \
+    -d "$wheels" "${specs[@]}" 2> >(grep -v "^WARNING: Location" >&2) || die "pip download failed"
+  "$PY" -m pip download -q --disable-pip-version-check --no-deps --no-binary=:all: -d "$tmp" "${sdists[@]}" \
+    2> >(grep -v "^WARNING: Location" >&2) || die "pip download of the sdists failed"
+  "$PY" -m pip wheel -q --disable-pip-version-check --no-deps -w "$wheels" "$tmp"/*.tar.gz \
+    2> >(grep -v "^WARNING: Location" >&2) || die "pip wheel failed"
+  rm -rf "$tmp"
+  for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    [ -f "$FMNIST/$f.gz" ] || die "$FMNIST/$f.gz is missing: install Debian's dataset-fashion-mnist (scripts/setup.sh)"
+    cp -p "$FMNIST/$f.gz" "$data/"
+  done
+  "$PY" - "$FROM/source.json" <<'EOF'
+import datetime, json, subprocess, sys
+git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True).stdout.strip()
+json.dump({"commit": git("rev-parse", "HEAD") or None,
+           "modified_files": len(git("status", "--porcelain", "--untracked-files=no").splitlines()),
+           "prepared": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")},
+          open(sys.argv[1], "w"))
+EOF
+  local tree_kib prepared_kib
+  prepared_kib=$(du -sk "$FROM" | cut -f1)
+  tree_kib=$(git ls-files -z --cached --others --exclude-standard | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+  ls -1 "$wheels"
+  echo "gpu-check: prepared $FROM: $(ls "$wheels" | wc -l) wheels, Fashion-MNIST; $((prepared_kib / 1024)) MiB" \
+       "+ the working tree's $((tree_kib / 1024)) MiB = $(((prepared_kib + tree_kib) / 1024)) MiB of the 64 MiB that travel"
+  if [ $((prepared_kib + tree_kib)) -gt $((64 * 1024)) ]; then
+    die "over the device tool's 64 MiB: leave something out"
+  fi
+}
+
+# --- the check ----------------------------------------------------------------------------------------
+json_str() { local s=${1//\\/\\\\}; s=${s//\"/\\\"}; s=${s//$'\n'/\\n}; s=${s//$'\t'/\\t}; printf '"%s"' "$s"; }
+now_us() { echo "${EPOCHREALTIME/./}"; }
+
+marked() {  # marked MARK: the live processes whose environment carries GPU_CHECK_STEP=MARK
+  grep -lsazx "GPU_CHECK_STEP=$1" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 | tr '\n' ' '
+}
+
+reap() {  # reap MARK: stop what a step left behind (after 2 s to end by itself): SIGTERM, SIGKILL 5 s later;
+  local pids n  # prints how many there were
+  for _ in 1 2 3 4; do
+    pids=$(marked "$1")
+    [ -n "$pids" ] || break
+    sleep 0.5
+  done
+  n=$(wc -w <<<"$pids")
+  if [ "$n" -gt 0 ]; then
+    # shellcheck disable=SC2086
+    kill -TERM $pids 2>/dev/null
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+      sleep 0.5
+      pids=$(marked "$1")
+      [ -n "$pids" ] || break
+    done
+    # shellcheck disable=SC2086
+    [ -z "$pids" ] || kill -KILL $pids 2>/dev/null
+  fi
+  echo "$n"
+}
+
+step() {  # step NAME CAP_S COMMAND: COMMAND (one bash line) under its cap; its record in commands, steps, log
+  local name=$1 cap=$2 cmd=$3 left start rc status wall mark left_over
+  case "$name" in setup|env) ;; *) [ -z "${ONLY:-}" ] || [[ "$ONLY" == *",$name,"* ]] || return 0 ;; esac
+  left=$(( (DEADLINE_US - $(now_us)) / 1000000 ))
+  if [ "$left" -lt "$MIN_STEP_S" ]; then
+    printf '# %s: skipped, %s s of the budget left\n' "$name" "$left" >>"$OUT/commands.txt"
+    printf '{"step": "%s", "status": "skipped", "cap_s": %s, "left_s": %s, "command": %s}\n' \
+      "$name" "$cap" "$left" "$(json_str "$cmd")" >>"$OUT/steps.jsonl"
+    echo "gpu-check: $name skipped ($left s left)" >&2
+    FAILED=$((FAILED + 1))
+    return 0
+  fi
+  [ "$cap" -gt "$left" ] && cap=$left
+  printf '# %s (cap %s s)\n%s\n' "$name" "$cap" "$cmd" >>"$OUT/commands.txt"
+  printf '\n===== %s (cap %s s): %s\n' "$name" "$cap" "$cmd" >>"$OUT/log.txt"
+  echo "gpu-check: $name (cap $cap s) ..." >&2
+  mark="$$-$name-$RANDOM"
+  start=$(now_us)
+  # timeout: SIGTERM to the step's process group at its cap, SIGKILL 5 s later; reap: whatever the step
+  # left outside that group (its own sessions, orphans), found by the mark in its environment
+  GPU_CHECK_STEP=$mark timeout -k 5 "$cap" bash -c "$cmd" >>"$OUT/log.txt" 2>&1 </dev/null
+  rc=$?
+  left_over=$(reap "$mark")
+  wall=$(( ($(now_us) - start) / 1000 ))  # ms
+  case $rc in 0) status=ok ;; 124|137) status=timed_out ;; *) status=failed ;; esac
+  wall=$(printf '%d.%03d' $((wall / 1000)) $((wall % 1000)))
+  printf '# -> %s, exit status %s, %s s%s\n' "$status" "$rc" "$wall" \
+    "$([ "$left_over" -gt 0 ] && echo ", $left_over processes left over, stopped")" >>"$OUT/commands.txt"
+  printf '{"step": "%s", "status": "%s", "rc": %s, "wall_s": %s, "cap_s": %s, "left_over": %s, "command": %s}\n' \
+    "$name" "$status" "$rc" "$wall" "$cap" "$left_over" "$(json_str "$cmd")" >>"$OUT/steps.jsonl"
+  echo "gpu-check: $name $status ($wall s)" >&2
+  [ "$status" = ok ] || FAILED=$((FAILED + 1))
+}
+
+check() {
+  mkdir -p "$OUT" || die "cannot create $OUT"
+  OUT=$(cd "$OUT" && pwd)
+  if [ -n "$(ls -A "$OUT")" ]; then die "$OUT is not empty: give an empty or new folder"; fi
+  DEADLINE_US=$(( $(now_us) + BUDGET_S * 1000000 ))
+  FAILED=0
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
+  trap 'rm -rf "$WORK"' EXIT
+  export PYTHONUNBUFFERED=1 PYTHONPATH="$WORK/site:$ROOT/scripts${PYTHONPATH:+:$PYTHONPATH}"
+  if [ -d "$FROM/data/fashion-mnist" ]; then export BENCHBENCH_DATA="$FROM/data"; fi
+  printf '# scripts/gpu-check.sh --device %s, budget %s s; each step runs as `bash -c COMMAND` in:\ncd %q\n' \
+    "$DEVICE" "$BUDGET_S" "$ROOT" >"$OUT/commands.txt"
+  printf 'export PYTHONUNBUFFERED=1 PYTHONPATH=%q%s\n' "$PYTHONPATH" \
+    "${BENCHBENCH_DATA:+ BENCHBENCH_DATA=$(printf '%q' "$BENCHBENCH_DATA")}" >>"$OUT/commands.txt"
+
+  local py o w f bb
+  py=$(printf '%q' "$PY") o=$(printf '%q' "$OUT") w=$(printf '%q' "$WORK") f=$(printf '%q' "$FROM")
+  # setup: the prepared wheels to a folder on PYTHONPATH; the project editable unless this Python has this
+  # tree's already (.venv here); then everything benchbench imports, and every plugin, must load.
+  # Only the wheels this Python takes (the GPU machine's 3.12 takes all; a CPU run here, 3.11, the pure ones).
+  local setup="set -e"
+  if compgen -G "$FROM/wheels/*.whl" >/dev/null; then
+    setup+=$'\n'"wheels=\$($py scripts/gpu_check.py wheels $f/wheels)"
+    setup+=$'\n'"$py -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target $w/site \$wheels"
+  fi
+  setup+=$'\n'"$py -c 'import benchbench_plugins, sys; sys.exit(not benchbench_plugins.__file__.startswith(sys.argv[1]))'"
+  setup+=" $(printf '%q' "$ROOT/plugins/") || $py -m pip install -q --no-deps --no-build-isolation --no-index -e $(printf '%q' "$ROOT")"
+  setup+=$'\n'"$py -c 'import benchbench.cli, fvcore, sqlalchemy, torch; from benchbench.plugins import load_catalog"
+  setup+='; print(len(load_catalog(strict=True).models), "models, torch", torch.__version__)'"'"
+  step setup "$(cap setup)" "$setup"
+
+  bb="$(dirname "$PY")/benchbench"  # the console script, once the project is installed
+  if [ -x "$bb" ]; then bb=$(printf '%q' "$bb"); else bb="$py -c 'import sys; from benchbench.cli import main; sys.exit(main())'"; fi
+  local timeout_opt=""
+  if "$PY" -c 'import pytest_timeout' 2>/dev/null; then timeout_opt=" --timeout 45"; fi
+  # cuda: the sizes the GPU targets are stated at (issue 33); cpu: the same commands, tiny
+  local dev="--device $DEVICE" quick="" peak="" vit=vit-b16 vit_size="--precision bf16 --batch-size 256"
+  local bit_size="--precision bf16 --batch-size 256" sbs_run="--compile both --rounds 3 --warmup 5 --steps 20"
+  local prof="vit-b16 --batch-size 256 --warmup-steps 3 --min-steps 10 --min-seconds 1"
+  if [ "$DEVICE" = cpu ]; then
+    quick=" --quick" peak=" --matmul-n 256" vit=vit-mu4 vit_size="--precision fp32 --batch-size 8 --threads 1"
+    bit_size="--precision fp32 --batch-size 2 --threads 1" sbs_run="--compile off --rounds 1 --warmup 1 --steps 1"
+    prof="vit-mu4 --no-compile --no-channels-last --batch-size 8 --warmup-steps 1 --min-steps 2 --min-seconds 0"
+  fi
+  # a command's own exit status is the step's; what follows it copies what it wrote, even when it failed
+  step env "$(cap env)" "$bb device $dev$peak --json > $w/device.json; rc=\$?
+$py scripts/gpu_check.py env $o $w/device.json && exit \$rc"
+  step quickstart "$(cap quickstart)" "$bb run quickstart$quick $dev --fresh --no-progress --results $w/q; rc=\$?
+cat $w/q/quickstart/*/records.jsonl >> $o/quickstart.jsonl; exit \$rc"
+  step quickstart-eager "$(cap quickstart-eager)" "$bb run quickstart$quick $dev --eager --fresh --no-progress --results $w/qe; rc=\$?
+cat $w/qe/quickstart/*/records.jsonl >> $o/quickstart.jsonl; exit \$rc"
+  local gpu_tests  # the modules with gpu tests (collecting every module costs half a minute)
+  gpu_tests=$(grep -l "pytest.mark.gpu" tests/test_*.py | tr '\n' ' ')
+  step pytest-gpu "$(cap pytest-gpu)" \
+    "GPU_CHECK_PYTEST_JSONL=$o/pytest.jsonl $py -m pytest -m gpu -v -p gpu_check -p no:cacheprovider$timeout_opt $gpu_tests"
+  local sbs="$py benchmarks/side_by_side.py $dev --mode train $sbs_run --jsonl $o/side_by_side.jsonl"
+  step "sbs-$vit" "$(cap sbs-vit)" "$sbs $vit_size --models $vit"
+  step sbs-bit-r50x1 "$(cap sbs-bit)" "$sbs $bit_size --models bit-r50x1"
+  step profile "$(cap profile)" "$bb profile $prof $dev --best --json > $o/profile.json"
+  echo "gpu-check: $(grep -c '"status": "ok"' "$OUT/steps.jsonl") of $(wc -l <"$OUT/steps.jsonl") steps ok;" \
+       "files in $OUT: $(ls "$OUT" | tr '\n' ' ')" >&2
+  [ "$FAILED" -eq 0 ]
+}
+
+main() {
+  cd "$ROOT"
+  ACTION="" OUT="" DEVICE=cuda FROM="$ROOT/.gpu-check" BUDGET_S="" PY="" KEEP="" ONLY=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --prepare) ACTION=prepare ;;
+      --out) ACTION=check; OUT=${2:?--out needs a folder}; shift ;;
+      --keep) ACTION=keep; KEEP=${2:?--keep needs the folder a check wrote}; shift ;;
+      --device) DEVICE=${2:?--device needs cuda or cpu}; shift ;;
+      --from) FROM=${2:?--from needs a folder}; shift ;;
+      --budget) BUDGET_S=${2:?--budget needs seconds}; shift ;;
+      --python) PY=${2:?--python needs an interpreter}; shift ;;
+      --steps) ONLY=",${2:?--steps needs step names},"; shift ;;
+      -h|--help) usage ;;
+      *) die "unknown argument '$1' (allowed: --prepare, --out DIR, --keep DIR, --device cuda|cpu, --from DIR," \
+             "--budget S, --steps NAME,..., --python PY)" ;;
+    esac
+    shift
+  done
+  [ -n "$ACTION" ] || usage
+  case "$DEVICE" in cuda|cpu) ;; *) die "--device $DEVICE: allowed: cuda, cpu" ;; esac
+  # Seconds each step may take at most, and the whole check's budget. cuda: the whole ends within 6 minutes
+  # (a GPU is lent for 15 minutes, its start and a rerun included). cpu: tiny sizes, but 2 busy cores.
+  declare -gA CAP_CUDA=([setup]=60 [env]=40 [quickstart]=60 [quickstart-eager]=45 [pytest-gpu]=120 [sbs-vit]=90
+                       [sbs-bit]=90 [profile]=70)
+  declare -gA CAP_CPU=([setup]=120 [env]=60 [quickstart]=300 [quickstart-eager]=300 [pytest-gpu]=120 [sbs-vit]=120
+                      [sbs-bit]=150 [profile]=90)
+  if [ "$DEVICE" = cuda ]; then BUDGET_DEFAULT=345; else BUDGET_DEFAULT=1200; fi
+  BUDGET_S=${BUDGET_S:-$BUDGET_DEFAULT}
+  local steps="quickstart quickstart-eager pytest-gpu sbs-vit-b16 sbs-bit-r50x1 profile" name
+  [ "$DEVICE" = cpu ] && steps=${steps/sbs-vit-b16/sbs-vit-mu4}
+  for name in ${ONLY//,/ }; do
+    [[ " $steps " == *" $name "* ]] || die "--steps: no step '$name' on $DEVICE (steps: ${steps// /, })"
+  done
+  [[ "$BUDGET_S" =~ ^[0-9]+$ ]] || die "--budget $BUDGET_S: a whole number of seconds"
+  if [ -z "$PY" ]; then
+    if [ -x "$ROOT/.venv/bin/python" ]; then PY="$ROOT/.venv/bin/python"; else PY=$(command -v python3 || true); fi
+  fi
+  [ -n "$PY" ] && command -v "$PY" >/dev/null || die "no Python found: give one with --python PY"
+  PY=$(command -v "$PY")
+  case "$FROM" in /*) ;; *) FROM="$ROOT/$FROM" ;; esac
+  case "$ACTION" in
+    prepare) prepare ;;
+    check) check ;;
+    keep) "$PY" "$ROOT/scripts/gpu_check.py" keep "$KEEP" ;;
+  esac
+}
+
+# Sourced (tests/test_gpu_check.py calls `step` alone), the functions only; run, the action.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then main "$@"; exit $?; fi

@@ -1,0 +1,189 @@
+"""scripts/gpu-check.sh, the one GPU check: each step capped (a step that ignores SIGTERM is killed, and
+what a step leaves behind is stopped), its files where a GPU machine hands them back, and its CPU mode
+for real (marked slow), so that the check cannot rot between the GPUs that run it."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "gpu-check.sh"
+FILES = {"commands.txt", "steps.jsonl", "log.txt", "env.json", "quickstart.jsonl", "side_by_side.jsonl",
+         "pytest.jsonl", "profile.json"}  # at most 8: what the device tool hands back
+STEPS = ["setup", "env", "quickstart", "quickstart-eager", "pytest-gpu", "sbs-vit-mu4", "sbs-bit-r50x1", "profile"]
+
+
+@pytest.fixture
+def gpu_check(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import gpu_check
+
+    return gpu_check
+
+
+def steps_in_shell(out: Path, script: str, budget_s: int = 60) -> list[dict]:
+    """Run `script` (calls of `step NAME CAP COMMAND`) with gpu-check.sh's functions sourced; its steps.jsonl."""
+    prelude = (f"source {shlex.quote(str(SCRIPT))}; OUT={shlex.quote(str(out))}; FAILED=0; "
+               f"DEADLINE_US=$(( $(now_us) + {budget_s} * 1000000 )); ")
+    subprocess.run(["bash", "-c", prelude + script], check=True, timeout=120, cwd=out)
+    return [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
+
+
+def test_a_step_is_capped_killed_and_leaves_nothing(tmp_path):
+    start = time.monotonic()
+    stubborn, orphan, chosen, late = steps_in_shell(tmp_path, """
+step stubborn 1 'trap "" TERM; sleep 60'
+step orphan 20 'setsid sleep 60 & echo $! > orphan.pid'
+ONLY=",chosen,"  # --steps chosen
+step other 20 'echo not chosen'
+step chosen 20 'true'
+ONLY=""
+DEADLINE_US=$(now_us)
+step late 20 'echo never'
+""")
+    assert time.monotonic() - start < 30
+    # SIGTERM at its 1 s cap is ignored: SIGKILL 5 s later (timeout -k 5)
+    assert (stubborn["status"], stubborn["rc"], stubborn["cap_s"]) == ("timed_out", 137, 1)
+    assert 1 <= stubborn["wall_s"] < 15
+    # a process in a session of its own outlives the step's shell: found by its mark and stopped
+    assert (orphan["status"], orphan["left_over"]) == ("ok", 1)
+    pid = int((tmp_path / "orphan.pid").read_text())
+    state = Path(f"/proc/{pid}/stat")
+    assert not state.exists() or state.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    assert (chosen["step"], chosen["status"]) == ("chosen", "ok")  # and `other` left no line
+    assert late == {"step": "late", "status": "skipped", "cap_s": 20, "left_s": 0, "command": "echo never"}
+    commands = (tmp_path / "commands.txt").read_text()
+    assert "# stubborn (cap 1 s)\ntrap \"\" TERM; sleep 60\n# -> timed_out, exit status 137" in commands
+    assert "# late: skipped, 0 s of the budget left" in commands
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--bogus"], "unknown argument '--bogus' (allowed: --prepare, --out DIR"),
+    (["--device", "tpu", "--out", "x"], "--device tpu: allowed: cuda, cpu"),
+    (["--budget", "5m", "--out", "x"], "--budget 5m: a whole number of seconds"),
+    (["--steps", "pytest", "--out", "x"], "--steps: no step 'pytest' on cuda (steps: quickstart, quickstart-eager, "
+                                          "pytest-gpu, sbs-vit-b16, sbs-bit-r50x1, profile)"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(args, message):
+    proc = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.startswith(f"gpu-check: {message}")
+    assert len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_a_folder_with_files_in_it_is_refused(tmp_path):
+    (tmp_path / "earlier.txt").write_text("a previous check's\n")
+    proc = subprocess.run(["bash", str(SCRIPT), "--device", "cpu", "--out", str(tmp_path)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr == f"gpu-check: {tmp_path} is not empty: give an empty or new folder\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["earlier.txt"]
+
+
+def test_the_pytest_plugin_writes_each_outcome_as_it_comes(tmp_path):
+    (tmp_path / "test_some.py").write_text(
+        "import pytest\n"
+        "def test_ok(): pass\n"
+        "def test_bad(): assert 1 == 2, 'one is not two'\n"
+        "@pytest.mark.skip(reason='no CUDA device')\n"
+        "def test_skipped(): pass\n"
+        "@pytest.fixture\n"
+        "def broken(): raise RuntimeError('setup broke')\n"
+        "def test_setup_error(broken): pass\n")
+    lines = tmp_path / "pytest.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "scripts"), "GPU_CHECK_PYTEST_JSONL": str(lines),
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # no other plugin: seconds faster
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "gpu_check", "-p", "no:cacheprovider", "test_some.py"],
+                   cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    got = {(r["test"], r["when"]): r for r in map(json.loads, lines.read_text().splitlines())}
+    assert {k: r["outcome"] for k, r in got.items()} == {
+        ("test_some.py::test_ok", "call"): "passed", ("test_some.py::test_bad", "call"): "failed",
+        ("test_some.py::test_skipped", "setup"): "skipped", ("test_some.py::test_setup_error", "setup"): "failed"}
+    assert "one is not two" in got["test_some.py::test_bad", "call"]["message"]
+    assert got["test_some.py::test_skipped", "setup"]["message"] == "Skipped: no CUDA device"
+    assert "setup broke" in got["test_some.py::test_setup_error", "setup"]["message"]
+    assert "message" not in got["test_some.py::test_ok", "call"]
+
+
+@pytest.mark.parametrize("name, slug", [("NVIDIA H100 80GB HBM3", "h100-80gb-hbm3"), ("NVIDIA H200", "h200"),
+                                        ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb"), ("cpu", "cpu")])
+def test_a_results_folder_is_named_by_date_and_device(gpu_check, name, slug):
+    assert gpu_check.slug(name) == slug
+
+
+def test_keep_copies_a_check_to_its_results_folder(gpu_check, tmp_path):
+    check = tmp_path / "check"
+    check.mkdir()
+    (check / "env.json").write_text(json.dumps({"date": "2026-11-27T10:00:00Z", "device_name": "NVIDIA H100 80GB HBM3"}))
+    (check / "steps.jsonl").write_text('{"step": "setup", "status": "ok"}\n')
+    first = gpu_check.keep(check, tmp_path / "results")
+    second = gpu_check.keep(check, tmp_path / "results")
+    assert first == tmp_path / "results" / "gpu" / "2026-11-27-h100-80gb-hbm3"
+    assert second.name == "2026-11-27-h100-80gb-hbm3-2"
+    assert sorted(p.name for p in first.iterdir()) == ["env.json", "steps.jsonl"]
+    assert (first / "steps.jsonl").read_text() == (check / "steps.jsonl").read_text()
+
+
+def _wheel(folder: Path, name: str, tag: str) -> Path:
+    """A minimal wheel of one module (`name`.py), as pip installs it."""
+    files = {f"{name}.py": b"PROBE = 1\n",
+             f"{name}-0.1.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n".encode(),
+             f"{name}-0.1.dist-info/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n".encode()}
+    record = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
+              for path, data in files.items()] + [f"{name}-0.1.dist-info/RECORD,,"]
+    files[f"{name}-0.1.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
+    path = folder / f"{name}-0.1-{tag}.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for arc, data in files.items():
+            z.writestr(arc, data)
+    return path
+
+
+def test_only_the_wheels_this_python_takes_are_installed(gpu_check, tmp_path):
+    pure = _wheel(tmp_path, "probe_pure", "py3-none-any")
+    other = _wheel(tmp_path, "probe_other", "cp39-cp39-win_amd64")
+    assert gpu_check.installable([pure, other]) == ([pure], [other])
+
+
+@pytest.mark.slow
+def test_cpu_mode_runs_every_step_and_writes_its_files(tmp_path, real_fashion_mnist):
+    prepared = tmp_path / "prepared"
+    (prepared / "wheels").mkdir(parents=True)
+    _wheel(prepared / "wheels", "gpu_check_probe", "py3-none-any")
+    (prepared / "data" / "fashion-mnist").mkdir(parents=True)
+    for f in real_fashion_mnist.glob("*.gz"):
+        (prepared / "data" / "fashion-mnist" / f.name).symlink_to(f)
+    out = tmp_path / "out"
+    proc = subprocess.run(["bash", str(SCRIPT), "--device", "cpu", "--out", str(out), "--from", str(prepared)],
+                          capture_output=True, text=True, timeout=1500, cwd=ROOT)
+    steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
+    assert [(s["step"], s["status"]) for s in steps] == [(name, "ok") for name in STEPS], proc.stderr
+    assert proc.returncode == 0
+    assert {p.name for p in out.iterdir()} == FILES
+    commands = (out / "commands.txt").read_text()
+    assert f"BENCHBENCH_DATA={prepared / 'data'}" in commands and "--target" in commands
+    assert all(s["command"] in commands for s in steps)
+
+    env = json.loads((out / "env.json").read_text())
+    assert env["device_name"] == "cpu" and env["packages"]["torch"] and env["benchbench_device"]["device"] == "cpu"
+    records = [json.loads(line) for line in (out / "quickstart.jsonl").read_text().splitlines()]
+    assert [(r["model"], r["status"], r["device"], r["quick"]) for r in records] == [
+        (m, "ok", "cpu", True) for m in ("bit-r20x1-small", "vit-mu7") * 2]
+    assert records[2]["metrics"]["exec_compile"] is False
+    lines = [json.loads(line) for line in (out / "side_by_side.jsonl").read_text().splitlines()]
+    assert [(w["kind"], w.get("model")) for w in lines] == [
+        ("header", None), ("check", "vit-mu4"), ("row", "vit-mu4"), ("header", None), ("check", "bit-r50x1"),
+        ("row", "bit-r50x1")]
+    tests = [json.loads(line) for line in (out / "pytest.jsonl").read_text().splitlines()]
+    assert len(tests) >= 20 and {t["outcome"] for t in tests} == {"skipped"}  # no CUDA here
+    profile = json.loads((out / "profile.json").read_text())
+    assert profile["id"] == "vit-mu4" and len(profile["candidates"]) == 1
