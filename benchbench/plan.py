@@ -17,6 +17,7 @@ cells then take.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass, field, replace
@@ -30,12 +31,13 @@ from benchbench.execution import choose
 from benchbench.plugins import Catalog
 from benchbench.record import Record
 from benchbench.runindex import Entry
+from benchbench.specs import input_shape
 from benchbench.errors import BenchError
-from benchbench.store import read_env, read_records, run_dirs_under
+from benchbench.store import read_env, read_timings, run_dirs_under
 from benchbench.run.cell import Cell, key_today, typed
-from benchbench.run.shape import cell_shape
 from benchbench.suite import Suite
 from benchbench.text import plural
+from benchbench.timing import Group, Timing
 
 if TYPE_CHECKING:
     import torch
@@ -62,6 +64,11 @@ class Pace:
         compiled as its `exec_compile` says (eager in records from before it existed)."""
         return cls(r.model, r.resolution or 0, r.precision or "fp32", bool(r.metrics.get("exec_compile", False)),
                    r.devices or 1)
+
+    @classmethod
+    def of_group(cls, g: Group) -> "Pace":
+        """A record's, from its Timing's group (benchbench.timing): as `of_record` gives it."""
+        return cls(g.model, g.resolution, g.precision, g.compiled, g.devices)
 
     @classmethod
     def of_cell(cls, cell: Cell, resolution: int, device: "torch.device", compiled: bool | None = None) -> "Pace":
@@ -149,54 +156,69 @@ def cell_states(records: Iterable[Record | Entry], catalog: Catalog, keys: Conta
 
 
 def throughput_history(roots: Iterable[Path], device_name: str, catalog: Catalog,
-                       known: Mapping[Path, list[Record]] | None = None) -> dict[Pace, PaceSpeed]:
+                       known: Mapping[Path, list[Timing]] | None = None) -> dict[Pace, PaceSpeed]:
     """{pace: the fastest measured training img/s, where, and each protocol's fixed cost per cell} of ok
     records on `device_name`; img/s from the catalog's protocols that train on real data
-    (`ProtocolSpec.trains`), fixed costs from every protocol's cells at a pace with an img/s. `known`:
-    {resolved run directory: its records} already read (not read again)."""
+    (`ProtocolSpec.trains`), fixed costs from every protocol's cells at a pace with an img/s. Records
+    are read as their `Timing`s (`store.read_timings`: from a big run's index, not parsed); `known`:
+    {resolved run directory: its timings} already read (not read again). Work per cell configuration
+    (its pace, its protocol's image estimate) is done once for all its records."""
     training = {p.id for p in catalog.protocols if p.trains}
     seen: dict[Pace, list[tuple[float, str]]] = {}
-    timed: list[Record] = []
+    timed: list[tuple[Pace, Timing]] = []
+    paces: dict[Group, Pace] = {}
     for root in dict.fromkeys(Path(r).resolve() for r in roots):
         for run_dir in run_dirs_under(root):
             run_device = (read_env(run_dir) or {}).get("device_name")
             try:
-                records = (known or {}).get(run_dir.resolve()) or read_records(run_dir).records
+                timings = (known or {}).get(run_dir.resolve()) or read_timings(run_dir)
             except BenchError:  # a broken run elsewhere under the root: not this run's concern
                 continue
-            for r in records:
-                if not r.ok or (r.env or {}).get("device_name", run_device) != device_name:
+            shown = _shown(run_dir)
+            for t in timings:
+                g = t.group
+                if (run_device if g.device_name is None else g.device_name) != device_name:
                     continue
-                ips = r.metrics.get("train_img_per_s")
-                if ips and r.protocol in training:
-                    seen.setdefault(Pace.of_record(r), []).append((float(ips), _shown(run_dir)))
-                if r.wall_seconds:
-                    timed.append(r)
+                if (pace := paces.get(g)) is None:
+                    pace = paces[g] = Pace.of_group(g)
+                if t.img_per_s and g.protocol in training:
+                    seen.setdefault(pace, []).append((t.img_per_s, shown))
+                if t.wall_s:
+                    timed.append((pace, t))
     fastest = {k: max(v)[0] for k, v in seen.items()}
     overheads: dict[Pace, dict[str, list[float]]] = {}
-    for r in timed:
-        if (pace := Pace.of_record(r)) not in fastest:
+    images: dict[Group, Mapping[str, float] | None] = {}
+    for pace, t in timed:
+        if pace not in fastest:
             continue
-        own = r.metrics.get("train_img_per_s") if r.protocol in training else None
-        extra = _overhead(r, float(own) if own else fastest[pace], catalog)
+        if (group := t.group) not in images:
+            images[group] = _images(group, catalog)
+        own = t.img_per_s if group.protocol in training else None
+        extra = _overhead(t.wall_s, images[group], own or fastest[pace])
         if extra is not None:
-            overheads.setdefault(pace, {}).setdefault(r.protocol, []).append(extra)
+            overheads.setdefault(pace, {}).setdefault(group.protocol, []).append(extra)
     return {k: PaceSpeed(*max(v), n=len(v), median_img_per_s=statistics.median(x for x, _ in v),
                          overhead_s={p: min(x) for p, x in overheads.get(k, {}).items()})
             for k, v in seen.items()}
 
 
-def _overhead(r: Record, img_per_s: float, catalog: Catalog) -> float | None:
-    """A record's wall time less what its protocol's estimate of its images takes at `img_per_s` (at
-    least 0), or None where its protocol or dataset is not in the catalog or its settings predate it."""
+def _images(group: Group, catalog: Catalog) -> Mapping[str, float] | None:
+    """The images a cell of this configuration processes by its protocol's estimate, or None where its
+    protocol or dataset is not in the catalog, its settings predate it, or it gives no training images."""
     try:
-        protocol, dataset = catalog.protocols.get(r.protocol), catalog.datasets.get(r.dataset)
-        images = protocol.estimate(dict(r.settings), dataset) if protocol.estimate else {}
+        protocol, dataset = catalog.protocols.get(group.protocol), catalog.datasets.get(group.dataset)
+        images = protocol.estimate(json.loads(group.settings), dataset) if protocol.estimate else {}
     except (BenchError, KeyError, TypeError, ValueError):
         return None
-    if images.get("train_images") is None:
+    return images if images.get("train_images") is not None else None
+
+
+def _overhead(wall_s: float, images: Mapping[str, float] | None, img_per_s: float) -> float | None:
+    """A record's wall time less what its protocol's estimate of its `images` takes at `img_per_s` (at
+    least 0), or None without an estimate."""
+    if images is None:
         return None
-    return max(0.0, float(r.wall_seconds) - image_seconds(images["train_images"], images.get("eval_images"), img_per_s))
+    return max(0.0, float(wall_s) - image_seconds(images["train_images"], images.get("eval_images"), img_per_s))
 
 
 def _shown(run_dir: Path) -> str:
@@ -245,7 +267,7 @@ def _per_cell(cell: Cell, catalog: Catalog, device: "torch.device", macs: dict[t
     model_spec = catalog.models.get(cell.model)
     dataset_spec = catalog.datasets.get(cell.dataset)
     protocol = catalog.protocols.get(cell.protocol)
-    shape = cell_shape(cell, catalog)  # in_chans: the model's, else its checkpoint's, else the dataset's
+    shape = input_shape(cell.choices.resolution, model_spec, dataset_spec)
     key = (model_spec.id, *sorted(shape.items()))
     if key not in macs:
         macs[key] = _meta_gmacs(model_spec, shape)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from benchbench import runindex
+from benchbench import runindex, timing
 from benchbench.errors import BenchError
 from benchbench.gcpause import gc_paused
 from benchbench.record import Record, RecordError, screened_line
@@ -417,7 +417,7 @@ class RunReader:
         lines = last.lines if last else 0
         records, entries, numbered = _parse(data, lines + 1, start)
         if last is None and len(records) + len(numbered) >= runindex.MIN_LINES:  # a whole big file
-            _save_index(path, data, runindex.EMPTY, entries, numbered)
+            _save_index(path, data, runindex.EMPTY, records, entries, numbered)
         problems = _shown(path, numbered)
         if last is not None:
             records, problems = last.result.records + records, last.result.problems + problems
@@ -459,10 +459,25 @@ def read_keys(run_dir: Path, *, missing_ok: bool = False) -> Keys:
     with writing(path, "read"), open(path, "rb") as f:
         data = f.read()
     index = runindex.load(path.parent, data) or runindex.EMPTY
-    _, entries, numbered = _parse(data[index.size:], index.lines + 1, index.size)
+    records, entries, numbered = _parse(data[index.size:], index.lines + 1, index.size)
     if len(entries) + len(numbered) >= runindex.MIN_LINES:
-        _save_index(path, data, index, entries, numbered)
+        _save_index(path, data, index, records, entries, numbered)
     return Keys(path, index.entries + entries, _shown(path, index.problems + numbered))
+
+
+def read_timings(run_dir: Path) -> list[timing.Timing]:
+    """What a time estimate needs of the run's ok records (benchbench.timing), in file order: from the
+    run's index for the lines it covers, the rest parsed (the index brought up to date when that was
+    many lines), so that the records are the ones `read_records` gives. Errors as `read_records`."""
+    path = records_file(run_dir)
+    with writing(path, "read"), open(path, "rb") as f:
+        data = f.read()
+    index = runindex.load(path.parent, data) or runindex.EMPTY
+    records, entries, numbered = _parse(data[index.size:], index.lines + 1, index.size)
+    if len(entries) + len(numbered) >= runindex.MIN_LINES:
+        _save_index(path, data, index, records, entries, numbered)
+    groups: dict[timing.Group, timing.Group] = {}
+    return index.timings + [t for r in records if (t := timing.of_record(r, groups)) is not None]
 
 
 def _shown(path: Path, numbered: list[tuple[int, str]]) -> list[str]:
@@ -470,10 +485,11 @@ def _shown(path: Path, numbered: list[tuple[int, str]]) -> list[str]:
     return [f"{path}:{number}: {text}" for number, text in numbered]
 
 
-def _save_index(path: Path, data: bytes, index: "runindex.Index", entries: list[Entry],
+def _save_index(path: Path, data: bytes, index: "runindex.Index", records: list[Record], entries: list[Entry],
                 numbered: list[tuple[int, str]]) -> None:
-    """`index` (of `data`'s start) extended by the entries and problems parsed after it, to the last
-    whole line of `data` (a torn last line is left out), written beside `path`."""
+    """`index` (of `data`'s start) extended by the records (their entries and timings) and problems
+    parsed after it, to the last whole line of `data` (a torn last line is left out), written beside
+    `path`."""
     covered = data.rfind(b"\n") + 1
     if covered <= index.size:
         return
@@ -482,9 +498,12 @@ def _save_index(path: Path, data: bytes, index: "runindex.Index", entries: list[
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except OSError:
         return
+    groups: dict[timing.Group, timing.Group] = {}
+    timings = index.timings + [t for r, e in zip(records, entries) if e.offset + e.length < covered
+                               and (t := timing.of_record(r, groups)) is not None]
     runindex.save(path.parent, data, runindex.Index(
         covered, lines, index.entries + [e for e in entries if e.offset + e.length < covered],
-        index.problems + [p for p in numbered if p[0] <= lines]), mode)
+        index.problems + [p for p in numbered if p[0] <= lines], timings), mode)
 
 
 def _parse(data: bytes, first: int, base: int = 0) -> tuple[list[Record], list[Entry], list[tuple[int, str]]]:

@@ -233,3 +233,73 @@ def test_cells_whose_settings_python_calls_equal_but_json_does_not_get_their_own
         assert cell.key == hashlib.sha256(blob.encode()).hexdigest()[:16]
         keys.add(cell.key)
     assert len(keys) == 4
+
+
+def _timed(i: int) -> dict:
+    """Records as varied as a time estimate meets them: ok and failed, on two devices (or none named:
+    the run's env.json says), at two paces, three protocols and two settings, with img/s and wall times
+    or without."""
+    ips = {"train_img_per_s": 100.0 + i} if i % 5 else {}
+    return _record(i, "failed" if i % 11 == 0 else "ok", model=("vit-mu7", "bit")[i % 2],
+                   resolution=(28, 32)[i % 3 % 2], protocol=("scratch", "linear", "measure")[i % 3],
+                   dataset="fashion-mnist", precision=(None, "bf16")[i % 4 // 3], devices=1 + i % 5 // 4,
+                   metrics={"top1": 0.5, "exec_compile": i % 7 == 0, **ips},
+                   settings={"lr": (0.1, 1)[i % 2], "steps": 5}, wall_seconds=(None, 3.5 + i)[i % 8 > 0],
+                   env=({"device_name": ("cpu A", "cpu B")[i % 10 // 9]} if i % 13 else None))
+
+
+def test_timings_from_the_index_are_those_of_the_records(tmp_path):
+    """What a resume's time estimate reads of a run (benchbench.timing) from its index equals what the
+    records give when parsed, as the file grows past the index; an index of another format is rebuilt."""
+    from benchbench import timing
+    from benchbench.store import read_timings
+
+    def parsed() -> list:
+        groups: dict = {}
+        return [t for r in read_records(tmp_path).records if (t := timing.of_record(r, groups)) is not None]
+
+    _write(tmp_path, [_timed(i) for i in range(N)])
+    first = read_timings(tmp_path)  # parses, and writes the index
+    assert (tmp_path / runindex.INDEX).is_file() and first == parsed()
+    assert len({t.group for t in first}) < 100 < len(first)  # a handful of groups, shared
+    index = runindex.load(tmp_path, (tmp_path / RECORDS).read_bytes())
+    assert index is not None and index.timings == first
+    _write(tmp_path, [_timed(N + i) for i in range(7)])  # after the index: parsed
+    assert read_timings(tmp_path) == parsed() and len(parsed()) > len(first)
+    obj = json.loads((tmp_path / runindex.INDEX).read_text())
+    (tmp_path / runindex.INDEX).write_text(json.dumps({**obj, "format": 1}))  # an index of the first format
+    assert runindex.load(tmp_path, (tmp_path / RECORDS).read_bytes()) is None
+    assert read_timings(tmp_path) == parsed()
+    for bad in ({"groups": [], "rows": [[0, 1.0, 2.0]]}, {"groups": [[1, 2]], "rows": []}, {"rows": []}):
+        (tmp_path / runindex.INDEX).write_text(json.dumps({**obj, "timings": bad}))
+        assert runindex.load(tmp_path, (tmp_path / RECORDS).read_bytes()) is None
+        assert read_timings(tmp_path) == parsed()
+
+
+def test_the_history_from_the_index_is_the_history_from_the_records(tmp_path, catalog, monkeypatch):
+    """throughput_history of a run of 1,200 varied records: read in full (no index may be written),
+    then from the index it leaves, then with lines appended after it: the same paces, img/s, counts,
+    medians and fixed costs each time."""
+    from benchbench.plan import throughput_history
+
+    run = tmp_path / "suite" / "run"
+    run.mkdir(parents=True)
+    (run / "env.json").write_text(json.dumps({"device_name": "cpu A"}))
+    _write(run, [_timed(i) for i in range(N)])
+    with monkeypatch.context() as m:
+        m.setattr(runindex, "MIN_LINES", 10 ** 9)
+        full = throughput_history([tmp_path], "cpu A", catalog)
+    assert not (run / runindex.INDEX).exists()
+    assert throughput_history([tmp_path], "cpu A", catalog) == full  # parses, and indexes
+    assert (run / runindex.INDEX).is_file()
+    assert throughput_history([tmp_path], "cpu A", catalog) == full  # from the index
+    speeds = sorted((str(p), s.n, s.img_per_s) for p, s in full.items())
+    assert len(speeds) >= 4 and sum(n > 10 for _, n, _ in speeds) >= 4 and any(s.overhead_s for s in full.values())
+    assert {p.model for p in full} == {"vit-mu7", "bit"}
+    _write(run, [_timed(N + i) for i in range(30)])
+    with monkeypatch.context() as m:
+        m.setattr(runindex, "MIN_LINES", 10 ** 9)
+        (run / runindex.INDEX).rename(tmp_path / "index.json")
+        grown = throughput_history([tmp_path], "cpu A", catalog)
+        (tmp_path / "index.json").rename(run / runindex.INDEX)
+    assert throughput_history([tmp_path], "cpu A", catalog) == grown != full
