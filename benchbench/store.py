@@ -456,12 +456,7 @@ def read_keys(run_dir: Path, *, missing_ok: bool = False) -> Keys:
     path = records_file(run_dir, missing_ok=missing_ok)
     if path is None:
         return Keys(None, [], [])
-    with writing(path, "read"), open(path, "rb") as f:
-        data = f.read()
-    index = runindex.load(path.parent, data) or runindex.EMPTY
-    records, entries, numbered = _parse(data[index.size:], index.lines + 1, index.size)
-    if len(entries) + len(numbered) >= runindex.MIN_LINES:
-        _save_index(path, data, index, records, entries, numbered)
+    index, _, entries, numbered = _beyond_index(path)
     return Keys(path, index.entries + entries, _shown(path, index.problems + numbered))
 
 
@@ -469,15 +464,21 @@ def read_timings(run_dir: Path) -> list[timing.Timing]:
     """What a time estimate needs of the run's ok records (benchbench.timing), in file order: from the
     run's index for the lines it covers, the rest parsed (the index brought up to date when that was
     many lines), so that the records are the ones `read_records` gives. Errors as `read_records`."""
-    path = records_file(run_dir)
+    index, records, _, _ = _beyond_index(records_file(run_dir))
+    groups: dict[timing.Group, timing.Group] = {}
+    return index.timings + [t for r in records if (t := timing.of_record(r, groups)) is not None]
+
+
+def _beyond_index(path: Path) -> tuple["runindex.Index", list[Record], list[Entry], list[tuple[int, str]]]:
+    """The records file `path`'s index (EMPTY where it has none that fits), and the records, entries and
+    problems of the lines after it, parsed; the index written again when they were many."""
     with writing(path, "read"), open(path, "rb") as f:
         data = f.read()
     index = runindex.load(path.parent, data) or runindex.EMPTY
     records, entries, numbered = _parse(data[index.size:], index.lines + 1, index.size)
     if len(entries) + len(numbered) >= runindex.MIN_LINES:
         _save_index(path, data, index, records, entries, numbered)
-    groups: dict[timing.Group, timing.Group] = {}
-    return index.timings + [t for r in records if (t := timing.of_record(r, groups)) is not None]
+    return index, records, entries, numbered
 
 
 def _shown(path: Path, numbered: list[tuple[int, str]]) -> list[str]:
