@@ -84,15 +84,10 @@ MEASURE = """
     models = ["vit-mu7"]
     datasets = ["fashion-mnist"]
     protocols = ["measure"]
-    [settings.measure]
-    batch_size = 8
-    warmup_steps = 1
-    min_steps = 2
-    min_seconds = 0
 """
 
 
-def test_a_run_records_each_cells_cost_at_the_given_price(run_suite):
+def test_a_run_records_each_cells_cost_at_the_given_price(run_suite, capsys):
     run_suite.write(MEASURE + """
     [[cost]]
     device = "cpu"
@@ -103,6 +98,7 @@ def test_a_run_records_each_cells_cost_at_the_given_price(run_suite):
     (record,) = run_suite.records()
     assert record.metrics["cost_usd"] == pytest.approx(record.wall_seconds / 3600 * record.devices * 3.6)
     assert record.price == {"device": "cpu", "usd_per_hour": 3.6, "source": "--price", "given_by": "--price"}
+    assert f"${record.metrics['cost_usd']:.3g}" in capsys.readouterr().err  # the cell's summary line says it
     table = run_suite.cli("table", run_suite.run_dir, "--layout", "compute", "--format", "json")
     assert table.returncode == 0, table.stderr
     (row,) = json.loads(table.stdout)

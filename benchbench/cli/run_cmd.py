@@ -272,6 +272,12 @@ def _check_data(suite, missing, *, here: bool, files=()) -> None:
 
 
 def run(args) -> int:
+    if args.isolate is not False and args.executor in (None, "local") and not args.dry_run:
+        # Cells will likely run apart (the local executor's default): their server's imports (seconds)
+        # overlap this process's own from here on (benchbench.run.isolated).
+        from benchbench.run.isolated import prestart
+
+        prestart()
     from benchbench.run.dispatch import choose  # runs cells: torch
 
     cat = catalog(args)

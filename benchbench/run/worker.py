@@ -285,6 +285,13 @@ def shown_error(error: str | None) -> str:
     return f"{text[:SHOWN_ERROR]}... ({len(text) - SHOWN_ERROR:,} more characters in the record)"
 
 
+def _spent(m: Mapping[str, Any]) -> list[str]:
+    """A cell's energy (training and evaluation) and cost, as its summary line says them."""
+    joules = [m[k] for k in ("energy_train_j", "energy_eval_j") if k in m]
+    return [*([f"{sum(joules) / 1e3:.3g} kJ"] if joules else []),
+            *([f"${m['cost_usd']:.3g}"] if "cost_usd" in m else [])]
+
+
 def summary_line(record: Record, settings: str = "") -> str:
     """A finished cell in one line: its accuracies, size, compute and training cost, or its error."""
     m = record.metrics
@@ -300,5 +307,6 @@ def summary_line(record: Record, settings: str = "") -> str:
              f"train {m['train_device_seconds']:.1f} s" if "train_device_seconds" in m else None,
              f"{m['train_img_per_s']:.0f} img/s" if "train_img_per_s" in m else None,
              f"{m['pretrain_exaflops']:.4g} exaFLOPs" if "pretrain_exaflops" in m else None,
-             f"{m['projected_device_days']:.3g} device-days" if "projected_device_days" in m else None]
+             f"{m['projected_device_days']:.3g} device-days" if "projected_device_days" in m else None,
+             *_spent(m)]
     return f"{head}: " + ", ".join(p for p in parts if p)
