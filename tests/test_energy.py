@@ -5,6 +5,7 @@ read (one warning naming the device, no joules, never a failed cell), and the re
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -303,3 +304,18 @@ def test_compare_judges_energy_and_cost_as_timings_lower_is_better(tmp_path, mak
     assert rows.loc["cost_usd", "verdict"] == "same"
     one = compare(run("c", (1_000.0,), (0.1,)), run("d", (2_000.0,), (0.2,))).set_index("metric")
     assert one.loc["energy_train_j", "verdict"] == one.loc["cost_usd", "verdict"] == "unjudged"
+
+
+def test_history_finds_a_step_up_in_energy_as_a_regression(make_record):
+    """A cell's energy across runs, by the one rule: 100 J for four runs, then 150 J for four (a little
+    spread each side): one step for the worse, judged with the series' own noise."""
+    from benchbench.history import history
+
+    values = [100.0, 101.0, 99.0, 100.5, 150.0, 151.0, 149.0, 150.5]
+    records = [replace(make_record("vit-t", "cifar10", "scratch", 0, 0.8, key="k", energy_train_j=v),
+                       run_id=f"20261101-{i:06d}", finished_at=f"2026-11-01T00:{i:02d}:00+00:00",
+                       env={"git_commit": "abc", "device_name": "NVIDIA H100 80GB HBM3", "versions": {"torch": "2.14.1"}})
+               for i, v in enumerate(values)]
+    (series,) = history(records, "energy_train_j")
+    (step,) = series.regressions
+    assert step.first.run_id == "20261101-000004" and step.relative == pytest.approx(150.25 / 100.25 - 1)  # medians a side

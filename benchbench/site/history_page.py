@@ -23,7 +23,8 @@ from benchbench.site.cells import HtmlTable, html_table
 from benchbench.site.figures import svg_markup
 from benchbench.site.runs import Run
 
-METRICS = ("top1", "img_per_s", "train_img_per_s", "eval_img_per_s")
+# energy and money where records hold them (benchbench.meters.energy, benchbench.prices): judged as timings
+METRICS = ("top1", "img_per_s", "train_img_per_s", "eval_img_per_s", "energy_train_j", "energy_eval_j", "cost_usd")
 MAX_PANELS = 12  # series drawn per group: those with regressions first, then the longest
 
 
