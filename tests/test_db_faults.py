@@ -117,7 +117,6 @@ def test_a_signal_during_a_database_wait_acts_at_once_and_the_resume_catches_up(
     _no_traceback(err)
     # the busy timeout is 60 s: SQLite's own wait held the signal until it ran out (35 s in the issue)
     assert took < 10, f"the run took {took:.1f} s to stop"  # a second or less on an idle machine
-    print(f"stopped {took:.2f} s after {signum.name}")
     run_dir = run_suite.run_dir
     assert len(read_records(run_dir).records) == 1
     assert _sql(db, "select count(*) from records") == [(0,)]  # the record that was on its way
