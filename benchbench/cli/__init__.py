@@ -28,7 +28,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser().parse_args(argv)
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    if extra:
+        _refuse_unknown(p, args.command, extra)
     args.command_line = ["benchbench", *argv]
     if callable(getattr(sys.stdout, "reconfigure", None)):  # a path that is not UTF-8 prints, its bytes escaped
         sys.stdout.reconfigure(errors="backslashreplace")
@@ -45,6 +48,20 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _refuse_unknown(p: argparse.ArgumentParser, command: str, extra: list[str]) -> None:
+    """Exit 2 naming the first unknown option with the command's nearest ("--quik": did you mean
+    '--quick'?), as argparse exits for other usage errors; other leftovers as argparse words them."""
+    from benchbench.errors import unknown_message
+
+    sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    options = [s for action in sub._actions for s in action.option_strings if s.startswith("--")]
+    flag = next((x.split("=", 1)[0] for x in extra if x.startswith("-")), None)
+    if flag is None:
+        sub.error(f"unrecognized arguments: {' '.join(extra)}")
+    sub.print_usage(sys.stderr)
+    sub.exit(2, f"{sub.prog}: error: {unknown_message('option', flag, options, f'benchbench {command} --help')}\n")
 
 
 def _interrupt(signum, frame):

@@ -20,6 +20,7 @@ from benchbench import hookimpl
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions, DatasetSpec
 from benchbench_plugins.datasets.idx import read_idx
+from benchbench_plugins.datasets.locate import empty_note, empty_root
 from benchbench_plugins.datasets.transforms import PixelImages, TensorImages, tensor_images
 
 DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
@@ -44,7 +45,7 @@ def _candidate_dirs(options: DataOptions) -> list[Path]:
     if options.root is not None:
         root = Path(options.root)
         dirs += [root / "fashion-mnist", root, root / "FashionMNIST" / "raw"]
-    return dirs + [DEBIAN_DIR]
+    return dirs + ([] if empty_root(options) else [DEBIAN_DIR])  # an empty --data-root: no silent fall back
 
 
 def _download(options: DataOptions) -> Path:
@@ -85,7 +86,7 @@ def locate(split: str, options: DataOptions) -> tuple[Path, Path]:
         looked.append(d)
     raise BenchError(
         f"fashion-mnist: no {split} files ({images_stem}[.gz], {labels_stem}[.gz]) found in: "
-        + ", ".join(str(d) for d in looked) + f"\n{_HOW_TO}"
+        + ", ".join(str(d) for d in looked) + empty_note(looked) + f"\n{_HOW_TO}"
     )
 
 
