@@ -434,3 +434,18 @@ def test_a_suite_runs_a_timm_model(run_suite):
     total, not_matmul, params = fvcore_on_timm("resnet18", 28, num_classes=10, in_chans=1)
     m = record.metrics
     assert (m["macs"], m["gmacs_fvcore"] * 1e9, m["params"]) == (total - not_matmul, pytest.approx(total), params)
+
+
+def test_info_gives_both_conventions_as_fvcore_on_timms_model(capsys):
+    """`benchbench info ID --json`: macs is fvcore's total on timm's own model without its norm and pooling
+    terms, gmacs_fvcore that total (timm's convention), the terms by operator."""
+    import json
+
+    from benchbench.cli import main
+
+    assert main(["info", "timm/resnet18", "--resolution", "64", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    total, not_matmul, params = fvcore_on_timm("resnet18", 64, num_classes=1000)
+    assert (info["macs"], info["macs_fvcore"], info["params"]) == (total - not_matmul, total, params)
+    assert info["gmacs_fvcore"] == total / 1e9 and sum(info["macs_fvcore_terms"].values()) == not_matmul
+    assert set(info["macs_fvcore_terms"]) == {"batch_norm", "adaptive_avg_pool2d"}
