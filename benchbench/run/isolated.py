@@ -214,11 +214,11 @@ def run_apart(job, *, catalog: Catalog, mac_counts: dict | None = None,
     oom_before = _oom_kills()
     measured: dict[str, Any] = {}
     record, last_words, expired, bench_error = None, None, False, None
-    start = time.monotonic()
+    start = begun = time.monotonic()
     try:
         process.start()
         send.close()
-        deadline = None if not limit else start + limit
+        deadline = None if not limit else start + limit  # until the cell reports its start
         while record is None:
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             ready = wait([receive, process.sentinel], timeout)
@@ -229,6 +229,9 @@ def run_apart(job, *, catalog: Catalog, mac_counts: dict | None = None,
                     process.join()
                     break
                 if message[0] == "measured":
+                    if not measured:  # the cell starts (its plugins loaded): its time and limit count from here
+                        begun = time.monotonic()
+                        deadline = begun + limit if limit else None
                     measured.update(message[1])
                 elif message[0] == "error":
                     last_words = message[1]
@@ -263,7 +266,7 @@ def run_apart(job, *, catalog: Catalog, mac_counts: dict | None = None,
         return record
     if bench_error is not None:  # as in this process: one line, status 2, and nothing recorded for the cell
         raise bench_error
-    seconds = time.monotonic() - start
+    seconds = time.monotonic() - begun
     if expired:
         error = f"{CellTimeLimit.__name__}: {Limit(limit).message}"
         trace = trace or f"(the cell's process ended at SIGTERM without a traceback, {seconds:.1f} s after it started)"
