@@ -5,6 +5,7 @@ labelled projected; bad prices and unknown device names refused in one line; whe
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import replace
 
 import pytest
@@ -105,6 +106,13 @@ def test_a_run_records_each_cells_cost_at_the_given_price(run_suite, capsys):
     assert row["cost_usd"] == pytest.approx(record.metrics["cost_usd"])
     text = run_suite.cli("table", run_suite.run_dir, "--layout", "compute").stdout
     assert "Cost (USD)" in text and "Energy (kJ)" not in text  # no counter here: no energy column
+    # the database's columns (benchbench.db.schema): the cost, and no joules where none were read
+    db = run_suite.dir / "r.db"
+    ingest = run_suite.cli("db", "ingest", run_suite.run_dir, "--db", f"sqlite:///{db}")
+    assert ingest.returncode == 0, ingest.stderr
+    with sqlite3.connect(db) as con:
+        (cost, joules), = con.execute("SELECT cost_usd, energy_train_j FROM records").fetchall()
+    assert cost == pytest.approx(record.metrics["cost_usd"]) and joules is None
 
 
 @pytest.mark.parametrize("extra, suite_cost, message", [
