@@ -116,6 +116,7 @@ def _cell_main(job, conn, setup: Setup) -> None:
     """The cell's process: the driver's environment, a process group of its own, a fault handler writing
     to `setup.trace_path`, then `execute`; what it measured and its record go to `conn`."""
     os.setpgid(0, 0)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # ended by it (after the fault handler's traceback, below)
     _die_with_driver(conn)
     os.dup2(setup.stdout, 1)
     os.dup2(setup.stderr, 2)
@@ -143,24 +144,29 @@ def _cell_main(job, conn, setup: Setup) -> None:
     conn.send(("record", record.to_json(), {k: v for k, v in mac_counts.items() if k not in setup.mac_counts}))
 
 
-def _signal_group(pid: int, sig: int) -> None:
-    """`sig` to the process group the cell's process leads (to the process alone before it made it)."""
-    for send in (os.killpg, os.kill):
+def _signal_group(process, sig: int) -> None:
+    """`sig` to the process group the cell's process leads; to the process alone while it lives and has
+    not made its group yet (never to its pid once it has ended: the pid may be another process's by then)."""
+    try:
+        os.killpg(process.pid, sig)
+        return
+    except ProcessLookupError:
+        pass
+    except PermissionError:  # not ours
+        return
+    if process.exitcode is None:
         try:
-            send(pid, sig)
-            return
-        except ProcessLookupError:
-            continue
-        except PermissionError:  # a pid reused by another user's process: not ours
-            return
+            os.kill(process.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def stop(process, grace_s: float = STOP_GRACE_S) -> None:
     """Terminate, then kill: SIGTERM to the cell's process group, SIGKILL to what is left of it after
     `grace_s` (the group too: a rank or a loader worker may outlive its leader)."""
-    _signal_group(process.pid, signal.SIGTERM)
+    _signal_group(process, signal.SIGTERM)
     process.join(grace_s)
-    _signal_group(process.pid, signal.SIGKILL)
+    _signal_group(process, signal.SIGKILL)
     process.join()
 
 
@@ -253,7 +259,7 @@ def run_apart(job, *, catalog: Catalog, mac_counts: dict | None = None,
             process.join(EXIT_WAIT_S)
             if process.exitcode is None:
                 stop(process)
-        _signal_group(process.pid, signal.SIGKILL)  # whatever the cell started and left running
+        _signal_group(process, signal.SIGKILL)  # whatever the cell started and left running
     except BaseException:
         if process.pid is not None and process.exitcode is None:
             with write_lock(job.context.run_dir):  # never stopped halfway through appending its record
