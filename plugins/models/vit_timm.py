@@ -90,7 +90,10 @@ def unsupported(sd: StateDict, config: Mapping[str, Any]) -> list[str]:
     pos = sd.get("pos_embed")
     if pos is None:
         add("no learned position embeddings (RoPE or none)")
-    elif pos.ndim == 3 and math.isqrt(pos.shape[1]) ** 2 == pos.shape[1] and pos.shape[1] > 1:
+    elif pos.ndim != 3 or pos.shape[1] < 2:
+        add(f"position embeddings of shape {list(pos.shape)}: none for the patches (ours: the class token's, "
+            "then one per patch)")
+    elif math.isqrt(pos.shape[1]) ** 2 == pos.shape[1]:
         add("position embeddings without the class token's (no_embed_class)")
     blocks = sorted({int(m.group(1)) for k in sd if (m := _BLOCK_RE.fullmatch(k))})
     for i in blocks[:1]:
