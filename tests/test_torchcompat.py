@@ -113,6 +113,14 @@ def test_the_names_benchbench_imports_or_sets_exist():
     assert callable(fully_shard) and callable(elastic_launch)
     assert hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit")  # set by benchbench/execution.py
     assert callable(torch.compiler.cudagraph_mark_step_begin)
+    # inductor's on-disk caches as benchbench/execution.py and compile_costs.py turn them on and read them
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+    from torch._dynamo.exc import TorchDynamoException  # noqa: F401 - plugins/protocols/training.py's test
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    assert isinstance(inductor_config.fx_graph_cache, bool) and isinstance(functorch_config.enable_autograd_cache, bool)
+    assert isinstance(torch.compiler.config.force_disable_caches, bool) and default_cache_dir()
     assert "device" in takes(torch.amp.GradScaler)
 
 
