@@ -110,11 +110,11 @@ def test_every_statistics_option_is_range_checked_in_every_mode(tmp_path, make_r
 
 
 def test_a_metric_is_registered_in_one_place(tmp_path, make_record, monkeypatch):
-    """How another metric joins (e.g. energy in joules, lower is better, a machine's noise): one Rule in
-    judge.METRICS, and compare, history and the site judge it."""
-    a = _run(tmp_path, make_record, "a", [("vit", s, 0.8) for s in (0, 1)], energy_train_j=100.0)
-    b = _run(tmp_path, make_record, "b", [("vit", s, 0.8) for s in (0, 1)], energy_train_j=130.0)
-    assert "energy_train_j" not in set(compare(results.load(a), results.load(b))["metric"])
-    monkeypatch.setattr(judge, "METRICS", (*judge.METRICS, Rule(SLOWER, names=("energy_train_j",))))
-    row = compare(results.load(a), results.load(b)).set_index("metric").loc["energy_train_j"]
+    """How another metric joins (here grams of CO2, lower is better, a machine's noise): one Rule in
+    judge.METRICS, and compare, history and the site judge it (as energy_*_j and *_usd were added)."""
+    a = _run(tmp_path, make_record, "a", [("vit", s, 0.8) for s in (0, 1)], co2_g=100.0)
+    b = _run(tmp_path, make_record, "b", [("vit", s, 0.8) for s in (0, 1)], co2_g=130.0)
+    assert "co2_g" not in set(compare(results.load(a), results.load(b))["metric"])
+    monkeypatch.setattr(judge, "METRICS", (*judge.METRICS, Rule(SLOWER, names=("co2_g",))))
+    row = compare(results.load(a), results.load(b)).set_index("metric").loc["co2_g"]
     assert row["group"] == "timing" and row["verdict"] == "regression" and row["change"] == "x1.300"
