@@ -20,9 +20,9 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from benchbench import timing
 
@@ -49,13 +49,23 @@ class Index:
     lines: int
     entries: list[Entry]
     problems: list[tuple[int, str]]  # (line number, the reader's problem with it)
-    timings: list[timing.Timing] = field(default_factory=list)  # of its ok records that have one, in order
+    timings_json: Any = None  # timing.to_json of its ok records' timings (checked; read when asked for)
+
+    def timings(self) -> list[timing.Timing]:
+        """The Timing of each ok record it covers that has one, in file order."""
+        return timing.from_json(self.timings_json) if self.timings_json else []
 
 
 EMPTY = Index(0, 0, [], [])  # of no bytes: a run without an index file reads from its start
-# The last index read, by its file's identity (device, inode, size, modification time): a command that
-# reads a run's keys and then its timings parses the index once (its sha256 is still checked each time).
+# The last index read, by its file's identity (path, device, inode, size, modification time), and the
+# identity of the records file it was last found to describe: a command that reads a run's keys and then
+# its timings parses the index once, and reads and hashes 250 MB of records once.
 _last: tuple[tuple, Index, str] | None = None
+_checked: tuple[tuple, tuple] | None = None
+
+
+def _identity(path: Path, st: os.stat_result) -> tuple:
+    return str(Path(path).absolute()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def digest(data: bytes, size: int) -> str:
@@ -63,15 +73,15 @@ def digest(data: bytes, size: int) -> str:
     return hashlib.sha256(memoryview(data)[:size]).hexdigest()
 
 
-def load(run_dir: Path, data: bytes) -> Index | None:
+def load(run_dir: Path, data: bytes, records: tuple | None = None) -> Index | None:
     """The run's index if it describes the start of `data` (the records file's bytes), else None (no
-    index, one of another format, unreadable, or describing other bytes)."""
-    global _last
+    index, one of another format, unreadable, or describing other bytes). `records`: the records file's
+    identity (`records_identity`) as `data` was read, for `checked`."""
+    global _last, _checked
     path = Path(run_dir) / INDEX
     try:
         with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
-            identity = (str(path.absolute()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            identity = _identity(path, os.fstat(f.fileno()))
             if _last is not None and _last[0] == identity:
                 index, sha256 = _last[1], _last[2]
             else:
@@ -82,7 +92,27 @@ def load(run_dir: Path, data: bytes) -> Index | None:
     size = index.size
     if not size <= len(data) or (size and data[size - 1:size] != b"\n") or digest(data, size) != sha256:
         return None
+    if records is not None:
+        _checked = (identity, records)
     return index
+
+
+def records_identity(path: Path, st: os.stat_result) -> tuple:
+    """What tells a records file apart from any other version of it: path, device, inode, size and
+    modification time (an append changes the last two)."""
+    return _identity(path, st)
+
+
+def checked(run_dir: Path, records: tuple) -> Index | None:
+    """The index `load` last found to describe the records file of identity `records`, while neither
+    file has changed since: its bytes need not be read and hashed again. None otherwise."""
+    if _checked is None or _last is None or _checked[1] != records:
+        return None
+    try:
+        identity = _identity(Path(run_dir) / INDEX, os.stat(Path(run_dir) / INDEX))
+    except OSError:
+        return None
+    return _last[1] if _checked[0] == identity == _last[0] else None
 
 
 def _parse(obj) -> tuple[Index, str]:
@@ -96,7 +126,8 @@ def _parse(obj) -> tuple[Index, str]:
     entries = [Entry(str(k), bool(ok), None if j is None else str(j), int(o), int(n))
                for k, ok, j, o, n in obj["entries"]]
     problems = [(int(n), str(text)) for n, text in obj["problems"]]
-    return Index(size, lines, entries, problems, timing.from_json(obj["timings"])), str(obj["sha256"])
+    timing.check_json(obj["timings"])
+    return Index(size, lines, entries, problems, obj["timings"]), str(obj["sha256"])
 
 
 def save(run_dir: Path, data: bytes, index: Index, mode: int = 0o644) -> None:
@@ -105,7 +136,7 @@ def save(run_dir: Path, data: bytes, index: Index, mode: int = 0o644) -> None:
     saves time."""
     obj = {"format": FORMAT, "size": index.size, "lines": index.lines, "sha256": digest(data, index.size),
            "entries": [list(e) for e in index.entries], "problems": [list(p) for p in index.problems],
-           "timings": timing.to_json(index.timings)}
+           "timings": index.timings_json or timing.to_json([])}
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=INDEX + ".", suffix=".tmp", dir=run_dir)

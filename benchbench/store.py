@@ -466,18 +466,27 @@ def read_timings(run_dir: Path) -> list[timing.Timing]:
     many lines), so that the records are the ones `read_records` gives. Errors as `read_records`."""
     index, records, _, _ = _beyond_index(records_file(run_dir))
     groups: dict[timing.Group, timing.Group] = {}
-    return index.timings + [t for r in records if (t := timing.of_record(r, groups)) is not None]
+    return index.timings() + [t for r in records if (t := timing.of_record(r, groups)) is not None]
 
 
 def _beyond_index(path: Path) -> tuple["runindex.Index", list[Record], list[Entry], list[tuple[int, str]]]:
     """The records file `path`'s index (EMPTY where it has none that fits), and the records, entries and
     problems of the lines after it, parsed; the index written again when they were many."""
     with writing(path, "read"), open(path, "rb") as f:
-        data = f.read()
-    index = runindex.load(path.parent, data) or runindex.EMPTY
-    records, entries, numbered = _parse(data[index.size:], index.lines + 1, index.size)
-    if len(entries) + len(numbered) >= runindex.MIN_LINES:
-        _save_index(path, data, index, records, entries, numbered)
+        identity = runindex.records_identity(path, os.fstat(f.fileno()))
+        data = None
+        if (index := runindex.checked(path.parent, identity)) is not None:  # this very file, checked before
+            f.seek(index.size)
+            tail = f.read()
+        else:
+            data = f.read()
+            index = runindex.load(path.parent, data, identity) or runindex.EMPTY
+            tail = data[index.size:]
+        records, entries, numbered = _parse(tail, index.lines + 1, index.size)
+        if len(entries) + len(numbered) >= runindex.MIN_LINES:
+            if data is None:  # the bytes the index covers, from the same open file, then those parsed
+                data = os.pread(f.fileno(), index.size, 0) + tail
+            _save_index(path, data, index, records, entries, numbered)
     return index, records, entries, numbered
 
 
@@ -500,11 +509,11 @@ def _save_index(path: Path, data: bytes, index: "runindex.Index", records: list[
     except OSError:
         return
     groups: dict[timing.Group, timing.Group] = {}
-    timings = index.timings + [t for r, e in zip(records, entries) if e.offset + e.length < covered
-                               and (t := timing.of_record(r, groups)) is not None]
+    timings = index.timings() + [t for r, e in zip(records, entries) if e.offset + e.length < covered
+                                 and (t := timing.of_record(r, groups)) is not None]
     runindex.save(path.parent, data, runindex.Index(
         covered, lines, index.entries + [e for e in entries if e.offset + e.length < covered],
-        index.problems + [p for p in numbered if p[0] <= lines], timings), mode)
+        index.problems + [p for p in numbered if p[0] <= lines], timing.to_json(timings)), mode)
 
 
 def _parse(data: bytes, first: int, base: int = 0) -> tuple[list[Record], list[Entry], list[tuple[int, str]]]:

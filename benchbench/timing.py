@@ -64,22 +64,35 @@ def of_record(record: "Record", groups: dict[Group, Group]) -> Timing | None:
 
 
 def to_json(timings: list[Timing]) -> dict[str, list]:
-    """{"groups": [group fields...], "rows": [[group number, img/s, wall s], ...]}: each group written once."""
+    """Columns, each group written once: {"groups": [[group fields], ...], "group": [group number of each
+    timing], "img_per_s": [...], "wall_s": [...]} (flat lists: read back fast)."""
     numbers: dict[Group, int] = {}
-    rows = [[numbers.setdefault(t.group, len(numbers)), t.img_per_s, t.wall_s] for t in timings]
-    return {"groups": [list(g) for g in numbers], "rows": rows}
+    group = [numbers.setdefault(t.group, len(numbers)) for t in timings]
+    return {"groups": [list(g) for g in numbers], "group": group, "img_per_s": [t.img_per_s for t in timings],
+            "wall_s": [t.wall_s for t in timings]}
+
+
+_GROUP_TYPES = ((str, type(None)), (str,), (int,), (str,), (bool,), (int,), (str,), (str,), (str,))
+_NUMBER = {float, int, type(None)}
+
+
+def check_json(obj: Any) -> None:
+    """ValueError unless `obj` is what `to_json` writes (its columns' types checked in C-speed scans:
+    a run index is read by every resume and first append, which need not read the timings)."""
+    groups, group, ips, wall = obj["groups"], obj["group"], obj["img_per_s"], obj["wall_s"]
+    if not all(type(c) is list for c in (groups, group, ips, wall)) or not len(group) == len(ips) == len(wall):
+        raise ValueError("timings: not four lists, three of one length")
+    for g in groups:
+        if type(g) is not list or len(g) != len(_GROUP_TYPES) or not all(
+                type(v) in types for v, types in zip(g, _GROUP_TYPES)):
+            raise ValueError(f"timings: group {str(g)[:80]} is not {len(_GROUP_TYPES)} fields of their types")
+    if set(map(type, group)) - {int} or (group and not 0 <= min(group) <= max(group) < len(groups)):
+        raise ValueError("timings: a group number that is no group's")
+    if set(map(type, ips)) - _NUMBER or set(map(type, wall)) - _NUMBER:
+        raise ValueError("timings: an img/s or wall time that is no number")
 
 
 def from_json(obj: Any) -> list[Timing]:
-    """`to_json`'s output read back; ValueError, TypeError or KeyError when it is not that."""
-    groups = []
-    for g in obj["groups"]:
-        device, model, resolution, precision, compiled, devices, protocol, dataset, settings = g
-        groups.append(Group(None if device is None else str(device), str(model), int(resolution), str(precision),
-                            bool(compiled), int(devices), str(protocol), str(dataset), str(settings)))
-    out = []
-    for g, ips, wall in obj["rows"]:
-        if type(g) is not int or not 0 <= g < len(groups):
-            raise ValueError(f"timing row of group {g!r}, of {len(groups)} groups")
-        out.append(Timing(groups[g], None if ips is None else float(ips), None if wall is None else float(wall)))
-    return out
+    """`to_json`'s output (checked by `check_json`) read back."""
+    groups = [Group(*g) for g in obj["groups"]]
+    return [Timing(groups[g], ips, wall) for g, ips, wall in zip(obj["group"], obj["img_per_s"], obj["wall_s"])]

@@ -263,14 +263,17 @@ def test_timings_from_the_index_are_those_of_the_records(tmp_path):
     assert (tmp_path / runindex.INDEX).is_file() and first == parsed()
     assert len({t.group for t in first}) < 100 < len(first)  # a handful of groups, shared
     index = runindex.load(tmp_path, (tmp_path / RECORDS).read_bytes())
-    assert index is not None and index.timings == first
+    assert index is not None and index.timings() == first
     _write(tmp_path, [_timed(N + i) for i in range(7)])  # after the index: parsed
     assert read_timings(tmp_path) == parsed() and len(parsed()) > len(first)
     obj = json.loads((tmp_path / runindex.INDEX).read_text())
     (tmp_path / runindex.INDEX).write_text(json.dumps({**obj, "format": 1}))  # an index of the first format
     assert runindex.load(tmp_path, (tmp_path / RECORDS).read_bytes()) is None
     assert read_timings(tmp_path) == parsed()
-    for bad in ({"groups": [], "rows": [[0, 1.0, 2.0]]}, {"groups": [[1, 2]], "rows": []}, {"rows": []}):
+    good = obj["timings"]
+    for bad in ({**good, "group": [len(good["groups"])] * len(good["group"])}, {**good, "groups": [[1, 2]]},
+                {**good, "wall_s": good["wall_s"][1:]}, {**good, "img_per_s": ["fast"] * len(good["group"])},
+                {k: v for k, v in good.items() if k != "group"}, [1, 2]):
         (tmp_path / runindex.INDEX).write_text(json.dumps({**obj, "timings": bad}))
         assert runindex.load(tmp_path, (tmp_path / RECORDS).read_bytes()) is None
         assert read_timings(tmp_path) == parsed()
@@ -303,3 +306,20 @@ def test_the_history_from_the_index_is_the_history_from_the_records(tmp_path, ca
         grown = throughput_history([tmp_path], "cpu A", catalog)
         (tmp_path / "index.json").rename(run / runindex.INDEX)
     assert throughput_history([tmp_path], "cpu A", catalog) == grown != full
+
+
+def test_a_command_reads_and_hashes_a_big_run_once_for_keys_and_timings(tmp_path, monkeypatch):
+    """read_keys then read_timings of an unchanged run: the index is parsed and the records hashed once;
+    after an append the records are hashed again (and the new line parsed)."""
+    from benchbench.store import read_timings
+
+    _write(tmp_path, [_timed(i) for i in range(N)])
+    read_keys(tmp_path)  # writes the index
+    hashed = []
+    real = runindex.digest
+    monkeypatch.setattr(runindex, "digest", lambda data, size: hashed.append(size) or real(data, size))
+    monkeypatch.setattr(runindex, "_last", None)
+    keys, timings = read_keys(tmp_path), read_timings(tmp_path)
+    assert len(hashed) == 1 and len(keys.entries) == N and len(timings) > N // 2
+    _write(tmp_path, [_timed(N + 1)])  # ok, with an img/s
+    assert len(read_timings(tmp_path)) == len(timings) + 1 and len(hashed) == 2
