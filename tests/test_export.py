@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchbench.cli import main
+from benchbench_plugins.reporters import cells
 
 
 @pytest.fixture
@@ -128,3 +129,205 @@ def test_unknown_reporter_and_missing_tracker_are_one_line(one_run, capsys, monk
     assert main(["export", str(one_run), "--to", "wandb"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install 'benchbench[wandb]'" in err
+
+
+# --- exports cut short: a full disk, a read-only folder, a process killed --------------------------------
+
+@pytest.fixture
+def mounts(tmp_path):
+    """mount(path, size, *options): a real tmpfs (skipped where this user cannot mount one), unmounted after."""
+    import subprocess
+
+    mounted: list[Path] = []
+
+    def mount(path: Path, size: str, *options: str) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join([f"size={size}", *options]), "tmpfs", str(path)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); needs root or CAP_SYS_ADMIN")
+        mounted.append(path)
+        return path
+
+    yield mount
+    for path in reversed(mounted):
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def _fill(disk: Path, leave: int) -> Path:
+    """Fill `disk` but `leave` bytes (a tmpfs counts whole 4 kB pages)."""
+    import os
+
+    free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+    filler = disk / "filler"
+    filler.write_bytes(b"\0" * max(0, free - leave))
+    return filler
+
+
+def _one_line(capsys, argv) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
+    return err
+
+
+def test_a_wandb_log_is_whole_only_with_its_exit_record(tmp_path):
+    """Logs written from the format's definition (LevelDB's log: a 7-byte header, then chunks of crc32,
+    length, type in 32 KiB blocks) holding wandb's own protobuf records."""
+    pytest.importorskip("wandb")
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    from benchbench_plugins.reporters.wandb import is_whole
+
+    def log(kinds, big=0) -> bytes:
+        out = bytearray(b":W&B\xe1\xbe\x00")
+        for kind in kinds:
+            record = pb.Record()
+            getattr(record, kind).SetInParent()
+            if kind == "summary" and big:
+                record.summary.update.add(key="x", value_json='"' + "y" * big + '"')
+            data = record.SerializeToString()
+            first = True
+            while data or first:  # split across blocks as the writer does
+                left = 32768 - len(out) % 32768
+                if left < 7:
+                    out += b"\0" * left
+                    continue
+                part, data = data[:left - 7], data[left - 7:]
+                chunk = (1 if not data else 2) if first else (4 if not data else 3)
+                out += struct.pack("<IHB", 0, len(part), chunk) + part
+                first = False
+        return bytes(out)
+
+    run = tmp_path / "offline-run-x-abc"
+    run.mkdir()
+    for data, whole in ((log(["run", "summary", "exit"]), True), (log(["run", "summary", "exit"], big=70_000), True),
+                        (log(["run", "summary"]), False), (b"", False), (log(["run", "exit"])[:-3], False),
+                        (b":W&B\xe1\xbe\x00" + b"\xff" * 40, False)):
+        (run / "run-abc.wandb").write_bytes(data)
+        assert is_whole(run) is whole
+
+
+@pytest.mark.slow  # wandb starts its service process: seconds per run
+def test_wandb_onto_a_full_disk_is_one_line_leaves_no_partial_run_and_the_re_export_completes(
+        one_run, tmp_path, capsys, monkeypatch, mounts):
+    pytest.importorskip("wandb")
+    from benchbench_plugins.reporters import wandb as reporter
+
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setattr(reporter, "SETTLE_S", 5.0)
+    disk = mounts(tmp_path / "disk", "400k")
+    argv = ["export", str(one_run), "--to", "wandb", "--dir", str(disk)]
+    filler = _fill(disk, 8 * 1024)
+    err = _one_line(capsys, argv)
+    assert "no space left on device" in err.lower() or "not written whole" in err
+    assert not [r for r in (disk / "wandb").glob("offline-run-*") if not reporter.is_whole(r)]  # none partial
+    filler.unlink()
+    # an offline run cut short by an earlier export (a 0-byte log, as wandb leaves on a full disk) is redone
+    from benchbench.store import read_records
+    from benchbench.specs import Export
+
+    records = read_records(one_run).records
+    ex = Export(run_dir=one_run, suite="tiny", run_id=one_run.name, records=tuple(records), env={}, artifacts=())
+    rid = cells.identity(ex, records[-1])
+    for stale in reporter.offline_runs(disk, rid):
+        import shutil
+
+        shutil.rmtree(stale)
+    torn = disk / "wandb" / f"offline-run-20260101_000000-{rid}"
+    torn.mkdir(parents=True)
+    (torn / f"run-{rid}.wandb").write_bytes(b"")
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    whole = [r for r in (disk / "wandb").glob("offline-run-*") if reporter.is_whole(r)]
+    assert len(whole) == 3 and not torn.exists()
+    assert "0 runs created" not in out and "already there" in out
+    assert main(argv) == 0 and "0 runs created, 3 already there" in capsys.readouterr().out
+
+
+def test_mlflow_into_a_read_only_folder_is_one_line(one_run, tmp_path, capsys, mounts):
+    pytest.importorskip("mlflow")
+    ro = mounts(tmp_path / "ro", "64k", "ro")
+    err = _one_line(capsys, ["export", str(one_run), "--to", "mlflow", "--tracking-uri", f"sqlite:///{ro / 'm.db'}"])
+    assert "read-only" in err and list(ro.iterdir()) == []
+    err = _one_line(capsys, ["export", str(one_run), "--to", "mlflow", "--tracking-uri",
+                             f"sqlite:///{tmp_path / 'nowhere' / 'm.db'}"])
+    assert "does not exist" in err
+
+
+def _mlflow_runs(uri: str) -> list:
+    from mlflow.entities import ViewType
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    return [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id],
+                                                                                run_view_type=ViewType.ALL)]
+
+
+def _cli(*argv: str):
+    """`benchbench ARGV` in a process of its own, as a user runs it (MLflow keeps a database's engine
+    for the life of its process: a failed export and its re-export are two processes)."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "benchbench.cli", *argv], capture_output=True, text=True,
+                          timeout=600)
+
+
+def _one_error_line(done) -> str:
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and done.stderr.startswith("error: "), done.stderr
+    return done.stderr
+
+
+@pytest.mark.slow  # MLflow creates its SQLite schema through alembic's migrations, in four processes: a minute
+def test_mlflow_onto_a_full_disk_leaves_no_running_run_and_the_re_export_completes(one_run, tmp_path, mounts):
+    pytest.importorskip("mlflow")
+    disk = mounts(tmp_path / "disk", "4m")
+    uri = f"sqlite:///{disk / 'mlflow.db'}"
+    argv = ["export", str(one_run), "--to", "mlflow", "--tracking-uri", uri]
+    filler = _fill(disk, 64 * 1024)  # too little for MLflow's new database: it is removed, not left half made
+    err = _one_error_line(_cli(*argv))
+    assert "full" in err and "made by this export, removed" in err
+    assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+    filler.unlink()
+    done = _cli(*argv)
+    assert done.returncode == 0 and "3 runs created" in done.stdout, done.stderr
+    # now the database exists; a second run's artifacts do not fit
+    other = one_run.parent / "20260102-000000"
+    other.mkdir()
+    from benchbench.store import append_record, read_records
+
+    for r in read_records(one_run).records:
+        append_record(other, replace(r, key=r.key + "-2", run_id=other.name, settings={"lr": 0.2}))
+    filler = _fill(disk, 4 * 1024)
+    _one_error_line(_cli("export", str(other), "--to", "mlflow", "--tracking-uri", uri))
+    filler.unlink()
+    runs = _mlflow_runs(uri)
+    assert not [r for r in runs if r.info.status == "RUNNING" and r.info.lifecycle_stage == "active"]
+    done = _cli("export", str(other), "--to", "mlflow", "--tracking-uri", uri)
+    assert done.returncode == 0 and "3 runs created, 0 already there" in done.stdout, done.stderr
+    active = [r for r in _mlflow_runs(uri) if r.info.lifecycle_stage == "active"]
+    assert len(active) == 6 and {r.info.status for r in active} == {"FINISHED", "FAILED"}
+    assert all(cells.IDENTITY_TAG in r.data.tags for r in active)
+
+
+@pytest.mark.slow  # MLflow creates its SQLite schema through alembic's migrations: seconds
+def test_mlflow_run_left_by_a_killed_export_is_deleted_and_the_cell_exported_once(one_run, tmp_path, capsys):
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    from benchbench.store import read_records
+    from benchbench.specs import Export
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("benchbench/tiny")
+    records = read_records(one_run).records
+    ex = Export(run_dir=one_run, suite="tiny", run_id=one_run.name, records=tuple(records), env={}, artifacts=())
+    identity = cells.identity(ex, records[0])
+    leftover = client.create_run(experiment, tags={cells.PENDING_TAG: identity})  # killed before its identity
+    assert main(["export", str(one_run), "--to", "mlflow", "--tracking-uri", uri]) == 0
+    assert "3 runs created" in capsys.readouterr().out
+    assert client.get_run(leftover.info.run_id).info.lifecycle_stage == "deleted"
+    active = [r for r in _mlflow_runs(uri) if r.info.lifecycle_stage == "active"]
+    assert len(active) == 3 and all(r.info.status != "RUNNING" for r in active)

@@ -11,7 +11,8 @@ from typing import Any
 from benchbench.record import Record
 from benchbench.specs import Export
 
-IDENTITY_TAG = "benchbench.identity"
+IDENTITY_TAG = "benchbench.identity"  # set last: a cell whose tracker run has it was exported whole
+PENDING_TAG = "benchbench.pending"  # set first: a run with it and no IDENTITY_TAG was cut short
 
 
 def identity(export: Export, record: Record) -> str:
