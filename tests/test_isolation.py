@@ -177,3 +177,23 @@ def test_the_signal_is_named_whatever_it_is():
     assert death(3, None, None, "OSError: disk full") == (
         "CellProcessDied: the cell's process exited with status 3 before writing its record; its last words: "
         "OSError: disk full")
+
+
+@pytest.mark.slow  # two throughput measurements, one at batch 2048
+def test_a_cells_peak_memory_is_its_own(run_suite):
+    """On the CPU a cell's peak memory is its process's peak RSS: in the driver's process the second cell
+    reports the first one's (measured: 1808.5 MiB for batch 2048, then 1808.5 MiB again for batch 8);
+    each in its own process, its own (1525.1 and 433.7 MiB)."""
+    run_suite.write("""
+        [suite]
+        models = ["vit-mu7"]
+        datasets = ["fashion-mnist"]
+        protocols = ["measure"]
+        [settings.measure]
+        throughput = "on"
+        [sweep.measure]
+        batch_size = [2048, 8]
+    """, "memory.toml")
+    assert run_suite.run() == 0
+    peak = {r.settings["batch_size"]: r.metrics["train_peak_mem_mb"] for r in run_suite.records()}
+    assert peak[8] < 0.5 * peak[2048]
