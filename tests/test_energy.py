@@ -319,3 +319,9 @@ def test_history_finds_a_step_up_in_energy_as_a_regression(make_record):
     (series,) = history(records, "energy_train_j")
     (step,) = series.regressions
     assert step.first.run_id == "20261101-000004" and step.relative == pytest.approx(150.25 / 100.25 - 1)  # medians a side
+
+
+def test_a_cell_on_several_nodes_says_its_counters_are_the_first_nodes(powercap):
+    plan = energy.plan(torch.device("cpu"), 2, nodes=3)
+    domains = energy.fields(plan, {})["energy_domains"]
+    assert domains["nodes"] == "the counters of the first of the cell's 3 nodes only: the others are not read"

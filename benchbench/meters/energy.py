@@ -47,6 +47,7 @@ class EnergyPlan:
     counters: tuple[Counter, ...] = ()
     unmeasured: str | None = None
     not_read: Mapping[str, str] = field(default_factory=dict)
+    nodes: int = 1  # the cell's nodes: the counters are those of the node its rank 0 runs on
     spans: list = field(default_factory=list, compare=False, repr=False)
 
     @property
@@ -74,9 +75,9 @@ def cuda_devices(device, devices: int) -> list[tuple[str, str | None, int]]:
     return out
 
 
-def plan(device, devices: int = 1) -> EnergyPlan:
-    """The counters of a cell on `device` (torch.device) with `devices` GPUs per node: the CPU packages'
-    RAPL always, and the GPUs' NVML on CUDA. Never raises: a failure is a reason."""
+def plan(device, devices: int = 1, nodes: int = 1) -> EnergyPlan:
+    """The counters of a cell on `device` (torch.device) with `devices` GPUs per node (of `nodes`): the CPU
+    packages' RAPL always, and the GPUs' NVML on CUDA, of this node. Never raises: a failure is a reason."""
     try:
         counters, reasons = [], {}
         rapl, why = rapl_counters()
@@ -92,7 +93,7 @@ def plan(device, devices: int = 1) -> EnergyPlan:
             counters = []  # the host's packages alone are not a GPU cell's energy
         if not counters:
             return EnergyPlan(unmeasured="; ".join(f"{k.upper()}: {v}" for k, v in reasons.items()))
-        return EnergyPlan(tuple(counters), not_read=reasons)
+        return EnergyPlan(tuple(counters), not_read=reasons, nodes=nodes)
     except Exception as exc:  # noqa: BLE001 - a counter never fails a cell
         return EnergyPlan(unmeasured=f"{type(exc).__name__}: {exc}")
 
@@ -252,6 +253,8 @@ def fields(plan_: EnergyPlan | None, metrics: Mapping[str, Any]) -> dict[str, An
     domains: dict[str, Any] = {"counters": {c.domain: f"{c.source}: {c.device}" for c in plan_.counters}}
     if plan_.not_read:
         domains["not_read"] = dict(plan_.not_read)
+    if plan_.nodes > 1:
+        domains["nodes"] = f"the counters of the first of the cell's {plan_.nodes} nodes only: the others are not read"
     seen = {s["phase"]: s for s in plan_.spans}
     for phase in PHASES:
         if phase in seen:

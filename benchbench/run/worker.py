@@ -97,7 +97,7 @@ def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict 
     status, error, trace, flops_status, precision = "failed", None, None, None, None
     predictions = None
     limit = None
-    plan = energy.plan(device, choices.world.devices)
+    plan = energy.plan(device, choices.world.devices, choices.world.nodes)
     job = replace(job, energy=plan)
     so_far = dict(started_at=started_at, device=str(device), resolution=shape["image_size"],
                   device_name=device_name(device), env={"threads": chosen.env()}, energy_method=plan.method)
