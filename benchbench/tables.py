@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 from tabulate import tabulate
 
-from benchbench.choices import TABLE_FORMATS, TABLE_LAYOUTS
+from benchbench.choices import PRECISION_CHOICES, PRECISION_DEFAULT, TABLE_FORMATS, TABLE_LAYOUTS
 from benchbench.contender import WEIGHTS, WEIGHTS_COLUMN, default_name
 from benchbench.errors import BenchError
 from benchbench.settings import varying_settings
@@ -654,8 +654,18 @@ ENTRIES = {
 }
 
 
-def _variant_text(value) -> str:
-    return "-" if _missing(value) else json.dumps(value, sort_keys=True, default=str)
+def _variant_text(value) -> str | None:
+    """A value as variants are told apart by; None for a setting a record was made without (its
+    protocol gained it later, or has none), which tells no cell apart."""
+    return None if _missing(value) else json.dumps(value, sort_keys=True, default=str)
+
+
+def _restates_precision(df: pd.DataFrame, column: str) -> bool:
+    """Whether a setting only says the precision each cell ran at (that precision, or auto, which ran as
+    it): `precisions_apart` has the cells apart by it already."""
+    said = [(v, p) for v, p in zip(df[column], cell_precisions(df)) if not _missing(v)]
+    return bool(said) and all(isinstance(v, str) and v in PRECISION_CHOICES and v in (PRECISION_DEFAULT, p)
+                              for v, p in said)
 
 
 def variants_apart(df: pd.DataFrame, entry: list[pd.Series]) -> pd.DataFrame:
@@ -663,10 +673,12 @@ def variants_apart(df: pd.DataFrame, entry: list[pd.Series]) -> pd.DataFrame:
     (one model, the same `entry` values) differ in their contender (the model's weights), resolution or
     any setting, the model becomes one model per variant, named by what tells them apart: the contender's
     name where its weights differ ("vit-b16@in21k"), the other settings after it ("ViT-B/16 (lr=0.001)";
-    id "vit-b16 (lr=0.001)"). A model whose entries each hold one variant keeps its name."""
+    id "vit-b16 (lr=0.001)"). A model whose entries each hold one variant keeps its name. A setting a
+    record lacks tells it from no other, nor does one that says only the precision a cell ran at."""
     if df.empty or "model" not in df:
         return df
-    dims = [c for c in ("contender", "resolution") if c in df] + [c for c in df.columns if c.startswith("setting.")]
+    dims = [c for c in ("contender", "resolution") if c in df] + [
+        c for c in df.columns if c.startswith("setting.") and not _restates_precision(df, c)]
     texts = pd.DataFrame({d: df[d].map(_variant_text) for d in dims}, index=df.index)
     keys = pd.DataFrame({"model": df["model"], **{f"_k{i}": k.astype(str) for i, k in enumerate(entry)}},
                         index=df.index)
