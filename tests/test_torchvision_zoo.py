@@ -139,7 +139,7 @@ def test_torchvision_state_dict_loads_under_model_prefix(tv):
 
 
 def test_grey_scale_input_is_refused_with_advice(tv):
-    with pytest.raises(ValueError, match=r"3-channel input.*in_chans=1.*replicate grey-scale images to 3 channels"):
+    with pytest.raises(ValueError, match=r"3-channel input, not 1 \(grey images are replicated .* --in-chans 3`"):
         tv.models.get("tv/resnet18").build(num_classes=10, image_size=28, in_chans=1)
 
 

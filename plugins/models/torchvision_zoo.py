@@ -126,9 +126,9 @@ class TorchvisionClassifier(nn.Module):
 def create(name: str, *, num_classes: int = 1000, image_size: int = 224, in_chans: int = 3) -> TorchvisionClassifier:
     if in_chans != 3:
         raise ValueError(
-            f"tv/{name}: torchvision models take 3-channel input, got in_chans={in_chans}; replicate "
-            "grey-scale images to 3 channels in the data transform "
-            "(e.g. torchvision.transforms.Grayscale(num_output_channels=3))"
+            f"tv/{name}: torchvision models take 3-channel input, not {in_chans} (grey images are replicated to "
+            f"3 channels for them): leave --in-chans out, or make a checkpoint of {in_chans} channels fit with "
+            f"`benchbench convert tv/{name} FILE -o OUT.safetensors --in-chans 3`, which repeats its first convolution"
         )
     kwargs = dict(BUILD_KWARGS.get(name, {}))
     if name.startswith("vit_"):  # position embeddings are sized for the image
