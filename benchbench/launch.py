@@ -54,7 +54,7 @@ def init_rank(device_type: str, *, timeout_s: float, threads: int = 1, local: bo
     else:
         device, backend = torch.device("cpu"), "gloo"
         cpu_threads.configure(threads, source=f"{threads} per rank", watch=False)  # the ranks share the budget
-        cpu_threads.apply(settle_s=0)
+        cpu_threads.apply()
         if local:
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))

@@ -325,11 +325,10 @@ def choose(settle_s: float = 1.0) -> Threads:
 _used: set[int] = set()  # thread counts used since the last `apply`
 
 
-def apply(settle_s: float = 0.0) -> Threads:
+def apply() -> Threads:
     """`computing`, then torch's intra-op threads set to it (inter-op once, the first time: torch
     allows it only before its first parallel work). Call where a piece of work starts (a cell, a
-    profile); `used()` then tells the counts it ran with. (`settle_s` is unused: the count does not
-    wait on the load.)"""
+    profile); `used()` then tells the counts it ran with."""
     import torch
 
     chosen = computing()

@@ -401,7 +401,7 @@ def _run(args, session: Session, context: RunContext, resuming: bool, plans) -> 
     with writing(run_dir, "create the run directory"):
         run_dir.mkdir(parents=True, exist_ok=True)
     env = environment(session.device, suite.path, args.command_line)
-    env.update(suite=suite.name, suite_path=str(suite.path), quick=suite.quick, threads=threads.choose(0).env(),
+    env.update(suite=suite.name, suite_path=str(suite.path), quick=suite.quick, threads=threads.computing().env(),
                table=suite.table, load_average_start=threads.load_average())
     created = False
     try:  # SIGTERM arrives as KeyboardInterrupt too: cli.main turns it into one for every command
