@@ -12,8 +12,9 @@ estimate, a pace) is done once.
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
 if TYPE_CHECKING:
     from benchbench.record import Record
@@ -45,6 +46,22 @@ class Timing(NamedTuple):
         return json.loads(self.group.settings)
 
 
+@functools.lru_cache(maxsize=4096)
+def _settings_text(key: tuple) -> str:
+    return json.dumps(dict(key[0]), sort_keys=True)
+
+
+def settings_json(settings: Mapping[str, Any]) -> str:
+    """json.dumps(settings, sort_keys=True), remembered for settings that can be (a run's records repeat a
+    few configurations: 100,000 dumps were most of indexing them)."""
+    from benchbench.run.cell import typed  # a memo key with each value's type (1, 1.0 and True differ)
+
+    try:
+        return _settings_text(typed(tuple(settings.items())))
+    except TypeError:  # a list among the values
+        return json.dumps(settings, sort_keys=True)
+
+
 def _number(value: Any) -> float | None:
     return float(value) if type(value) in (int, float) and value else None
 
@@ -59,7 +76,7 @@ def of_record(record: "Record", groups: dict[Group, Group]) -> Timing | None:
         return None
     group = Group((record.env or {}).get("device_name"), record.model, record.resolution or 0,
                   record.precision or "fp32", bool(record.metrics.get("exec_compile", False)), record.devices or 1,
-                  record.protocol, record.dataset, json.dumps(record.settings, sort_keys=True))
+                  record.protocol, record.dataset, settings_json(record.settings))
     return Timing(groups.setdefault(group, group), img_per_s, wall_s)
 
 

@@ -17,7 +17,8 @@ cells to run) of a suite of N cells, then measures, each in a fresh process:
   time of what is left from every earlier measurement on this device, these N records included;
 `--before REV` measures the code of git revision REV the same way (its benchbench/ and plugins/
 extracted into a temporary folder) and prints the ratio before/after for each figure; `--after REV`
-measures revision REV instead of the working tree (where others' edits may be half done). Goals: warm append flat in N and
+measures revision REV instead of the working tree (where others' edits may be half done), or the code
+in a folder (benchbench/ and benchbench_plugins/: a revision with only the change measured applied). Goals: warm append flat in N and
 under 5 ms at 100,000 records; plan under 10 s at 100,000 records, with cells to run or without.
 Each figure is the wall time and, in brackets, the CPU time (user + system) of the measured process:
 on a machine shared with other work the CPU time is what the work costs; the load average is printed.
@@ -146,7 +147,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,1000,10000,100000")
     parser.add_argument("--before", metavar="REV", help="also measure this git revision's store, and the ratio")
-    parser.add_argument("--after", metavar="REV", help="measure this git revision instead of the working tree")
+    parser.add_argument("--after", metavar="REV", help="measure this git revision instead of the working tree, or "
+                        "a folder holding benchbench/ and benchbench_plugins/ (a revision with one change applied)")
     parser.add_argument("--child-append", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_append:
@@ -160,7 +162,9 @@ def main() -> None:
             root = Path(tmp)
             run_dir = make_run(root, n)
             pristine = (run_dir / "records.jsonl").read_bytes()
-            codes = {"after": extract(args.after, Path(tempfile.mkdtemp(dir=tmp))) if args.after else REPO}
+            after = (Path(args.after) if args.after and Path(args.after).is_dir()
+                     else extract(args.after, Path(tempfile.mkdtemp(dir=tmp))) if args.after else REPO)
+            codes = {"after": after}
             if args.before:
                 codes = {"before": extract(args.before, Path(tempfile.mkdtemp(dir=tmp))), **codes}
             rows = {}

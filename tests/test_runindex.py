@@ -323,3 +323,18 @@ def test_a_command_reads_and_hashes_a_big_run_once_for_keys_and_timings(tmp_path
     assert len(hashed) == 1 and len(keys.entries) == N and len(timings) > N // 2
     _write(tmp_path, [_timed(N + 1)])  # ok, with an img/s
     assert len(read_timings(tmp_path)) == len(timings) + 1 and len(hashed) == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["lr", "n", "b"]), _VALUES, max_size=3), min_size=1, max_size=6))
+def test_a_timings_settings_text_is_json_dumps_of_them_whatever_was_remembered(many):
+    """timing.settings_json remembers the text of settings it has seen; 1, 1.0 and True (equal in
+    Python) and lists (unhashable) still get their own JSON."""
+    from benchbench.timing import settings_json
+
+    for s in [*many, {"lr": 1}, {"lr": 1.0}, {"lr": True}, {"lr": [1]}, *many]:
+        try:
+            want = json.dumps(s, sort_keys=True)
+        except ValueError:
+            continue
+        assert settings_json(s) == want
