@@ -12,7 +12,6 @@ estimate, a pace) is done once.
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
@@ -46,20 +45,26 @@ class Timing(NamedTuple):
         return json.loads(self.group.settings)
 
 
-@functools.lru_cache(maxsize=4096)
-def _settings_text(key: tuple) -> str:
-    return json.dumps(dict(key[0]), sort_keys=True)
+_TEXTS: dict[tuple, str] = {}  # settings_json's memo: at most MEMO entries
+MEMO = 4096
 
 
 def settings_json(settings: Mapping[str, Any]) -> str:
     """json.dumps(settings, sort_keys=True), remembered for settings that can be (a run's records repeat a
-    few configurations: 100,000 dumps were most of indexing them)."""
-    from benchbench.run.cell import typed  # a memo key with each value's type (1, 1.0 and True differ)
-
+    few configurations: 100,000 dumps were most of indexing them). The memo's key holds each value's
+    type, as 1, 1.0 and True are equal in Python but not in JSON; it is built by C-level calls only."""
+    values = tuple(settings.values())
+    key = (tuple(settings), values, tuple(map(type, values)))
     try:
-        return _settings_text(typed(tuple(settings.items())))
-    except TypeError:  # a list among the values
+        return _TEXTS[key]
+    except KeyError:
+        pass
+    except TypeError:  # a list among the values: not hashable
         return json.dumps(settings, sort_keys=True)
+    if len(_TEXTS) >= MEMO:
+        _TEXTS.clear()
+    text = _TEXTS[key] = json.dumps(settings, sort_keys=True)
+    return text
 
 
 def _number(value: Any) -> float | None:
