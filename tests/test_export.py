@@ -321,7 +321,7 @@ def test_mlflow_run_left_by_a_killed_export_is_deleted_and_the_cell_exported_onc
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
-    experiment = client.create_experiment("benchbench/tiny")
+    experiment = client.create_experiment("benchbench/tiny", artifact_location=(tmp_path / "mlartifacts").as_uri())
     records = read_records(one_run).records
     ex = Export(run_dir=one_run, suite="tiny", run_id=one_run.name, records=tuple(records), env={}, artifacts=())
     identity = cells.identity(ex, records[0])
