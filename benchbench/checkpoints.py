@@ -258,12 +258,29 @@ def _convert(raw: _Raw, model: nn.Module, npz_layout: NpzLayout | None, layouts:
     return dict(raw.tensors), STATE_DICT, None
 
 
+@dataclass(frozen=True)
+class Misfit:
+    """What `load_checkpoint` does with a checkpoint that does not fit the model.
+
+    `adapt_in_chans`: where the checkpoint differs from the model only in the input channels of its
+    first convolutions, they are adapted to the model's as timm's `adapt_input_conv` does (summed over
+    the channels for a 1-channel model, else repeated and scaled); the report's notes say so. Only when
+    asked (`benchbench convert --in-chans C`): a 3-channel model otherwise takes grey images replicated.
+    Otherwise the error says why, and what would fit: `candidates` (model specs, e.g. the catalog's, or a
+    function returning them, called only then) are searched for the nearest architecture; `model_id`
+    names the model in the fixes it suggests; `fixed_in_chans` says the model takes only that many
+    channels (its spec's `in_chans`), so that no fix builds it for others."""
+
+    adapt_in_chans: bool = False
+    candidates: Sequence[ModelSpec] | Callable[[], Sequence[ModelSpec]] = ()
+    model_id: str = "MODEL"
+    fixed_in_chans: int | None = None
+
+
 def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: bool = False,
                     npz_layout: NpzLayout | None = None, layouts: Sequence[StateDictLayout] = (),
-                    allow_nonfinite: bool = False,
-                    candidates: Sequence[ModelSpec] | Callable[[], Sequence[ModelSpec]] = (),
-                    env: Mapping[str, str] | None = None, adapt_in_chans: bool = False,
-                    model_id: str = "MODEL", fixed_in_chans: int | None = None) -> LoadReport:
+                    allow_nonfinite: bool = False, env: Mapping[str, str] | None = None,
+                    misfit: Misfit = Misfit()) -> LoadReport:
     """Load weights from `path` into `model`, all or nothing.
 
     `path` is a file (.safetensors, .pt/.pth/.bin, .npz) or an `hf-hub:<org>/<name>[@<revision>]` id,
@@ -277,14 +294,7 @@ def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: boo
     under the model's `head_prefixes` attribute where it has one.
     A tensor holding NaN or infinite values is refused unless `allow_nonfinite` (or the checkpoint was
     saved with `benchbench convert --allow-nonfinite`, which marks it so).
-    `candidates` (model specs, e.g. the catalog's, or a function returning them, called only then) are
-    searched for the nearest architecture when the checkpoint does not fit.
-    `adapt_in_chans`: where the checkpoint differs from the model only in the input channels of its
-    first convolutions, they are adapted to the model's as timm's `adapt_input_conv` does (summed over
-    the channels for a 1-channel model, else repeated and scaled); the report's notes say so. Only when
-    asked (`benchbench convert --in-chans C`): a 3-channel model otherwise takes grey images replicated.
-    `model_id` names the model in the fixes a mismatch error suggests; `fixed_in_chans` says the model
-    takes only that many channels (its spec's `in_chans`), so that no fix builds it for others.
+    A checkpoint that does not fit is adapted or explained as `misfit` says.
     Raises BenchError, with the model untouched, when the file cannot be read or does not fit.
     """
     file, found = locate(path, env)
@@ -324,15 +334,16 @@ def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: boo
         sd = {k: v for k, v in sd.items() if k not in dropped} | kept
 
     notes = cfg.notes
-    if adapt_in_chans and (channels := in_channel_mismatches(sd, own)):
+    if misfit.adapt_in_chans and (channels := in_channel_mismatches(sd, own)):
         sd = {**sd, **{k: adapt_input_conv(sd[k], own[k].shape[1]) for k in channels}}
         notes += tuple(f"{k}: {channels[k]} input channels adapted to {own[k].shape[1]} (timm's adapt_input_conv: "
                        f"{'summed' if own[k].shape[1] == 1 else 'repeated and scaled'})" for k in channels)
     try:
-        _check_fits(path, model, sd, own, layout_name, model_id=model_id, fixed_in_chans=fixed_in_chans)
+        _check_fits(path, model, sd, own, layout_name, model_id=misfit.model_id,
+                    fixed_in_chans=misfit.fixed_in_chans)
     except BenchError as e:
-        specs = candidates() if callable(candidates) else candidates
-        if specs and (line := nearest_line(raw, cfg.config, specs, meta, model_id)):
+        specs = misfit.candidates() if callable(misfit.candidates) else misfit.candidates
+        if specs and (line := nearest_line(raw, cfg.config, specs, meta, misfit.model_id)):
             raise BenchError(f"{e}\n  {line}") from None
         raise
     if not (allow_nonfinite or meta.get(NONFINITE_META) is True):
@@ -350,10 +361,14 @@ def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: boo
                       preprocessing=preprocessing, test_preprocessing=cfg.test_preprocessing, notes=notes)
 
 
-def load_weights(model: nn.Module, source: str | os.PathLike, spec: ModelSpec, **kw: Any) -> LoadReport:
-    """`load_checkpoint` with the layouts `spec` (the model's spec) declares."""
+def load_weights(model: nn.Module, source: str | os.PathLike, spec: ModelSpec, *, adapt_in_chans: bool = False,
+                 candidates: Sequence[ModelSpec] | Callable[[], Sequence[ModelSpec]] = (), **kw: Any) -> LoadReport:
+    """`load_checkpoint` with the layouts `spec` (the model's spec) declares, a misfit named by its id and
+    channels (`Misfit`)."""
+    misfit = Misfit(adapt_in_chans=adapt_in_chans, candidates=candidates, model_id=spec.id,
+                    fixed_in_chans=spec.in_chans)
     return load_checkpoint(model, source, npz_layout=spec.npz_layout, layouts=spec.state_dict_layouts,
-                           model_id=spec.id, fixed_in_chans=spec.in_chans, **kw)
+                           misfit=misfit, **kw)
 
 
 def in_channel_mismatches(sd: Mapping[str, torch.Tensor], own: Mapping[str, torch.Tensor]) -> dict[str, int]:

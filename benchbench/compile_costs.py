@@ -114,10 +114,22 @@ class Workload:
                 "channels_last": execution.channels_last, "fused_optimizer": execution.fused_optimizer}
 
 
-def workload(model_spec, model, device, *, precision: str, resolution: int, in_chans: int, num_classes: int,
-             batch_size: int, world: int = 1, train_images: float | None = None,
+@dataclass(frozen=True)
+class Steps:
+    """What a cell's training steps are made of: the numbers its compiled graph and its step time depend
+    on besides the model and the device."""
+
+    precision: str  # resolved
+    resolution: int
+    in_chans: int
+    num_classes: int
+    batch_size: int
+    world: int = 1
+
+
+def workload(model_spec, model, device, steps: Steps, *, train_images: float | None = None,
              gmacs: float | None = None) -> Workload:
-    """A cell's workload: `model` (built, of `model_spec`) on `device`."""
+    """A cell's workload: `model` (built, of `model_spec`) on `device`, training in `steps`."""
     import torch
 
     from benchbench.meters.cache import source_stamp
@@ -125,9 +137,9 @@ def workload(model_spec, model, device, *, precision: str, resolution: int, in_c
     device = torch.device(device)
     return Workload(model=model_spec.id, family=model_spec.family, source=source_stamp(model_spec),
                     param_tensors=sum(1 for _ in model.parameters()), device_type=device.type,
-                    device=device_label(device), precision=precision, resolution=resolution, in_chans=in_chans,
-                    num_classes=num_classes, batch_size=batch_size, world=world, train_images=train_images,
-                    gmacs=gmacs, torch=torch_version())
+                    device=device_label(device), precision=steps.precision, resolution=steps.resolution,
+                    in_chans=steps.in_chans, num_classes=steps.num_classes, batch_size=steps.batch_size,
+                    world=steps.world, train_images=train_images, gmacs=gmacs, torch=torch_version())
 
 
 # --- inductor's on-disk cache ------------------------------------------------------------------------------
@@ -338,8 +350,7 @@ def train_images_of(protocol, settings, dataset_spec) -> float | None:
         return None
 
 
-def for_cell(model_spec, dataset_spec, model, device, *, train_images: Callable[[], float | None],
-             precision: str | None, resolution: int, in_chans: int, batch_size: int | None, world: int,
+def for_cell(model_spec, model, device, steps: Steps, *, train_images: Callable[[], float | None],
              gmacs: float | None = None) -> Callable[[Execution], Expected | None]:
     """`expect` for one cell (benchbench.execution.choose's argument): its workload, and its training
     images (`train_images()`), worked out only when a compiled candidate is weighed."""
@@ -347,10 +358,7 @@ def for_cell(model_spec, dataset_spec, model, device, *, train_images: Callable[
 
     def expect_for(execution: Execution) -> Expected | None:
         if not work:
-            work.append(workload(model_spec, model, device, precision=precision or "fp32", resolution=resolution,
-                                 in_chans=in_chans, num_classes=dataset_spec.num_classes,
-                                 batch_size=batch_size or 0, world=world, train_images=train_images(),
-                                 gmacs=gmacs))
+            work.append(workload(model_spec, model, device, steps, train_images=train_images(), gmacs=gmacs))
         return expect(work[0], execution)
 
     return expect_for
@@ -382,9 +390,9 @@ def planned_compile(cell, catalog, device, *, resolution: int, in_chans: int, tr
     except Exception:  # noqa: BLE001 - a plan must not stop a run; the cell reports its own error
         return choose(device, c.execution, world=c.world).compile
     params = sum(p.numel() for p in model.parameters())
-    expect_for = for_cell(spec, dataset, model, device, train_images=lambda: train_images,
-                          precision=_precision(c.precision, device), resolution=resolution, in_chans=in_chans,
-                          batch_size=c.global_batch, world=c.world.size, gmacs=gmacs)
+    steps = Steps(precision=_precision(c.precision, device) or "fp32", resolution=resolution, in_chans=in_chans,
+                  num_classes=dataset.num_classes, batch_size=c.global_batch or 0, world=c.world.size)
+    expect_for = for_cell(spec, model, device, steps, train_images=lambda: train_images, gmacs=gmacs)
     return choose(device, c.execution, prefers_channels_last=spec.prefers_channels_last, params=params,
                   world=c.world, expect=expect_for).compile
 

@@ -18,6 +18,8 @@ from benchbench.compile_costs import COLD_SEED, EAGER_MFU, GAIN, WARM_FRACTION, 
 from benchbench.execution import CUDAGRAPHS, EAGER, SMALL_MODEL_PARAMS, Execution, Expected, Request, choose
 from benchbench.world import World
 
+STEPS = compile_costs.Steps(precision="fp32", resolution=28, in_chans=1, num_classes=10, batch_size=8)
+
 H100 = "NVIDIA H100 80GB HBM3"
 
 
@@ -184,8 +186,7 @@ def test_the_decision_does_not_depend_on_the_machines_load(tmp_path, monkeypatch
     (tmp_path / "inductor").mkdir()  # the graph was compiled with this cache: a hit is predicted
     model = torch.nn.Sequential(torch.nn.Linear(4, 4))
     spec = type("Spec", (), {"id": "m", "family": "f", "build": staticmethod(lambda **k: model)})()
-    compile_costs.remember_compile(compile_costs.workload(spec, model, "cpu", precision="fp32", resolution=28,
-                                                          in_chans=1, num_classes=10, batch_size=8),
+    compile_costs.remember_compile(compile_costs.workload(spec, model, "cpu", STEPS),
                                    _compiled(), 60.0, "cold")
     chosen = []
     threads_before = torch.get_num_threads()
@@ -194,8 +195,7 @@ def test_the_decision_does_not_depend_on_the_machines_load(tmp_path, monkeypatch
             monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
             monkeypatch.setattr(threads, "load_average", lambda load=load: [load] * 3)
             torch.set_num_threads(n)
-            work = compile_costs.workload(spec, model, "cpu", precision="fp32", resolution=28, in_chans=1,
-                                          num_classes=10, batch_size=8, train_images=1000.0)
+            work = compile_costs.workload(spec, model, "cpu", STEPS, train_images=1000.0)
             chosen.append(choose("cpu", Request(compile=True), expect=lambda c: compile_costs.expect(work, c)))
     finally:
         torch.set_num_threads(threads_before)
@@ -281,8 +281,7 @@ def test_a_second_compile_of_the_same_graph_is_predicted_warm_and_is(protocol_co
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(28 * 28, 10))
     ctx = protocol_context("scratch", {"train_subset": 20, "batch_size": 8, "steps": 3, "precision": "fp32"},
                            model_id="bit-r20x1-small", model=model)
-    work = compile_costs.workload(ctx.model_spec, model, "cpu", precision="fp32", resolution=28, in_chans=1,
-                                  num_classes=10, batch_size=8)
+    work = compile_costs.workload(ctx.model_spec, model, "cpu", STEPS)
     assert work.graph(asked) == first["graph"]
     assert compile_costs.expect(work, asked).cache == "warm"
     _tiny_cell(protocol_context, tiny_data, asked, compile=True)
@@ -324,9 +323,9 @@ def test_the_quickstart_on_an_h100_stays_eager_and_says_why(catalog, tmp_path, m
     cell = load_suite("quickstart", catalog).cells[0]
     spec, data = catalog.models.get(cell.model), catalog.datasets.get(cell.dataset)
     model = spec.build_on_meta(num_classes=10, image_size=28, in_chans=1)
-    expect = compile_costs.for_cell(spec, data, model, torch.device("cuda"), train_images=lambda: 60000.0,
-                                    precision="bf16", resolution=28, in_chans=1, batch_size=128, world=1,
-                                    gmacs=0.00699)
+    expect = compile_costs.for_cell(spec, model, torch.device("cuda"), compile_costs.Steps(
+        precision="bf16", resolution=28, in_chans=1, num_classes=data.num_classes, batch_size=128),
+        train_images=lambda: 60000.0, gmacs=0.00699)
     e = choose("cuda", cell.choices.execution, params=sum(p.numel() for p in model.parameters()),
                world=cell.choices.world, expect=expect)
     assert not e.compile and e.reason == (

@@ -226,9 +226,9 @@ def test_the_flop_counters_trace_runs_shielded(monkeypatch):
     from benchbench.meters import flops
 
     depths = []
-    total = flops.FlopCountAnalysis.total
-    monkeypatch.setattr(flops.FlopCountAnalysis, "total",
-                        lambda self, *a: depths.append(dict(deadline._SHIELDS)) or total(self, *a))
+    by_operator = flops.FlopCountAnalysis.by_operator  # where count_macs runs the trace
+    monkeypatch.setattr(flops.FlopCountAnalysis, "by_operator",
+                        lambda self, *a: depths.append(dict(deadline._SHIELDS)) or by_operator(self, *a))
     model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 4 * 4, 5))
     assert flops.count_macs(model, 4, 3, cross_check=False).macs == 3 * 4 * 4 * 5
     assert depths == [{threading.get_ident(): 1}]

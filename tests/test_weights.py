@@ -23,7 +23,8 @@ import torch
 from safetensors.torch import save_file
 
 from benchbench import hub
-from benchbench.checkpoints import FORMAT, checkpoint_meta, checkpoint_preprocessing, load_checkpoint, save_checkpoint
+from benchbench.checkpoints import (FORMAT, Misfit, checkpoint_meta, checkpoint_preprocessing, load_checkpoint,
+                                    save_checkpoint)
 from benchbench.errors import BenchError
 from benchbench.weights import read_safetensors_header
 from benchbench_plugins.models import bit_timm, vit_hf, vit_timm
@@ -417,7 +418,7 @@ def test_a_checkpoint_of_another_size_names_the_nearest_architecture(tmp_path, c
     model = spec.build(num_classes=1000, image_size=224, in_chans=3)
     with pytest.raises(BenchError) as e:
         load_checkpoint(model, tmp_path / "s16.safetensors", layouts=spec.state_dict_layouts,
-                        candidates=[s for s in catalog.models if s.family in ("vit", "hybrid", "bit")])
+                        misfit=Misfit(candidates=[s for s in catalog.models if s.family in ("vit", "hybrid", "bit")]))
     msg = str(e.value)
     assert "read in the timm vit layout does not fit the model (VisionTransformer); nothing was loaded" in msg
     assert "cls_token: checkpoint [1, 1, 384], model [1, 1, 192]" in msg
@@ -436,7 +437,7 @@ def test_a_transformers_bit_is_refused_naming_its_layout(tmp_path, catalog):
     vit_spec = catalog.models.get("vit-mu4")  # into another family: the nearest line names the layout's refusal
     with pytest.raises(BenchError, match="its keys are in the transformers bit layout, refused"):
         load_checkpoint(vit_spec.build(num_classes=10, image_size=28, in_chans=1), tmp_path / "bit.safetensors",
-                        layouts=vit_spec.state_dict_layouts, candidates=[spec, vit_spec])
+                        layouts=vit_spec.state_dict_layouts, misfit=Misfit(candidates=[spec, vit_spec]))
     assert bit_timm.detect_transformers(sd) and not bit_timm.detect(sd)
 
 

@@ -272,9 +272,10 @@ def _check_data(suite, missing, *, here: bool, files=()) -> None:
 
 
 def run(args) -> int:
-    if args.isolate is not False and args.executor in (None, "local") and not args.dry_run:
-        # Cells will likely run apart (the local executor's default): their server's imports (seconds)
-        # overlap this process's own from here on (benchbench.run.isolated).
+    if args.isolate is not False and args.executor is None and not args.dry_run:
+        # Cells will likely run apart (the default executor runs them so by default): their server's
+        # imports (seconds) overlap this process's own from here on (benchbench.run.isolated). A named
+        # executor is known only with the catalog: its server, if it has one, starts below.
         from benchbench.run.isolated import prestart
 
         prestart()

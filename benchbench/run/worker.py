@@ -157,11 +157,13 @@ def protocol_context(job: Job, catalog: Catalog, device: torch.device, model: to
         device, choices.execution, prefers_channels_last=model_spec.prefers_channels_last,
         params=count_params(model) if params is None else params, world=choices.world,
         expect=compile_costs.for_cell(  # the break-even's figures (benchbench.compile_costs)
-            model_spec, dataset_spec, model, device, precision=None if precision is None else precision.name,
+            model_spec, model, device, compile_costs.Steps(
+                precision="fp32" if precision is None else precision.name, resolution=shape["image_size"],
+                in_chans=shape["in_chans"], num_classes=dataset_spec.num_classes,
+                batch_size=choices.global_batch or 0, world=choices.world.size),
             train_images=lambda: compile_costs.train_images_of(catalog.protocols.get(cell.protocol), cell.settings,
                                                                dataset_spec),
-            resolution=shape["image_size"], in_chans=shape["in_chans"], batch_size=choices.global_batch,
-            world=choices.world.size, gmacs=gmacs))
+            gmacs=gmacs))
     return ProtocolContext(
         model=model, model_spec=model_spec, dataset_spec=dataset_spec,
         data=replace(job.context.data, image_size=shape["image_size"], in_chans=shape["in_chans"]),

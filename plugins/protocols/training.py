@@ -237,10 +237,10 @@ def _remember(ctx: ProtocolContext, model: nn.Module, execution: Execution, *, c
     """This cell's compile time and steady step time, for the break-even of later cells
     (benchbench.compile_costs)."""
     core = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
-    work = compile_costs.workload(
-        ctx.model_spec, core, ctx.device, precision=precision_of(ctx).name, resolution=ctx.data.image_size,
-        in_chans=ctx.data.in_chans, num_classes=ctx.dataset_spec.num_classes, batch_size=ctx.settings["batch_size"],
-        world=ctx.world.size if ctx.world is not None else 1)
+    work = compile_costs.workload(ctx.model_spec, core, ctx.device, compile_costs.Steps(
+        precision=precision_of(ctx).name, resolution=ctx.data.image_size, in_chans=ctx.data.in_chans,
+        num_classes=ctx.dataset_spec.num_classes, batch_size=ctx.settings["batch_size"],
+        world=ctx.world.size if ctx.world is not None else 1))
     if compiled_s:
         compile_costs.remember_compile(work, execution, compiled_s, cache or "cold")
     if image_s:
