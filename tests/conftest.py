@@ -58,6 +58,16 @@ def no_entry_points(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("BENCHBENCH_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
 
 
+@pytest.fixture
+def uncounted_zoo(monkeypatch):
+    """`benchbench report` with the zoo page's MACs left uncounted ("-"): counting them builds every
+    registered model on the meta device (a minute on 2 cores, once per test process), which tests of
+    what report writes where do not need. The zoo's counts are pinned in test_report.py."""
+    from benchbench.site import zoo
+
+    monkeypatch.setattr(zoo, "macs_at_default", lambda spec: None)
+
+
 @pytest.fixture(autouse=True)
 def no_load_warning(monkeypatch):
     """Commands run in the test process do not warn about this machine's load (CI machines are shared,
@@ -496,7 +506,11 @@ class SuiteRun:
     `benchbench run` command line: the suite, --results, --data-root (the `data` attribute; a tiny
     Fashion-MNIST unless changed, None for none), --device (`device`, "cpu" unless changed, None for
     none), --no-progress, --plugin for each plugin file, then `extra`. run(*extra) runs it in this
-    process and returns the exit status; start(*extra) starts it as a child process (the console
+    process and returns the exit status, its cells in this process too (`--no-isolate`: a process per
+    cell costs each cell a fork and its plugins' registration, a third of a second, over the hundreds of
+    cells the tests run) unless `isolate` is set, `extra` says either way, or an executor is named (by
+    `extra` or the suite); isolation's own tests set `isolate`, and start() and cli(), the console
+    script as users run it, keep the default. start(*extra) starts it as a child process (the console
     script; stdout and stderr piped); cli(*args) runs any console-script command to completion.
     run_dir is the one run directory under the results (run_dirs() lists them); records() reads its
     records (benchbench.record.Record), frame() its results table (benchbench.results.load).
@@ -511,6 +525,7 @@ class SuiteRun:
         self.plugins: list[Path] = []
         self.children: list[subprocess.Popen] = []
         self.exe = Path(sys.executable).with_name("benchbench")
+        self.isolate = False  # run(): cells in a process of their own (the command's default)
 
     def write(self, toml: str, name: str = "suite.toml") -> Path:
         path = self.dir / name
@@ -540,7 +555,16 @@ class SuiteRun:
     def run(self, *extra: str, suite: str | Path | None = None) -> int:
         from benchbench.cli import main
 
-        return main(self.argv(*extra, suite=suite))
+        return main(self.argv(*extra, *self._in_process(extra, suite), suite=suite))
+
+    def _in_process(self, extra: tuple, suite: str | Path | None) -> list[str]:
+        """["--no-isolate"] where run() keeps its cells in this process (see the class's docstring)."""
+        if self.isolate or {"--isolate", "--no-isolate", "--executor"} & set(map(str, extra)):
+            return []
+        path = Path(suite or self.suite)
+        if path.is_file() and "[executor" in path.read_text():
+            return []
+        return ["--no-isolate"]
 
     def env(self, env: dict[str, str] | None = None) -> dict[str, str]:
         return {**os.environ, "BENCHBENCH_LOAD_ENTRY_POINTS": "0", **(env or {})}

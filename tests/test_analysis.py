@@ -101,6 +101,7 @@ def test_explicit_attention_is_what_the_fused_kernel_computes_and_training_never
     model(x).sum().backward()  # training's forward and backward: the fused kernel only
 
 
+@pytest.mark.slow  # ~10 s: the slow step runs it (default tests stay under 4 min on 2 cores)
 def test_analyze_command_writes_figures_and_numbers(run_suite, tiny_data, tmp_path):
     out = tmp_path / "an"
     done = run_suite.cli("analyze", "vit-mu7", "r8x1-small+vit-mu4", "--dataset", "fashion-mnist", "--data-root",
@@ -118,6 +119,7 @@ def test_analyze_command_writes_figures_and_numbers(run_suite, tiny_data, tmp_pa
     assert "Mean attention distance" in (out / "analysis.md").read_text()
 
 
+@pytest.mark.slow  # ~4 s: the slow step runs it (default tests stay under 4 min on 2 cores)
 def test_analyze_refuses_a_cnn(run_suite, tiny_data, tmp_path):
     done = run_suite.cli("analyze", "bit-r20x1-small", "--dataset", "fashion-mnist", "--data-root", str(tiny_data),
                          "-o", str(tmp_path / "x"))

@@ -120,6 +120,7 @@ def _fix_in(message: str) -> list[str]:
     return shlex.split(found.group(1))
 
 
+@pytest.mark.slow  # ~10 s: the slow step runs it (default tests stay under 4 min on 2 cores)
 def test_the_fixes_a_mismatch_names_work(catalog, tmp_path, capsys):
     """A grey checkpoint into torchvision's resnet18 (3 channels, fixed), and a head of other classes: each
     error names a `benchbench convert` command line; run as named (OUT made concrete), it succeeds, and

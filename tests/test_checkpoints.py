@@ -461,6 +461,7 @@ def test_missing_file_is_a_bench_error(tmp_path):
 
 # --- the CLI --------------------------------------------------------------------------------------
 
+@pytest.mark.slow  # ~10 s: the slow step runs it (default tests stay under 4 min on 2 cores)
 def test_convert_command_turns_a_paper_npz_into_our_checkpoint_at_another_resolution(tmp_path, capsys):
     from benchbench.cli import main
 

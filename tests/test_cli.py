@@ -224,6 +224,7 @@ def test_paper_compute_quick_projects_exaflops(run_suite, capsys):
     assert "train_device_seconds" not in df.columns  # nothing was trained
 
 
+@pytest.mark.slow  # ~4 s: the slow step runs it (default tests stay under 4 min on 2 cores)
 def test_cost_flops_side_and_projection(capsys):
     assert main(["cost", "ViT-B/16", "--images", "303000000", "--epochs", "7", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -37,6 +37,7 @@ def _run(run_suite, ranks, name: str, model: str, devices: int, extra: str = "")
 EAGER = "compile = false\nfused_optimizer = false"
 
 
+@pytest.mark.slow  # ~10 s: the slow step runs it (default tests stay under 4 min on 2 cores)
 def test_two_devices_train_the_weights_one_device_trains_float64(run_suite, ranks):
     run_suite.plugin(ranks.PLUGIN, "f64.py")
     one, one_dir = _run(run_suite, ranks, "one", "vit-f64", 1)

@@ -52,6 +52,7 @@ def test_listed_through_its_entry_point(installed, run_suite):
     assert "convmixer" not in without.stdout
 
 
+@pytest.mark.slow  # ~10 s: the slow step runs it (default tests stay under 4 min on 2 cores)
 def test_a_tiny_run_records_the_plugin_package(installed, run_suite):
     run_suite.write("""
         [suite]

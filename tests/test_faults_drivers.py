@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from benchbench.store import RECORDS
 
 
+@pytest.mark.slow  # ~10 s: the slow step runs it (default tests stay under 4 min on 2 cores)
 def test_two_drivers_started_at_once_make_one_run(run_suite, gated, gate):
     gated.suite(run_suite, 2, gate)
     procs = [run_suite.start(), run_suite.start()]

@@ -15,6 +15,8 @@ import torch
 from benchbench.cli import main
 from benchbench.errors import BenchError
 
+pytestmark = pytest.mark.usefixtures("uncounted_zoo")  # report's zoo MACs: pinned in test_report.py
+
 QUICK_PLUGIN = """
 from benchbench import hookimpl
 from benchbench.specs import ProtocolSpec

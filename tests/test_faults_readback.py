@@ -20,6 +20,9 @@ from benchbench.cli import main
 from benchbench.record import Record
 from benchbench.store import RECORDS, read_records
 
+pytestmark = pytest.mark.usefixtures("uncounted_zoo")  # report's zoo MACs: pinned in test_report.py
+
+
 GOOD = {"key": "good", "status": "ok", "model": "vit-mu7", "dataset": "fashion-mnist", "protocol": "scratch", "seed": 0,
         "metrics": {"top1": 0.5, "top5": 0.9, "params": 219194, "macs": 6986816, "gmacs": 0.007, "gflops": 0.014,
                     "train_img_per_s": 1000.0, "train_device_seconds": 10.0, "train_exaflops": 2.5e-06},

@@ -40,6 +40,7 @@ def steps_in_shell(out: Path, script: str, budget_s: int = 60) -> list[dict]:
     return [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow  # ~10 s: the slow step runs it (default tests stay under 4 min on 2 cores)
 def test_a_step_is_capped_killed_and_leaves_nothing(tmp_path):
     start = time.monotonic()
     stubborn, orphan, chosen, late = steps_in_shell(tmp_path, """

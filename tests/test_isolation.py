@@ -11,6 +11,13 @@ import time
 
 import pytest
 
+
+@pytest.fixture(autouse=True)
+def isolated(run_suite):
+    """run_suite.run() as the command runs by default: each cell in a process of its own."""
+    run_suite.isolate = True
+
+
 CRASHING = """
 import ctypes
 import os

@@ -149,6 +149,7 @@ def test_tables_show_energy_and_cost_beside_device_days_and_a_dash_without(make_
     assert "Cost (USD)" not in plain.headers  # nothing priced or measured: the table as before
 
 
+@pytest.mark.slow  # ~10 s: the slow step runs it (default tests stay under 4 min on 2 cores)
 def test_cost_projects_the_cost_of_its_projected_device_days(run_suite):
     out = run_suite.cli("cost", "vit-mu4", "--images", "1000", "--epochs", "1", "--device", "cpu", "--precision",
                         "fp32", "--batch-size", "8", "--price", "cpu=2.0", "--json")

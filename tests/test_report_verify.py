@@ -13,6 +13,8 @@ import pytest
 
 from benchbench.cli import main
 
+pytestmark = pytest.mark.usefixtures("uncounted_zoo")  # report's zoo MACs: pinned in test_report.py
+
 
 @pytest.fixture
 def site(report_runs, report_models, tmp_path):

@@ -32,6 +32,7 @@ def _ok_keys(run_dir: Path) -> list[str]:
     return [r["key"] for r in results.load(run_dir, all_attempts=True).to_dict("records") if r["status"] == "ok"]
 
 
+@pytest.mark.slow  # ~10 s: the slow step runs it (default tests stay under 4 min on 2 cores)
 def test_sigkill_mid_suite_then_resume_has_every_cell_exactly_once(run_suite, gated, gate):
     gated.suite(run_suite, 8, gate)
     proc = run_suite.start()
@@ -175,9 +176,10 @@ def _reach(moment: str, gate, gated, proc) -> None:
 
 
 # Every pair runs under `slow`; these in the default run (each starts a process and resumes).
-# One of each signal in the default run (the rest in the slow step): test_ctrl_c_stops_with_a_consistent_store and
-# test_sigkill_mid_suite_then_resume_has_every_cell_exactly_once cover Ctrl-C and kill -9 again in the default run.
-DEFAULT = {("first cell", signal.SIGTERM), ("second cell", signal.SIGKILL), ("write", signal.SIGINT)}
+# SIGTERM and SIGKILL in the default run (the rest in the slow step): test_ctrl_c_stops_with_a_consistent_store
+# covers Ctrl-C in the default run, test_sigkill_mid_suite_then_resume_has_every_cell_exactly_once kill -9
+# in the slow step.
+DEFAULT = {("first cell", signal.SIGTERM), ("second cell", signal.SIGKILL)}  # SIGINT: test_ctrl_c_stops_...
 
 
 @pytest.mark.parametrize("moment,signum", [

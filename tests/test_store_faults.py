@@ -233,6 +233,7 @@ def _whole_records(run_dir: Path) -> list[int]:
     return [json.loads(line)["seed"] for line in data.splitlines()]
 
 
+@pytest.mark.slow  # ~10 s: the slow step runs it (default tests stay under 4 min on 2 cores)
 def test_a_full_disk_during_an_append_stops_cleanly_and_resume_completes(run_suite, gated, gate, small_fs):
     results = small_fs(run_suite.dir / "fs", "256k")
     run_suite.results = results / "r"

@@ -311,6 +311,7 @@ def test_records_and_env_json_carry_threads_and_load(run_suite, tiny_suite):
         assert len(env[key]) == 3 and all(x >= 0 for x in env[key]), key
 
 
+@pytest.mark.slow  # ~10 s: the slow step runs it (default tests stay under 4 min on 2 cores)
 def test_profile_says_its_threads(run_suite):
     proc = run_suite.cli("profile", "vit-mu7", "--device", "cpu", "--mode", "train", "--batch-size", "8",
                          "--min-steps", "2", "--min-seconds", "0", "--warmup-steps", "1", "--json", "--threads", "1")

@@ -174,6 +174,7 @@ def test_init_from_an_hf_hub_id_reports_provenance_and_preprocessing(tmp_path, m
     assert model.head.out_features == 10  # the model's own head, the checkpoint's dropped
 
 
+@pytest.mark.slow  # ~10 s: the slow step runs it (default tests stay under 4 min on 2 cores)
 def test_init_that_does_not_fit_names_the_nearest_architecture(tmp_path, catalog):
     src = catalog.models.get("vit-mu7").build(num_classes=10, image_size=28, in_chans=1)
     save_file(timm_vit_mu_sd(src), str(tmp_path / "mu7.safetensors"))
