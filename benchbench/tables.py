@@ -741,13 +741,35 @@ def alignments(table: Table) -> list[str]:
     return ["right" if numeric_column([row[i] for row in table.rows]) else "left" for i in range(len(table.headers))]
 
 
+def _encodable(data: pd.DataFrame) -> pd.DataFrame:
+    """`data` with each text holding a lone surrogate (a record's JSON may carry one, as `"\\ud800"`)
+    written with that character as an escape (`\\ud800`), as the database keeps it: pandas' JSON
+    writer and stdout cannot encode it."""
+    def fix(value):
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+
+    def unencodable(column: str) -> bool:
+        if not (data[column].dtype == object or pd.api.types.is_string_dtype(data[column])):
+            return False
+        return any(isinstance(v, str) and fix(v) is not v for v in data[column])
+
+    bad = [c for c in data.columns if unencodable(c)]  # others keep their values and types as they are
+    return data.assign(**{c: pd.Series([fix(v) for v in data[c]], index=data.index, dtype=data[c].dtype)
+                          for c in bad}) if bad else data
+
+
 def render(table: Table, fmt: str = "markdown") -> str:
     if fmt not in FORMATS:
         raise BenchError(f"unknown table format {fmt!r}; allowed: {', '.join(FORMATS)}")
     if fmt == "csv":
-        return table.data.to_csv(index=False)
+        return _encodable(table.data).to_csv(index=False)
     if fmt == "json":
-        return table.data.to_json(orient="records", indent=2) + "\n"
+        return _encodable(table.data).to_json(orient="records", indent=2) + "\n"
     table = readable(table)
     align = alignments(table)
     if fmt == "latex":

@@ -269,6 +269,10 @@ def test_one_bad_record_never_stops_an_ingest(tmp_path, capsys):
     assert back["year1"].started_at == "0001-01-01T00:00:00+05:00"
     code, out, err = _cli(capsys, "db", "ingest", root, "--db", url)
     assert code == 0 and "0 added, 0 updated, 5 already there" in out
+    for fmt in ("json", "csv", "markdown"):  # the surrogate is shown as its escape, as the column holds it
+        code, out, err = _cli(capsys, "db", "query", "--db", url, "--format", fmt)
+        _no_traceback(err)
+        assert code == 0 and "m\\ud800" in out.replace("\\\\", "\\"), (fmt, out, err)
 
 
 def test_a_row_the_database_refuses_is_left_out_and_named(tmp_path, make_record, monkeypatch):
