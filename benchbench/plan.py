@@ -31,10 +31,10 @@ from benchbench.execution import choose
 from benchbench.plugins import Catalog
 from benchbench.record import Record
 from benchbench.runindex import Entry
-from benchbench.specs import input_shape
 from benchbench.errors import BenchError
 from benchbench.store import read_env, read_timings, run_dirs_under
 from benchbench.run.cell import Cell, key_today, typed
+from benchbench.run.shape import cell_shape
 from benchbench.suite import Suite
 from benchbench.text import plural
 from benchbench.timing import Group, Timing
@@ -267,7 +267,7 @@ def _per_cell(cell: Cell, catalog: Catalog, device: "torch.device", macs: dict[t
     model_spec = catalog.models.get(cell.model)
     dataset_spec = catalog.datasets.get(cell.dataset)
     protocol = catalog.protocols.get(cell.protocol)
-    shape = input_shape(cell.choices.resolution, model_spec, dataset_spec)
+    shape = cell_shape(cell, catalog)  # in_chans: the model's, else its checkpoint's, else the dataset's
     key = (model_spec.id, *sorted(shape.items()))
     if key not in macs:
         macs[key] = _meta_gmacs(model_spec, shape)

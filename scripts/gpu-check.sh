@@ -185,13 +185,18 @@ check() {
     setup+=$'\n'"$py -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target $w/site \$wheels"
   fi
   setup+=$'\n'"$py -c 'import benchbench_plugins, sys; sys.exit(not benchbench_plugins.__file__.startswith(sys.argv[1]))'"
-  setup+=" $(printf '%q' "$ROOT/plugins/") || $py -m pip install -q --no-deps --no-build-isolation --no-index -e $(printf '%q' "$ROOT")"
+  setup+=" $(printf '%q' "$ROOT/plugins/") || $py -m pip install -q --no-deps --no-build-isolation --no-index"
+  setup+=" -e $(printf '%q' "$ROOT")"
   setup+=$'\n'"$py -c 'import benchbench.cli, fvcore, sqlalchemy, torch; from benchbench.plugins import load_catalog"
   setup+='; print(len(load_catalog(strict=True).models), "models, torch", torch.__version__)'"'"
   step setup "$(cap setup)" "$setup"
 
   bb="$(dirname "$PY")/benchbench"  # the console script, once the project is installed
-  if [ -x "$bb" ]; then bb=$(printf '%q' "$bb"); else bb="$py -c 'import sys; from benchbench.cli import main; sys.exit(main())'"; fi
+  if [ -x "$bb" ]; then
+    bb=$(printf '%q' "$bb")
+  else
+    bb="$py -c 'import sys; from benchbench.cli import main; sys.exit(main())'"
+  fi
   local timeout_opt=""
   if "$PY" -c 'import pytest_timeout' 2>/dev/null; then timeout_opt=" --timeout 45"; fi
   # cuda: the sizes the GPU targets are stated at (issue 33); cpu: the same commands, tiny
@@ -206,9 +211,10 @@ check() {
   # a command's own exit status is the step's; what follows it copies what it wrote, even when it failed
   step env "$(cap env)" "$bb device $dev$peak --json > $w/device.json; rc=\$?
 $py scripts/gpu_check.py env $o $w/device.json && exit \$rc"
-  step quickstart "$(cap quickstart)" "$bb run quickstart$quick $dev --fresh --no-progress --results $w/q; rc=\$?
+  local run="$bb run quickstart$quick $dev --fresh --no-progress"
+  step quickstart "$(cap quickstart)" "$run --results $w/q; rc=\$?
 cat $w/q/quickstart/*/records.jsonl >> $o/quickstart.jsonl; exit \$rc"
-  step quickstart-eager "$(cap quickstart-eager)" "$bb run quickstart$quick $dev --eager --fresh --no-progress --results $w/qe; rc=\$?
+  step quickstart-eager "$(cap quickstart-eager)" "$run --eager --results $w/qe; rc=\$?
 cat $w/qe/quickstart/*/records.jsonl >> $o/quickstart.jsonl; exit \$rc"
   local gpu_tests  # the modules with gpu tests (collecting every module costs half a minute)
   gpu_tests=$(grep -l "pytest.mark.gpu" tests/test_*.py | tr '\n' ' ')
