@@ -48,7 +48,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -427,7 +427,7 @@ def _load(path: Path, doc: dict[str, Any], catalog: Catalog, quick: bool, seeds:
         raise SuiteError(f"{where}: [suite].table = {layout!r}: allowed: {', '.join(TABLE_LAYOUTS)}")
     limit = check_time_limit(head.get("cell_time_limit_s"), f"{where}: [suite].cell_time_limit_s")
     return Suite(name=name, description=str(head.get("description", "")), path=path, quick=quick,
-                 cells=tuple(cells.values() if limit is None else (replace(c, time_limit_s=limit) for c in cells.values())), table=layout,
+                 cells=tuple(cells.values() if limit is None else (c.but(time_limit_s=limit) for c in cells.values())), table=layout,
                  executor=_executor(doc, where, catalog),
                  prices=from_suite(doc["cost"], where) if "cost" in doc else (),
                  notes=tuple(contenders.repeats_note(n, first, later) for (first, later), n in repeats.items()))

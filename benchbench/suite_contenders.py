@@ -15,7 +15,7 @@ one name (two init files of one stem: name them apart here), and a name that is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from benchbench.contender import WEIGHTS, check_name, default_name
@@ -98,7 +98,7 @@ def name_cells(cells: Sequence, given: Sequence[Given], where: str) -> list:
                              f'[contenders] {name}-2 = {{ model = "{m2}", init = "{w2}" }}')
         by_name[name] = contender
     named = {c: n for n, c in by_name.items()}
-    return [replace(c, contender=named[(c.model, weights(c))]) for c in cells]
+    return [c.but(contender=named[(c.model, weights(c))]) for c in cells]
 
 
 def repeats_note(count: int, first: str, later: str) -> str:

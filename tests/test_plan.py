@@ -117,3 +117,18 @@ def test_a_cell_adds_its_protocols_fixed_cost_measured_at_its_pace(tmp_path, mak
     assert "fixed cost per cell there (1 cell" in summary(totals([cell]))
     probe = dataclasses.replace(cell, cell=Cell("vit-mu7", "fashion-mnist", "linear", 1, ()))
     assert probe.overhead_s == 0.0 and probe.seconds == pytest.approx(5.8933, abs=1e-3)  # none measured for linear
+
+
+def test_a_cell_changed_outside_its_key_keeps_the_key_it_computed():
+    """Cell.but: a time limit or a contender's name keeps the remembered key (a suite of 100,000 cells is
+    keyed once); a change to anything the key is made of computes it again, as a fresh cell would."""
+    cell = Cell(model="vit-mu7", dataset="fashion-mnist", protocol="scratch", seed=0, settings=(("steps", 1),))
+    key = cell.key
+    named = cell.but(contender="mine", time_limit_s=5.0)
+    assert (named.key, named.contender, named.time_limit_s) == (key, "mine", 5.0)
+    assert named.__dict__["key"] is cell.__dict__["key"]  # taken over, not computed again
+    other = cell.but(seed=1)
+    assert other.key != key and other.key == Cell(model="vit-mu7", dataset="fashion-mnist", protocol="scratch",
+                                                  seed=1, settings=(("steps", 1),)).key
+    hidden = cell.but(settings=(("compile", True), ("steps", 1)), unkeyed=frozenset({"compile"}))
+    assert hidden.key == key  # computed again, and equal: compile is not in the key

@@ -285,7 +285,7 @@ def run(args) -> int:
     suite = load_suite(args.suite, cat, quick=args.quick, seeds=args.seed)
     if args.cell_time_limit is not None:
         limit = check_time_limit(args.cell_time_limit, "--cell-time-limit")
-        suite = replace(suite, cells=tuple(replace(c, time_limit_s=limit) for c in suite.cells))
+        suite = replace(suite, cells=tuple(c.but(time_limit_s=limit) for c in suite.cells))
     if args.eager:
         suite = replace(suite, cells=tuple(eager(c) for c in suite.cells))
     if args.db:  # a URL that is none, or of a backend not supported, is bad input (a database down is not)
