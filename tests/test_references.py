@@ -80,6 +80,35 @@ def test_table6_rows_pass_or_fail_with_the_gap_their_note_states(monkeypatch, ca
             assert round(gap, 1) == stated, (row["model"], gap)
 
 
+def test_the_b32_gaps_are_what_one_token_fewer_gives_and_the_l32_rows_count_every_token(catalog):
+    """The notes of ViT-B/32 and R50x1+ViT-B/32: the paper's exaFLOPs (55, 106) are what their models give
+    with 49 tokens (the class token left out), while its L/32 rows (196, 246) are what 50 give. Counted here
+    by torch's FlopCounterMode on the meta device, the encoder run on 49 and on 50 tokens."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    def macs(module, x) -> float:
+        with FlopCounterMode(display=False) as counter:
+            module(x)
+        return counter.get_total_flops() / 2
+
+    def exaflops(gmacs_per_image: float) -> float:  # 7 epochs of JFT-300M's 303M images, 3 passes x 2 FLOPs
+        return 6 * gmacs_per_image * 303e6 * 7 / 1e18
+
+    paper = {"vit-b32": 55, "r50x1+vit-b32": 106, "vit-l32": 196, "r50x1+vit-l32": 246}  # Table 6, 7 epochs
+    for model_id, published in paper.items():
+        model = catalog.models.get(model_id).build_on_meta(num_classes=18291, image_size=224, in_chans=3).eval()
+        hidden = model.cls_token.shape[-1]
+        all_tokens = macs(model, torch.zeros(1, 3, 224, 224, device="meta"))
+        token = (macs(model.blocks, torch.zeros(1, 50, hidden, device="meta"))
+                 - macs(model.blocks, torch.zeros(1, 49, hidden, device="meta")))
+        with_cls, without = exaflops(all_tokens), exaflops(all_tokens - token)
+        if "b32" in model_id:  # within the reference's 1 % without the class token only
+            assert abs(without / published - 1) < 0.01 < abs(with_cls / published - 1), (model_id, with_cls, without)
+        else:
+            assert abs(with_cls / published - 1) < 0.01 < abs(without / published - 1), (model_id, with_cls, without)
+
+
 # --- timm's benchmark CSV ----------------------------------------------------------------------------------
 
 
