@@ -59,6 +59,27 @@ def no_entry_points(monkeypatch, tmp_path_factory):
 
 
 @pytest.fixture
+def mounts():
+    """mount(path, size="64k", *options): a real tmpfs at `path` (made where missing) of that size, mounted
+    with `options` ("ro"), for full-disk and read-only faults; the test is skipped where this user cannot
+    mount one (root or CAP_SYS_ADMIN); unmounted at the end of the test."""
+    mounted: list[Path] = []
+
+    def mount(path: Path, size: str = "64k", *options: str) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join([f"size={size}", *options]), "tmpfs", str(path)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); needs root or CAP_SYS_ADMIN")
+        mounted.append(path)
+        return path
+
+    yield mount
+    for path in reversed(mounted):
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+@pytest.fixture
 def uncounted_zoo(monkeypatch):
     """`benchbench report` with the zoo page's MACs left uncounted ("-"): counting them builds every
     registered model on the meta device (a minute on 2 cores, once per test process), which tests of

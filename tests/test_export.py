@@ -133,27 +133,6 @@ def test_unknown_reporter_and_missing_tracker_are_one_line(one_run, capsys, monk
 
 # --- exports cut short: a full disk, a read-only folder, a process killed --------------------------------
 
-@pytest.fixture
-def mounts(tmp_path):
-    """mount(path, size, *options): a real tmpfs (skipped where this user cannot mount one), unmounted after."""
-    import subprocess
-
-    mounted: list[Path] = []
-
-    def mount(path: Path, size: str, *options: str) -> Path:
-        path.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join([f"size={size}", *options]), "tmpfs", str(path)],
-                              capture_output=True, text=True)
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); needs root or CAP_SYS_ADMIN")
-        mounted.append(path)
-        return path
-
-    yield mount
-    for path in reversed(mounted):
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
 def _fill(disk: Path, leave: int) -> Path:
     """Fill `disk` but `leave` bytes (a tmpfs counts whole 4 kB pages)."""
     import os

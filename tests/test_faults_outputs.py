@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -44,26 +43,6 @@ def _one_line(capsys, argv: list[str], *needles: str) -> str:
     for needle in needles:
         assert needle in err[0], (needle, err[0])
     return err[0]
-
-
-@pytest.fixture
-def mounts(tmp_path):
-    """mount(path, *options): a real 64 kB tmpfs (skipped where this user cannot mount one), unmounted at
-    the end of the test."""
-    mounted: list[Path] = []
-
-    def mount(path: Path, *options: str) -> Path:
-        path.mkdir(exist_ok=True)
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(["size=64k", *options]), "tmpfs", str(path)],
-                              capture_output=True, text=True)
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); needs root or CAP_SYS_ADMIN")
-        mounted.append(path)
-        return path
-
-    yield mount
-    for path in reversed(mounted):
-        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 def test_report_never_deletes_a_run_written_into_its_site(tmp_path, capsys):
@@ -135,7 +114,7 @@ def test_a_full_disk_is_one_line_and_leaves_no_torn_file(tmp_path, capsys, mount
 
 @pytest.mark.parametrize("command", ["report", "plot", "convert"])
 def test_a_read_only_file_system_is_one_line(tmp_path, capsys, mounts, command):
-    disk = mounts(tmp_path / "ro", "ro")
+    disk = mounts(tmp_path / "ro", "64k", "ro")
     _one_line(capsys, _writers(tmp_path, disk)[command], "read-only")
     assert list(disk.iterdir()) == []
 
@@ -168,7 +147,7 @@ def test_an_earlier_output_stays_whole_until_the_new_one_is_complete(tmp_path, c
 @pytest.mark.slow
 def test_analyze_into_a_read_only_or_full_file_system_is_one_line(run_suite, tiny_data, tmp_path, mounts):
     for options, needle in ((("ro",), "read-only"), ((), "no space left on device")):
-        disk = mounts(tmp_path / f"disk{len(options)}", *options)
+        disk = mounts(tmp_path / f"disk{len(options)}", "64k", *options)
         done = run_suite.cli("analyze", "vit-mu7", "--dataset", "fashion-mnist", "--data-root", str(tiny_data),
                              "--images", "2", "-o", str(disk / "an"))
         lines = done.stderr.strip().splitlines()

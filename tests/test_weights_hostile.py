@@ -407,25 +407,6 @@ def test_generated_state_dicts_load_or_are_refused(files, tmp_path, data):
 
 # --- convert onto a full or read-only disk -------------------------------------------------------------------
 
-@pytest.fixture
-def mounts(tmp_path):
-    """mount(path, size, *options): a real tmpfs (skipped where this user cannot mount one), unmounted after."""
-    mounted: list[Path] = []
-
-    def mount(path: Path, size: str = "64k", *options: str) -> Path:
-        path.mkdir(parents=True)
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join([f"size={size}", *options]), "tmpfs", str(path)],
-                              capture_output=True, text=True)
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); needs root or CAP_SYS_ADMIN")
-        mounted.append(path)
-        return path
-
-    yield mount
-    for path in reversed(mounted):
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
 def _convert(files, out: Path) -> list[str]:
     return ["convert", "vit-mu4", str(files["npz"]), "--num-classes", "10", "-o", str(out)]
 
