@@ -61,6 +61,7 @@ from benchbench.contender import WEIGHTS, WEIGHTS_COLUMN, default_name
 from benchbench.errors import BenchError
 from benchbench.settings import varying_settings
 from benchbench.stats import wilson
+from benchbench.text import encodable
 
 if TYPE_CHECKING:
     from benchbench.reference import Reference, Row as ReferenceRow
@@ -743,15 +744,10 @@ def alignments(table: Table) -> list[str]:
 
 def _encodable(data: pd.DataFrame) -> pd.DataFrame:
     """`data` with each text holding a lone surrogate (a record's JSON may carry one, as `"\\ud800"`)
-    written with that character as an escape (`\\ud800`), as the database keeps it: pandas' JSON
-    writer and stdout cannot encode it."""
+    written with that character as an escape (`\\ud800`), as the database keeps it
+    (benchbench.text.encodable): pandas' JSON writer and stdout cannot encode it."""
     def fix(value):
-        if isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                return value.encode("utf-8", "backslashreplace").decode("utf-8")
-        return value
+        return encodable(value) if isinstance(value, str) else value
 
     def unencodable(column: str) -> bool:
         if not (data[column].dtype == object or pd.api.types.is_string_dtype(data[column])):

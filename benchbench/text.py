@@ -1,5 +1,6 @@
 """Wording shared by the messages people read: counted nouns ("1 cell", "2 cells"), and text from
-elsewhere (an engine's error, a library's message) made plain before it is recorded."""
+elsewhere (an engine's error, a library's message) made plain before it is recorded; text that UTF-8
+cannot encode made encodable (a database's column, a table's JSON)."""
 
 from __future__ import annotations
 
@@ -18,3 +19,18 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
 def plain(text: str | None) -> str | None:
     """`text` without terminal escapes and control characters (tab and newline kept)."""
     return None if text is None else _ESCAPES.sub("", text)
+
+
+def encodable(value: str) -> str:
+    """`value` itself where UTF-8 encodes it; else (a path's undecodable bytes, a lone surrogate from a
+    JSON escape) with those characters written as escapes (`\\xff`, `\\ud800`): as the results database
+    holds text, and as a table prints it."""
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        pass
+    try:  # a path's undecodable bytes: Python's file-system decoding made each a U+DC80-U+DCFF
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # another lone surrogate
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -17,6 +17,7 @@ from sqlalchemy import JSON, BigInteger, Boolean, DateTime
 from benchbench.contender import default_name
 from benchbench.db.schema import METRIC_COLUMNS, records
 from benchbench.record import OPTIONAL, Record
+from benchbench.text import encodable as text  # a database's text: benchbench.text.encodable
 
 
 def job_of(record: Record, nth: int = 0) -> str:
@@ -128,20 +129,6 @@ _REST = tuple(name for name in _FIELDS if name not in SPLIT)  # the `record` col
 _REST_OPTIONAL = tuple(name for name in OPTIONAL if name in _REST)  # ... left out when None, as in a line
 _METRICS = tuple((name, kind is BigInteger) for name, kind in METRIC_COLUMNS.items())
 _INT64 = 2 ** 63
-
-
-def text(value: str) -> str:
-    """`value` as a database's text holds it: itself where it is UTF-8; else (a path's undecodable bytes,
-    a lone surrogate from a JSON escape) with those characters written as escapes (`\\xff`, `\\ud800`)."""
-    try:
-        value.encode("utf-8")
-        return value
-    except UnicodeEncodeError:
-        pass
-    try:  # a path's undecodable bytes: Python's file-system decoding made each a U+DC80-U+DCFF
-        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:  # another lone surrogate
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def row_values(record: Record, run_dir: str = "", nth: int = 0) -> tuple:
