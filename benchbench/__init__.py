@@ -3,8 +3,7 @@
 # First, before anything imports torch: how idle OpenMP threads wait (libgomp reads it once, when
 # torch loads it). Every process that runs benchbench code imports this package first: the command,
 # a Slurm job, a Ray task, a rank.
-from benchbench import threads as _threads
-
+from benchbench.runtime import threads as _threads
 _threads.prepare_environment()
 
 from benchbench.hookspecs import hookimpl  # noqa: E402

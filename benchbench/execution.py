@@ -25,7 +25,7 @@ Break-even (a cell, `expect` given): compile when the training time it saves is 
 takes to compile, `gain x train_s > compile_s`, where `train_s` is the cell's training at eager speed
 (steps x the time of a step), `gain` the fraction of a step's time compiling saves and `compile_s`
 the compile time to expect; each measured before on this device or estimated, and said which
-(`Expected`, made by benchbench.compile_costs). The inputs are the cell, the device's name and what
+(`Expected`, made by benchbench.meters.compile_costs). The inputs are the cell, the device's name and what
 was measured before, never the machine's momentary load: compiled and eager differ in rounding, so a
 decision that flipped from run to run would move the numbers. Without `expect` (a throughput
 measurement, `profile` and `cost`, whose compile is untimed warm-up) CUDA compiles as before. An
@@ -123,7 +123,7 @@ class Execution:
     note: str | None = field(default=None, compare=False)
 
     def metrics(self) -> dict[str, Any]:
-        """The choices as a record's metrics (benchbench/record.py: `exec_*`)."""
+        """The choices as a record's metrics (benchbench/store/record.py: `exec_*`)."""
         return {f"exec_{k}": v for k, v in asdict(self).items() if k not in ("backend", "expected_compile_s", "note")}
 
     @property
@@ -183,7 +183,7 @@ Expect = Callable[[Execution], "Expected | None"]
 def candidate_modes(params: int | None, world: World) -> tuple[str, ...]:
     """The compile modes the policy weighs on CUDA, its first the one it takes unweighed: for a model
     under SMALL_MODEL_PARAMS in one process inductor with CUDA graphs, then CUDA graphs alone (weighed
-    only where measured, benchbench.compile_costs); else inductor's default."""
+    only where measured, benchbench.meters.compile_costs); else inductor's default."""
     small = params is not None and params < SMALL_MODEL_PARAMS and world.size == 1
     return ("reduce-overhead", CUDAGRAPHS) if small else ("default",)
 
@@ -320,7 +320,7 @@ def step_begin(execution: Execution) -> None:
 
 
 def eager(cell):
-    """A suite's cell (benchbench.suite.Cell) with its execution settings off (`run --eager`); its key is
+    """A suite's cell (benchbench.plan.suite.Cell) with its execution settings off (`run --eager`); its key is
     the same, as those settings are not part of it."""
     from dataclasses import replace
 

@@ -206,3 +206,15 @@ def load_catalog(
     pm = make_manager()
     failures = load_plugins(pm, files=files, strict=strict, entry_points=entry_points)
     return collect(pm, failures, strict=strict)
+
+
+@dataclass(frozen=True)
+class Plugins:
+    """The plugins a run loaded beyond the installed ones (--plugin files), and whether a plugin that
+    fails is an error: the one route by which a worker loads the driver's catalog."""
+
+    files: tuple[str, ...] = ()
+    strict: bool = False
+
+    def load(self) -> Catalog:
+        return load_catalog(self.files, strict=self.strict)

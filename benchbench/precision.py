@@ -14,7 +14,7 @@ the step, the forward pass, the throughput meter and the protocols take that val
   everything else under bf16 autocast. Only on CUDA GPUs of compute capability >= 8.9 (Hopper,
   Ada), with the optional torchao (`pip install 'benchbench[fp8]'`), and only for training (`mode`
   "train"): fp8 inference is another method, not measured here. A precision of its own: its figures
-  are never pooled with bf16's (benchbench.tables keeps them apart).
+  are never pooled with bf16's (benchbench.report.tables keeps them apart).
 - `auto` (DEFAULT, every setting's and option's default): bf16 on CUDA, fp32 elsewhere.
 """
 

@@ -12,19 +12,96 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol, runtime_checkable
 
-if TYPE_CHECKING:  # keep `import benchbench` free of torch; the run layer imports specs, not the reverse
+if TYPE_CHECKING:  # keep `import benchbench` free of torch. The contract names the run layer's values
+    # only through the Protocols below, which the run layer fulfils: it imports specs, never the reverse.
     import numpy as np
     import torch
     from torch.utils.data import Dataset
 
-    from benchbench.execution import Execution
     from benchbench.precision import Precision
-    from benchbench.record import Record
-    from benchbench.run.cell import Cell
-    from benchbench.run.context import RunContext
-    from benchbench.run.dispatch import Dispatch
-    from benchbench.run.worker import Job
     from benchbench.world import World
+
+
+class PlannedCell(Protocol):
+    """A cell as an executor sees it (benchbench.plan.cell.Cell fulfils it): one model x dataset x
+    protocol x settings, its stable key, and the label progress lines give it."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+
+class RunInfo(Protocol):
+    """What every cell of a run shares, as an executor checks it (benchbench.run.context.RunContext):
+    where records go, the suite's name, the device as asked and the plugins a worker loads."""
+
+    @property
+    def run_dir(self) -> Path: ...
+
+    @property
+    def suite(self) -> str: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def plugins(self) -> Any: ...
+
+
+class CellJob(Protocol):
+    """All a worker needs to run one cell anywhere (benchbench.run.worker.Job): the run's context and
+    the cell; what a protocol hands to processes it starts (the ranks of a data-parallel cell)."""
+
+    @property
+    def context(self) -> RunInfo: ...
+
+    @property
+    def cell(self) -> PlannedCell: ...
+
+
+class CellDispatch(Protocol):
+    """The driver's side of a run as an executor reports to it (benchbench.run.dispatch.Dispatch): a
+    cell's job to send, then started, finished (with its record) or a fault the scheduler caused."""
+
+    @property
+    def run_dir(self) -> Path: ...
+
+    def job(self, cell: Any) -> CellJob: ...
+
+    def started(self, cell: Any, note: str = "") -> None: ...
+
+    def finished(self, record: Any, cell: Any) -> None: ...
+
+    def fault(self, cell: Any, reason: str, *, job_id: str | None, node: str | None = None,
+              attempts: int | None = None) -> Any: ...
+
+
+class ExecutionChoice(Protocol):
+    """How a cell's model executes, decided once for the cell (benchbench.execution.Execution): compiled
+    or eager (and why), memory format, optimiser, as the record's `exec_*` metrics."""
+
+    @property
+    def compile(self) -> bool: ...
+
+    @property
+    def reason(self) -> str: ...
+
+    def metrics(self) -> dict[str, Any]: ...
+
+
+class RecordView(Protocol):
+    """What an export needs of a record to know it again (benchbench.store.record.Record)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def suite(self) -> str | None: ...
+
+    @property
+    def run_id(self) -> str | None: ...
 
 
 @runtime_checkable
@@ -241,7 +318,7 @@ class DatasetSpec:
     # before the first one starts. None: the data is always there (bundled, synthetic).
     available: Callable[[str, DataOptions], None] | None = None
     # The class identifiers in label order (ImageNet's sets: wnids), which a model's output classes are
-    # matched against (benchbench.classmap); None: the classes are known by index only.
+    # matched against (benchbench.weights.classmap); None: the classes are known by index only.
     class_ids: tuple[str, ...] | None = None
 
 
@@ -267,7 +344,7 @@ class Setting:
 
 @dataclass(frozen=True)
 class Roles:
-    """Which of a protocol's own settings carry what the core resolves once per cell (benchbench.run.cell:
+    """Which of a protocol's own settings carry what the core resolves once per cell (benchbench.plan.cell:
     the input resolution, the world of processes, the precision; and whether the protocol declares
     benchbench.execution.SETTINGS). Each is the name of a setting the protocol declares, or None when
     it has none: the core reads settings through these names only."""
@@ -303,14 +380,14 @@ class ProtocolContext:
     seed: int
     precision: "Precision | None" = None
     world: "World | None" = None
-    execution: "Execution | None" = None
+    execution: "ExecutionChoice | None" = None
     show_progress: bool = True
     # The run directory (results/<suite>/<run-id>): protocols may keep artifacts under it, e.g.
     # checkpoints/ for a later fine-tuning cell. None outside a suite run.
     run_dir: Path | None = None
     # The cell's job (its run context and cell): what a protocol hands to processes it starts (the ranks
     # of a data-parallel cell) so that they load the same plugins and find the cell's specs by id.
-    job: "Job | None" = None
+    job: "CellJob | None" = None
 
 
 def main_top1(settings: Mapping[str, Any]) -> dict[str, str]:
@@ -322,7 +399,7 @@ def main_top1(settings: Mapping[str, Any]) -> dict[str, str]:
 class ProtocolSpec:
     """One evaluation protocol. `run(ctx)` returns metrics whose names carry units, and where the cell
     loaded weights or used an evaluation transform, JSON objects under `checkpoint` and `preprocessing`
-    (the record's fields of those names: benchbench.record.CELL_FIELDS)."""
+    (the record's fields of those names: benchbench.store.record.CELL_FIELDS)."""
 
     id: str
     name: str
@@ -357,7 +434,7 @@ def input_shape(resolution: int | None, model_spec: ModelSpec, dataset_spec: Dat
                 weights_in_chans: int | None = None) -> dict[str, int]:
     """What a cell's model is built for: the dataset's classes; `resolution` (the protocol's resolution
     role) when > 0, else the dataset's image size; the model's fixed channels if it has them, else those
-    of the weights it starts from (`weights_in_chans`: benchbench.run.shape), else the dataset's (grey
+    of the weights it starts from (`weights_in_chans`: benchbench.plan.shape), else the dataset's (grey
     data for a 3-channel model is replicated by the loader)."""
     return dict(num_classes=dataset_spec.num_classes, image_size=int(resolution or dataset_spec.image_size),
                 in_chans=model_spec.in_chans or weights_in_chans or dataset_spec.in_chans)
@@ -367,11 +444,11 @@ class Executor(Protocol):
     """Where a suite's cells run, from `ExecutorSpec.create(options)`: created, checked, run, closed
     (benchbench.run.dispatch.open_executor is that lifecycle)."""
 
-    def check(self, context: "RunContext", cells: "list[Cell]") -> None:
+    def check(self, context: RunInfo, cells: "list[PlannedCell]") -> None:
         """Raise BenchError (one line, the engine's own message) if these cells cannot be run; writes
         nothing."""
 
-    def run(self, cells: "list[Cell]", dispatch: "Dispatch") -> None:
+    def run(self, cells: "list[PlannedCell]", dispatch: CellDispatch) -> None:
         """Get every cell a record: `dispatch.started`/`finished` as they go, `dispatch.fault` for jobs
         the scheduler ended. KeyboardInterrupt propagates (jobs already submitted keep running where
         the engine allows; the journal lets the next run re-attach)."""
@@ -412,14 +489,14 @@ class Export:
     run_dir: Path
     suite: str
     run_id: str
-    records: "tuple[Record, ...]"
+    records: "tuple[RecordView, ...]"
     env: Mapping[str, Any] | None = None
     artifacts: tuple[Path, ...] = ()
     tracking_uri: str | None = None
     project: str | None = None
     directory: Path | None = None
 
-    def identity(self, record: "Record") -> str:
+    def identity(self, record: RecordView) -> str:
         return f"{record.suite or self.suite}/{record.run_id or self.run_id}/{record.key}"
 
 

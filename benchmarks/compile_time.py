@@ -1,5 +1,5 @@
 """The compile time of one model's training step, cold then warm: the figures behind
-benchbench.compile_costs's COLD_SEED and WARM_FRACTION.
+benchbench.meters.compile_costs's COLD_SEED and WARM_FRACTION.
 
     python benchmarks/compile_time.py bit-r20x1-small vit-mu7 [--device cuda] [--batch-size 128]
 

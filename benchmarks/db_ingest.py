@@ -22,12 +22,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchbench import threads
+from benchbench.runtime import threads
 from benchbench.db.connect import open_database
 from benchbench.db.ingest import ingest
 from benchbench.db.query import Filters, select_records
-from benchbench.history import history
-from benchbench.record import Record
+from benchbench.judge.history import history
+from benchbench.store.record import Record
 
 
 def write_runs(root: Path, records: int, runs: int) -> list[Path]:
@@ -64,8 +64,8 @@ def stage_costs(runs: list[Path], path: Path) -> dict[str, float]:
     transaction): the JSON parse alone, reading (parse, checks, Record: the store's reader), the
     insert's parameters, and the insert."""
     from benchbench.db.ingest import GROUP_ROWS, insert_prepared, prepare
-    from benchbench.gcpause import gc_paused
-    from benchbench.store import read_records
+    from benchbench.runtime.gcpause import gc_paused
+    from benchbench.store.rundir import read_records
 
     db = open_database(f"sqlite:///{path}", write=True)
     spent = {"json_parse": 0.0, "read": 0.0, "parameters": 0.0, "insert": 0.0}

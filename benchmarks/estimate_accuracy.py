@@ -5,7 +5,7 @@
 For each suite, in a fresh results root:
 1. `benchbench run SUITE --quick` (seed 0): the history an estimate is made from, as a user's first
    smoke run leaves it;
-2. the estimate of the target cells, made exactly as `run --dry-run` makes it (benchbench.plan with
+2. the estimate of the target cells, made exactly as `run --dry-run` makes it (benchbench.plan.preview with
    the history under that root, on this device): for quickstart the full suite (other settings, so
    other keys, at the same paces), for the others the quick suite with --seed 1 (cells never run);
 3. `benchbench run` of the target cells; each cell's `wall_seconds` is the actual.
@@ -41,10 +41,10 @@ def bench(*args: str) -> None:
 def estimates(suite_name: str, flags: list[str], seed: int, root: Path) -> dict[str, tuple[str, float | None]]:
     """{cell key: (label, estimated seconds)} of the target cells, as the dry run computes them."""
     from benchbench.cli.run_cmd import PUBLISHED
-    from benchbench.envinfo import device_name, pick_device
-    from benchbench.plan import plan, throughput_history
+    from benchbench.runtime.envinfo import device_name, pick_device
+    from benchbench.plan.preview import plan, throughput_history
     from benchbench.plugins import load_catalog
-    from benchbench.suite import load_suite
+    from benchbench.plan.suite import load_suite
 
     catalog = load_catalog()
     suite = load_suite(suite_name, catalog, quick="--quick" in flags, seeds=[seed])
@@ -55,7 +55,7 @@ def estimates(suite_name: str, flags: list[str], seed: int, root: Path) -> dict[
 
 
 def actuals(root: Path, suite_name: str) -> dict[str, float]:
-    from benchbench.store import read_records, run_dirs_under
+    from benchbench.store.rundir import read_records, run_dirs_under
 
     out: dict[str, float] = {}
     for run_dir in run_dirs_under(root / suite_name):

@@ -48,7 +48,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from benchbench.envinfo import device_name
+from benchbench.runtime.envinfo import device_name
 from benchbench.specs import DataOptions, Preprocessing
 from benchbench_plugins.datasets.folders import FolderImages, folder_classes
 from benchbench_plugins.datasets.transforms import BatchTransform, NormalisedTensor, photo_transform

@@ -5,7 +5,7 @@
 Evaluates the quickstart model (as built: the cost does not depend on the weights) on Fashion-MNIST's
 10,000 test images (the installed set, or random images of its shape), with and without keeping the
 predictions (training.evaluate's `keep_predictions`), best of `repeats` each, then writes the file as
-the worker does (benchbench.predictions.save). On a shared machine the two evaluations differ by more
+the worker does (benchbench.store.predictions.save). On a shared machine the two evaluations differ by more
 noise than the work kept adds, so that difference is only reported (`keep_minus_without_seconds`);
 the added time is the added work timed alone, scoring all the test logits at once (softmax, top-5,
 the two probabilities: `scoring_seconds`), plus the write. It is set against `--cell-seconds`, the
@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import TensorDataset
 
-from benchbench import predictions as pf
+from benchbench.store import predictions as pf
 from benchbench.plugins import load_catalog
 from benchbench.precision import resolve
 from benchbench.specs import DataOptions

@@ -44,8 +44,8 @@ import torch
 from torch import nn
 
 from benchbench import precision as precision_policy
-from benchbench.compute import achieved_flops_per_s
-from benchbench.envinfo import device_name
+from benchbench.meters.compute import achieved_flops_per_s
+from benchbench.runtime.envinfo import device_name
 from benchbench.errors import BenchError
 from benchbench.execution import Request, choose
 from benchbench.meters.flops import count_macs

@@ -53,7 +53,7 @@ steps = 1
 def make_run(root: Path, n: int) -> Path:
     """root/bench.toml (n cells) and root/r/bench/run/records.jsonl holding a done record of each."""
     from benchbench.plugins import load_catalog
-    from benchbench.suite import load_suite
+    from benchbench.plan.suite import load_suite
 
     suite_path = root / "bench.toml"
     suite_path.write_text(SUITE.format(seeds=json.dumps(list(range(n)))))
@@ -73,7 +73,7 @@ def _template() -> dict:
     """The record every cell gets, its device name this machine's (a resume here times its cells by them)."""
     import torch
 
-    from benchbench.envinfo import device_name
+    from benchbench.runtime.envinfo import device_name
 
     template = json.loads((Path(__file__).parent / "store_append_record.json").read_text())
     return {**template, "env": {**template["env"], "device_name": device_name(torch.device("cpu"))}}
@@ -89,8 +89,8 @@ def fail_last_cell(run_dir: Path) -> None:
 
 def child_append(run_dir: str) -> None:
     """In a fresh process: the first append, then WARM more; prints {cold_s, warm_s}."""
-    from benchbench.record import Record
-    from benchbench.sharedstore import append_once
+    from benchbench.store.record import Record
+    from benchbench.store.shared import append_once
 
     template = json.loads((Path(__file__).parent / "store_append_record.json").read_text())
     records = [Record.from_json({**template, "key": f"new-{i}", "seed": 10 ** 6 + i}) for i in range(WARM + 1)]

@@ -4,7 +4,7 @@
 
 Each measurement is `benchbench profile MODEL --mode train --batch-size 64 --device cpu --json` in a
 fresh process (libgomp reads its wait policy when torch loads it), under one configuration:
-- default: nothing set; benchbench chooses (benchbench.threads);
+- default: nothing set; benchbench chooses (benchbench.runtime.threads);
 - 1 thread: OMP_NUM_THREADS=1;
 - N threads: OMP_NUM_THREADS=N (N: the CPUs this process may use) with libgomp's own spin
   (GOMP_SPINCOUNT=300000, what torch ran with before benchbench set it);

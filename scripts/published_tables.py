@@ -29,8 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchbench import results  # noqa: E402
-from benchbench.tables import build_table, render  # noqa: E402
+from benchbench.store import results  # noqa: E402
+from benchbench.report.tables import build_table, render  # noqa: E402
 
 
 def parse(text: str) -> tuple[list[str], list[list[str]], list[str]]:

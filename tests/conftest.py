@@ -39,14 +39,13 @@ FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 
 def pytest_configure(config):
     """Under pytest-xdist (README's test command: `-n auto`), each worker's torch threads are its share of
-    the CPUs this process may use, so that the workers do not fight over them (benchbench.threads:
+    the CPUs this process may use, so that the workers do not fight over them (benchbench.runtime.threads:
     OpenMP threads spinning beside busy processes); commands the tests run choose their own threads."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
     if workers > 1:
         import torch
 
-        from benchbench import threads
-
+        from benchbench.runtime import threads
         torch.set_num_threads(max(1, threads.budget().cpus // workers))
 
 
@@ -93,8 +92,7 @@ def uncounted_zoo(monkeypatch):
 def no_load_warning(monkeypatch):
     """Commands run in the test process do not warn about this machine's load (CI machines are shared,
     and tests read a command's stderr line by line); tests of the warning give the load explicitly."""
-    from benchbench import threads
-
+    from benchbench.runtime import threads
     real = threads.overload_warning
     monkeypatch.setattr(threads, "overload_warning",
                         lambda load=None, cpus=None: None if load is None else real(load, cpus))
@@ -445,9 +443,9 @@ def head_contract():
 
 @pytest.fixture
 def make_record():
-    """Records as the runner writes them (benchbench.record.Record), with defaults for what a test does
+    """Records as the runner writes them (benchbench.store.record.Record), with defaults for what a test does
     not look at: make_record(model, dataset, protocol, seed, top1, status=..., precision=..., **metrics)."""
-    from benchbench.record import Record
+    from benchbench.store.record import Record
 
     def make(model, dataset="fashion-mnist", protocol="scratch", seed=0, top1=None, *, status="ok", family="vit",
              settings=None, key=None, accuracies=None, flops_status="ok", device="cpu", dataset_name=None,
@@ -534,7 +532,7 @@ class SuiteRun:
     script as users run it, keep the default. start(*extra) starts it as a child process (the console
     script; stdout and stderr piped); cli(*args) runs any console-script command to completion.
     run_dir is the one run directory under the results (run_dirs() lists them); records() reads its
-    records (benchbench.record.Record), frame() its results table (benchbench.results.load).
+    records (benchbench.store.record.Record), frame() its results table (benchbench.store.results.load).
     """
 
     def __init__(self, tmp_path: Path, data: Path | None):
@@ -615,15 +613,14 @@ class SuiteRun:
         return dirs[0]
 
     def records(self, run_dir: Path | None = None) -> list:
-        from benchbench.store import read_records
+        from benchbench.store.rundir import read_records
 
         read = read_records(run_dir or self.run_dir)
         assert read.problems == [], read.problems
         return read.records
 
     def frame(self, run_dir: Path | None = None, **kwargs):
-        from benchbench import results
-
+        from benchbench.store import results
         return results.load(run_dir or self.run_dir, **kwargs)
 
     def close(self) -> None:
@@ -813,7 +810,7 @@ def _write_run(run_dir: Path, records, env: dict | None = None, lines_after: tup
                tail: str = "") -> Path:
     """A run directory as `benchbench run` leaves it: records.jsonl (then `lines_after`, whole lines,
     and `tail`, a last line without its newline: a torn write) and env.json unless env is None."""
-    from benchbench.store import RECORDS, append_record, write_json
+    from benchbench.store.rundir import RECORDS, append_record, write_json
 
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / RECORDS).touch()
@@ -1184,7 +1181,7 @@ def _db_write_runs(root: Path, make_record, runs: int, per_run: int) -> list[Pat
     """`runs` run directories of suite "s", `per_run` ok records each (keys k0, k1, ...)."""
     import dataclasses
 
-    from benchbench.store import append_record
+    from benchbench.store.rundir import append_record
 
     out = []
     for i in range(runs):

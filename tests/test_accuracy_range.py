@@ -10,8 +10,8 @@ from dataclasses import replace
 import pytest
 
 from benchbench.cli import main
-from benchbench.record import Record, RecordError
-from benchbench.store import RecordLineError, append_record, read_records, record_line
+from benchbench.store.record import Record, RecordError
+from benchbench.store.rundir import RecordLineError, append_record, read_records, record_line
 
 
 @pytest.mark.parametrize("metrics, accuracies, bad", [

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benchbench import analysis
+from benchbench.report import analysis
 from benchbench_plugins.models import vision_transformer
 
 

@@ -1,5 +1,5 @@
 """Channels as users of timm and torchvision expect them: a 3-channel checkpoint given as `init` on grey
-Fashion-MNIST gets a 3-channel model and the images replicated (benchbench.run.shape); reducing its
+Fashion-MNIST gets a 3-channel model and the images replicated (benchbench.plan.shape); reducing its
 first convolution to one channel happens only when asked (`benchbench convert --in-chans 1`, summed as
 timm's `adapt_input_conv`); and every fix a mismatch names is a command line that works."""
 
@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from benchbench.checkpoints import adapt_input_conv, checkpoint_in_chans, input_channel_keys, load_weights
+from benchbench.weights.checkpoints import adapt_input_conv, checkpoint_in_chans, input_channel_keys, load_weights
 from benchbench.cli import main
 from benchbench.errors import BenchError
-from benchbench.run.cell import make_cell
-from benchbench.run.shape import cell_shape
+from benchbench.plan.cell import make_cell
+from benchbench.plan.shape import cell_shape
 from benchbench.settings import resolve
 
 timm = pytest.importorskip("timm")
@@ -73,7 +73,7 @@ def test_grey_fashion_mnist_into_a_3_channel_checkpoint_scores_as_timm(run_suite
     assert run_suite.run() == 0
     (record,) = run_suite.records()
     assert record.ok and record.metrics["params"] == sum(p.numel() for p in reference.parameters())
-    from benchbench import predictions
+    from benchbench.store import predictions
     from benchbench.specs import DataOptions
     from benchbench_plugins.datasets import fashion_mnist
 

@@ -16,8 +16,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benchbench.checkpoints import FORMAT, save_checkpoint
-from benchbench.checkpoints import load_checkpoint as load_with_layout
+from benchbench.weights.checkpoints import FORMAT, save_checkpoint
+from benchbench.weights.checkpoints import load_checkpoint as load_with_layout
 from benchbench.errors import BenchError
 from benchbench_plugins.models import bit_npz, hybrid, resnetv2, vit_npz
 from benchbench_plugins.models import vision_transformer as vit
@@ -567,7 +567,7 @@ def test_npz_headers_asking_for_absurd_sizes_are_refused_before_reading(tmp_path
             zf.writestr(name + ".npy", buf.getvalue())
     code = textwrap.dedent(f"""
         import resource, sys, dataclasses, torch
-        from benchbench.checkpoints import load_checkpoint
+        from benchbench.weights.checkpoints import load_checkpoint
         from benchbench.errors import BenchError
         from benchbench_plugins.models import vision_transformer as vit, vit_npz
         width = dataclasses.replace(vit.WIDTHS["Mu"], depth=6)

@@ -1,4 +1,4 @@
-"""Class maps by class id (benchbench.classmap) and ReaL accuracy (benchbench.multilabel), pinned to timm's
+"""Class maps by class id (benchbench.weights.classmap) and ReaL accuracy (benchbench.meters.multilabel), pinned to timm's
 ImageNet info (an independent copy of the wnids) and to examples computed by hand."""
 
 from pathlib import Path
@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchbench.classmap import BACKGROUND, IMAGENET_1K, ClassMap, class_map, read_ids
+from benchbench.weights.classmap import BACKGROUND, IMAGENET_1K, ClassMap, class_map, read_ids
 from benchbench.errors import BenchError
-from benchbench.multilabel import SetAccuracy, real_accuracy
+from benchbench.meters.multilabel import SetAccuracy, real_accuracy
 
 timm_data = pytest.importorskip("timm.data")
 TIMM_INFO = Path(timm_data.__file__).parent / "_info"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchbench import results
+from benchbench.store import results
 from benchbench.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -372,8 +372,7 @@ def test_an_unknown_model_that_a_plugin_file_beside_the_suite_registers_is_named
 
 
 def test_dry_run_and_run_warn_when_the_machine_is_overloaded(run_suite, tiny_suite, monkeypatch, capsys):
-    from benchbench import threads
-
+    from benchbench.runtime import threads
     loaded = threads.overload_warning  # the conftest's: quiet unless given a load
     monkeypatch.setattr(threads, "overload_warning", lambda: loaded([999.0, 999.0, 999.0]))
     assert run_suite.run("--quick", "--dry-run", suite=tiny_suite) == 0

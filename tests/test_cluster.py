@@ -182,11 +182,11 @@ def test_a_cell_stopped_by_slurms_time_limit_warning_says_so_wherever_the_signal
     the time limit first, whatever the cell's error became (submitit's own handler stands in here,
     raising as it does for a job that timed out and cannot be requeued)."""
     submitit_utils = pytest.importorskip("submitit.core.utils")
-    from benchbench.plugins import load_catalog
-    from benchbench.run.context import Plugins, RunContext
+    from benchbench.plugins import Plugins, load_catalog
+    from benchbench.run.context import RunContext
     from benchbench.run.worker import Job
-    from benchbench.store import read_records
-    from benchbench.suite import load_suite
+    from benchbench.store.rundir import read_records
+    from benchbench.plan.suite import load_suite
     from benchbench_plugins.executors import slurm
 
     plugin = tmp_path / "stopped.py"

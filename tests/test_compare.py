@@ -7,12 +7,12 @@ import math
 
 import pytest
 
-from benchbench import results
+from benchbench.store import results
 from benchbench.cli import main
-from benchbench.compare import compare
-from benchbench.judge import ACCURACY, FASTER, MODEL, SLOWER, kind_of
-from benchbench.stats import incomplete_beta, t_cdf, welch
-from benchbench.store import append_record
+from benchbench.judge.compare import compare
+from benchbench.judge.rule import ACCURACY, FASTER, MODEL, SLOWER, kind_of
+from benchbench.judge.stats import incomplete_beta, t_cdf, welch
+from benchbench.store.rundir import append_record
 
 
 # Student's t critical values, as printed in every t table (e.g. NIST/SEMATECH e-Handbook, table

@@ -9,11 +9,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from benchbench import predictions as pf
-from benchbench import results
+from benchbench.store import predictions as pf
+from benchbench.store import results
 from benchbench.cli import main
-from benchbench.compare import compare
-from benchbench.store import append_record
+from benchbench.judge.compare import compare
+from benchbench.store.rundir import append_record
 
 scipy_stats = pytest.importorskip("scipy.stats")
 N = 1000

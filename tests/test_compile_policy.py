@@ -1,5 +1,5 @@
 """Compile only when it pays (issue 33): the break-even rule of benchbench.execution.choose, the
-figures benchbench.compile_costs gives it (measured and remembered, or estimated and said so, with
+figures benchbench.meters.compile_costs gives it (measured and remembered, or estimated and said so, with
 inductor's cache state predicted), and what a cell does with the choice: records it and why, a note
 for an asked compile too short to pay, eager after a compile that fails where the choice was the
 policy's. Compile and step times are stubbed (no GPU here); nothing asserts a measured duration."""
@@ -13,8 +13,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from benchbench import compile_costs
-from benchbench.compile_costs import COLD_SEED, EAGER_MFU, GAIN, WARM_FRACTION, Workload
+from benchbench.meters import compile_costs
+from benchbench.meters.compile_costs import COLD_SEED, EAGER_MFU, GAIN, WARM_FRACTION, Workload
 from benchbench.execution import CUDAGRAPHS, EAGER, SMALL_MODEL_PARAMS, Execution, Expected, Request, choose
 from benchbench.world import World
 
@@ -34,10 +34,10 @@ def _expected(train_s, compile_s, gain=0.2, **more) -> Expected:
                     compile_from="stub", **more)
 
 
-def _work(**over) -> Workload:
+def _work(precision="bf16", **over) -> Workload:
+    steps = compile_costs.Steps(precision=precision, resolution=224, in_chans=3, num_classes=10, batch_size=256, world=1)
     fields = dict(model="vit-b16", family="vit", source="src", param_tensors=152, device_type="cuda", device=H100,
-                  precision="bf16", resolution=224, in_chans=3, num_classes=10, batch_size=256, world=1,
-                  train_images=500_000.0, gmacs=17.56, torch="2.11.0")
+                  steps=steps, train_images=500_000.0, gmacs=17.56, torch="2.11.0")
     return Workload(**{**fields, **over})
 
 
@@ -118,7 +118,7 @@ def test_measured_figures_win_over_estimates(tmp_path, monkeypatch):
     for s in (0.00050, 0.00040, 0.00045):  # seconds an image, eager: the least counts (load only slows)
         compile_costs.remember_step(work, eager, s, path=store)
     compile_costs.remember_step(work, compiled, 0.00030, path=store)
-    compile_costs.remember_compile(replace(work, batch_size=128), compiled, 120.0, "cold", path=store)
+    compile_costs.remember_compile(replace(work, steps=replace(work.steps, batch_size=128)), compiled, 120.0, "cold", path=store)
     compile_costs.remember_compile(work, compiled, 90.0, "cold", path=store)
     compile_costs.remember_step(replace(work, torch="2.14.1"), eager, 0.1, path=store)  # another torch: not ours
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "another-inductor"))  # those compiles' cache gone
@@ -144,7 +144,7 @@ def test_a_graph_compiled_before_with_this_cache_predicts_a_hit(tmp_path, monkey
     compile_costs.remember_compile(work, compiled, 3.0, "warm", path=store)
     assert compile_costs.expect(work, compiled, entries=compile_costs.read(store)).compile_s == 3.0
     # another graph (batch size) of the same model: cold, at the measured cold figure
-    other = compile_costs.expect(replace(work, batch_size=64), compiled, entries=compile_costs.read(store))
+    other = compile_costs.expect(replace(work, steps=replace(work.steps, batch_size=64)), compiled, entries=compile_costs.read(store))
     assert other.cache == "cold" and other.compile_s == 80.0
     # the cache cleared (and made again): cold
     shutil.rmtree(inductor)
@@ -180,8 +180,7 @@ def test_the_store_skips_what_is_not_a_measurement(tmp_path):
 def test_the_decision_does_not_depend_on_the_machines_load(tmp_path, monkeypatch):
     """The same cell, figures and store under a light and a heavy load (and the CPU threads a load
     would give): the same decision, for the same reason."""
-    from benchbench import threads
-
+    from benchbench.runtime import threads
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     (tmp_path / "inductor").mkdir()  # the graph was compiled with this cache: a hit is predicted
     model = torch.nn.Sequential(torch.nn.Linear(4, 4))
@@ -289,10 +288,10 @@ def test_a_second_compile_of_the_same_graph_is_predicted_warm_and_is(protocol_co
 
 
 def test_the_plan_and_the_worker_decide_alike_on_cuda(catalog, tmp_path, monkeypatch):
-    """`run --dry-run`'s pace of a cell (benchbench.plan) takes the worker's decision: on an H100 (a
+    """`run --dry-run`'s pace of a cell (benchbench.plan.preview) takes the worker's decision: on an H100 (a
     device object and its name here: nothing touches a GPU) nothing measured, the quickstart's one
     epoch of a 0.2M-parameter BiT stays eager; 100 epochs of ViT-B/16 at 224 px on CIFAR-10 compile."""
-    from benchbench.suite import load_suite
+    from benchbench.plan.suite import load_suite
 
     monkeypatch.setattr(compile_costs, "device_label", lambda device: H100)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
@@ -316,7 +315,7 @@ def test_the_plan_and_the_worker_decide_alike_on_cuda(catalog, tmp_path, monkeyp
 def test_the_quickstart_on_an_h100_stays_eager_and_says_why(catalog, tmp_path, monkeypatch):
     """The reason docs/compute.md quotes: BiT-R20x1-small's quickstart cell (60,000 images, batch 128,
     bf16, 0.00699 GMACs: README's table) on an H100 with nothing measured there."""
-    from benchbench.suite import load_suite
+    from benchbench.plan.suite import load_suite
 
     monkeypatch.setattr(compile_costs, "device_label", lambda device: H100)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))

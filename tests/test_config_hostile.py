@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import save_file
 
-from benchbench.checkpoint_config import read_checkpoint_config
+from benchbench.weights.config import read_checkpoint_config
 from benchbench.cli import main
 from benchbench.errors import BenchError
 from benchbench.specs import Preprocessing

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from benchbench.cli import main
-from benchbench.contender import Entry, check_name, pick
+from benchbench.store.contender import Entry, check_name, pick
 from benchbench.errors import BenchError
-from benchbench.predictions import load as load_predictions
-from benchbench.suite import load_suite
+from benchbench.store.predictions import load as load_predictions
+from benchbench.plan.suite import load_suite
 
 
 def _suite(tmp_path, body: str) -> str:
@@ -121,7 +121,7 @@ def checkpoints(tmp_path, catalog):
     """Two random ViT-Mu/7 checkpoints (a.safetensors, b.safetensors) and a BiT one, as benchbench writes them."""
     import torch
 
-    from benchbench.checkpoints import save_checkpoint
+    from benchbench.weights.checkpoints import save_checkpoint
 
     out = {}
     for name, model, seed in (("a", "vit-mu7", 1), ("b", "vit-mu7", 2), ("c", "bit-r20x1-small", 3)):
@@ -186,7 +186,7 @@ def test_two_checkpoints_of_one_model_compared_end_to_end(run_suite, checkpoints
 def test_db_query_shows_suite_run_and_contender(tmp_path, make_record, capsys):
     from dataclasses import replace
 
-    from benchbench.store import append_record
+    from benchbench.store.rundir import append_record
 
     runs = {}
     for name, top1, day in (("a", 0.8, 1), ("b", 0.9, 2)):

@@ -130,7 +130,7 @@ def test_every_module_states_its_job():
 
 # --- the core reads no protocol's setting by name -------------------------------------------------------
 # A cell's resolution, precision, world and execution are read once, through the names its protocol's
-# Roles give (benchbench.run.cell); the core owns the execution settings' names (benchbench.execution).
+# Roles give (benchbench.plan.cell); the core owns the execution settings' names (benchbench.execution).
 
 SETTINGS_LIKE = re.compile(r"(^|\W)(s|settings|\w+\.settings|dict\([\w.]*settings\))$")
 
@@ -161,7 +161,7 @@ def setting_lookups(path: Path, names: set[str]) -> list[tuple[int, str]]:
 
 # The one reading allowed, and why: records up to schema 2 kept their precision only as the built-in
 # protocols' `precision` setting; reading an old record's format is the record's business, once.
-HISTORY = {("benchbench/record.py", "settings.get('precision')")}
+HISTORY = {("benchbench/store/record.py", "settings.get('precision')")}
 
 
 def test_the_core_reads_no_protocol_setting_by_name(catalog):

@@ -43,7 +43,7 @@ def _flowers(root, datafiles):
 
 def _imagenet(root, datafiles):
     image = datafiles.solid((10, 20, 30), size=(8, 8))
-    from benchbench.classmap import IMAGENET_1K
+    from benchbench.weights.classmap import IMAGENET_1K
 
     classes = {wnid: [image] for wnid in IMAGENET_1K}
     datafiles.write_class_folders(root / "imagenet", {"train": classes, "val": classes})
@@ -80,7 +80,7 @@ def _subset(folder, wnids_of):
 
 
 def _sketch(root, datafiles):
-    from benchbench.classmap import IMAGENET_1K
+    from benchbench.weights.classmap import IMAGENET_1K
 
     _one_jpeg_each(root / "sketch", IMAGENET_1K, "JPEG")
     return root
@@ -89,7 +89,7 @@ def _sketch(root, datafiles):
 def _real(root, datafiles):
     import json
 
-    from benchbench.classmap import IMAGENET_1K
+    from benchbench.weights.classmap import IMAGENET_1K
 
     _one_jpeg_each(root / "imagenet" / "val", IMAGENET_1K, "JPEG", name=lambda i: f"ILSVRC2012_val_{i + 1:08d}")
     (root / "imagenet" / "real.json").write_text(json.dumps([[i % 1000] for i in range(50_000)]))

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from benchbench.threads import Budget
+from benchbench.runtime.threads import Budget
 import torch
 import torchvision.datasets.cifar
 from torch.utils.data import TensorDataset
@@ -223,7 +223,7 @@ def test_flowers_missing(tmp_path, no_cache):
 def imagenet_root(tmp_path_factory, datafiles):
     """1000 wnid folders of one 8x8 PNG each in train/ and val/, pixel = class index mod 256."""
     root = tmp_path_factory.mktemp("imagenet-data") / "imagenet"
-    from benchbench.classmap import IMAGENET_1K
+    from benchbench.weights.classmap import IMAGENET_1K
 
     wnids = IMAGENET_1K
     for split in ("train", "val"):
@@ -259,7 +259,7 @@ def test_imagenet_wrong_layouts(tmp_path, datafiles, no_cache):
 def test_imagenet_evaluation_needs_only_val(tmp_path, datafiles, no_cache):
     """Evaluating a checkpoint reads val/ alone: most people who evaluate have no copy of the 1.28M
     training images."""
-    from benchbench.classmap import IMAGENET_1K
+    from benchbench.weights.classmap import IMAGENET_1K
 
     datafiles.write_class_folders(tmp_path / "imagenet", {"val": {w: [datafiles.solid(1, (4, 4))] for w in IMAGENET_1K}})
     imagenet.available("test", DataOptions(root=tmp_path))
@@ -316,7 +316,7 @@ def test_imagefolder_errors(tmp_path, catalog, datafiles):
 
 
 def test_imagefolder_in_a_suite(tmp_path, catalog, datafiles):
-    from benchbench.suite import load_suite
+    from benchbench.plan.suite import load_suite
 
     root = _grey_folder(datafiles, tmp_path / "d")
     suite = tmp_path / "s.toml"

@@ -18,7 +18,7 @@ from benchbench.cli import main
 from benchbench.db import schema
 from benchbench.db.connect import filesystem_type, open_database
 from benchbench.db.ingest import ingest
-from benchbench.store import RECORDS
+from benchbench.store.rundir import RECORDS
 
 
 def _sql(path: Path, query: str) -> list[tuple]:
@@ -63,7 +63,7 @@ def test_ingest_is_idempotent_and_fills_the_typed_columns(report_runs, db_path, 
 
 
 def test_a_failed_record_and_its_retry_are_two_rows(tmp_path, make_record, db_path):
-    from benchbench.store import append_record
+    from benchbench.store.rundir import append_record
 
     run = tmp_path / "r" / "s" / "20260101-000000"
     run.mkdir(parents=True)
@@ -105,7 +105,7 @@ def test_query_filters_and_prints_every_table_format(report_runs, db_path, capsy
 
 
 def test_history_command_exits_1_on_a_regression_newer_than_since(tmp_path, make_record, db_path, capsys):
-    from benchbench.store import append_record
+    from benchbench.store.rundir import append_record
 
     root = tmp_path / "results"
     for i, top1 in enumerate([0.80, 0.80, 0.801, 0.799, 0.70, 0.70]):
@@ -215,7 +215,7 @@ def test_a_version_2_database_gains_the_contender_and_version_3_metric_columns(t
     from benchbench.db.migrate import MIGRATIONS
     from benchbench.db.query import Filters, select_records
     from benchbench.db.rows import record_row
-    from benchbench.record import SCHEMA
+    from benchbench.store.record import SCHEMA
 
     old = tmp_path / "v2.db"
     v2 = Table("records", MetaData(), *(c._copy() for c in schema.records.columns if c.name not in schema.V3_COLUMNS),
@@ -326,7 +326,7 @@ def test_run_db_default_is_beside_the_results(run_suite, gated):
 def test_a_row_gives_back_its_record_exactly(report_runs, db_path):
     from benchbench.db.query import Filters, select_records
     from benchbench.db.rows import record_line
-    from benchbench.store import read_records
+    from benchbench.store.rundir import read_records
 
     db_path.parent.mkdir()
     db = open_database(f"sqlite:///{db_path}", write=True)
@@ -343,7 +343,7 @@ def test_a_row_gives_back_its_record_exactly(report_runs, db_path):
 def test_history_by_commit_reads_the_repository_s_order(tmp_path, make_record, db_path, capsys):
     import subprocess
 
-    from benchbench.store import append_record
+    from benchbench.store.rundir import append_record
 
     repo = tmp_path / "repo"
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
@@ -393,7 +393,7 @@ def test_live_writer_warns_once_when_the_database_fails_mid_run(tmp_path, make_r
 
 def test_query_by_setting_compares_values_as_json(tmp_path, make_record, db_path):
     from benchbench.db.query import Filters, parse_setting, select_records
-    from benchbench.store import append_record
+    from benchbench.store.rundir import append_record
 
     run = tmp_path / "s" / "20260101-000000"
     run.mkdir(parents=True)
@@ -435,7 +435,7 @@ def test_dump_writes_only_inside_its_folder_whatever_the_records_name(tmp_path, 
     separator or a control character never make a path outside DIR, two names never share a folder,
     and every record is written, keeping its own names."""
     from benchbench.db.ingest import insert_records
-    from benchbench.store import read_records
+    from benchbench.store.rundir import read_records
 
     hostile = [("..", "../victim"), ("/tmp/x", "r1"), ("a/../../b", "."), ("s", ".."), ("s", "a\\b"),
                ("s", "é"), ("s", "z" * 300), ("ok-suite", "20260101-000000")]
@@ -466,7 +466,7 @@ def test_folder_name_is_one_plain_component_for_any_text():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from benchbench.pathnames import folder_name, inside, is_plain
+    from benchbench.db.pathnames import folder_name, inside, is_plain
 
     seen: dict[str, str] = {}
 
@@ -505,7 +505,7 @@ def test_the_bulk_sqlite_rows_equal_what_sqlalchemy_stores_for_the_same_records(
     type processing: JSON text, DATETIME text, 0/1) must store the same values, column by column."""
     from benchbench.db.ingest import insert_prepared, prepare
     from benchbench.db.rows import COLUMNS, attempts, record_row
-    from benchbench.store import read_records
+    from benchbench.store.rundir import read_records
 
     recs = [r for d in (report_runs.base, report_runs.failed) for r in read_records(d).records]
     recs += [replace(make_record("vit-x", top1=0.5), job_id="7", quick=True, env={"versions": {"torch": "2"}},
@@ -535,7 +535,7 @@ def test_rows_of_records_with_every_optional_field_set_or_absent_give_them_back(
     """The `record` column is the line less settings, env and metrics: optional fields present when
     set, absent when None (row_values builds it from the record's fields, not from its line)."""
     from benchbench.db.query import Filters, select_records
-    from benchbench.store import append_record
+    from benchbench.store.rundir import append_record
 
     full = replace(make_record("vit-a", top1=0.5), job_id="12", executor="slurm", node="n1", attempts=2,
                    checkpoint={"path": "w.safetensors", "sha256": "ab"}, preprocessing={"crop_pct": 0.875},
@@ -561,7 +561,7 @@ def test_rows_of_records_with_every_optional_field_set_or_absent_give_them_back(
 
 def test_an_ingest_inserts_whole_runs_a_group_of_rows_to_a_transaction(tmp_path, make_record, db_path, monkeypatch):
     from benchbench.db import ingest as ingest_module
-    from benchbench.store import append_record
+    from benchbench.store.rundir import append_record
 
     runs = []
     for r, n in enumerate((3, 1, 2, 4)):
@@ -586,9 +586,9 @@ def test_an_ingest_inserts_whole_runs_a_group_of_rows_to_a_transaction(tmp_path,
 
 
 def test_worker_count_follows_the_size_and_the_free_cpus(tmp_path, make_record, monkeypatch):
-    from benchbench import threads
+    from benchbench.runtime import threads
     from benchbench.db import ingest as ingest_module
-    from benchbench.store import append_record
+    from benchbench.store.rundir import append_record
 
     runs = []
     for r in range(3):

@@ -27,7 +27,7 @@ from benchbench.cli import main
 from benchbench.db.connect import open_database
 from benchbench.db.ingest import ingest
 from benchbench.db.query import Filters, select_records
-from benchbench.store import RECORDS, append_record, read_records
+from benchbench.store.rundir import RECORDS, append_record, read_records
 
 BENCHBENCH = str(Path(sys.executable).parent / "benchbench")
 

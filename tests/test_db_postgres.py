@@ -162,7 +162,7 @@ def test_edits_and_values_postgres_cannot_hold_on_postgres(postgres, tmp_path, c
     import json
 
     from benchbench.cli import main
-    from benchbench.store import RECORDS
+    from benchbench.store.rundir import RECORDS
 
     def line(key, **fields):
         return json.dumps({"schema": 4, "key": key, "status": "ok", "model": "m", "dataset": "d", "protocol": "p",

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from benchbench.deadline import CellTimeLimit, time_limit
+from benchbench.runtime.deadline import CellTimeLimit, time_limit
 
 HANG_PLUGIN = """
 import time
@@ -102,7 +102,7 @@ def _run_in(thread: bool, block) -> None:
 
 @pytest.mark.parametrize("thread", [False, True], ids=["main-thread", "worker-thread"])
 def test_a_swallowed_limit_is_raised_again_until_the_block_ends(thread):
-    from benchbench.deadline import REPEAT_S
+    from benchbench.runtime.deadline import REPEAT_S
 
     out = {}
 
@@ -143,7 +143,7 @@ def test_the_option_overrides_the_suite_and_bad_limits_are_refused(run_suite, ca
 def test_the_limit_is_off_by_default_and_not_part_of_a_cells_key(tmp_path, catalog):
     from dataclasses import replace
 
-    from benchbench.suite import load_suite
+    from benchbench.plan.suite import load_suite
 
     path = tmp_path / "s.toml"
     path.write_text('[suite]\nmodels = ["vit-mu7"]\ndatasets = ["fashion-mnist"]\nprotocols = ["measure"]\n')
@@ -195,7 +195,7 @@ def test_the_main_thread_limit_restores_the_previous_alarm_handler():
 
 @pytest.mark.parametrize("thread", [False, True], ids=["main-thread", "worker-thread"])
 def test_a_limit_falling_due_in_a_shielded_block_is_raised_right_after_it(thread):
-    from benchbench.deadline import shielded
+    from benchbench.runtime.deadline import shielded
 
     out = {}
 
@@ -222,7 +222,7 @@ def test_the_flop_counters_trace_runs_shielded(monkeypatch):
     trace in the process (CI: a 0.03 s limit, then "size == list_trace.size() INTERNAL ASSERT FAILED")."""
     from torch import nn
 
-    from benchbench import deadline
+    from benchbench.runtime import deadline
     from benchbench.meters import flops
 
     depths = []

@@ -60,7 +60,7 @@ def test_two_devices_train_the_weights_one_device_trains_float64(run_suite, rank
     assert m["train_img_per_s_per_device"] == pytest.approx(m["train_img_per_s"] / 2)
     assert m["train_peak_mem_mb_per_device"] > 0
     # each rank's predictions gathered back in dataset order: the single process's, image by image
-    from benchbench.predictions import load
+    from benchbench.store.predictions import load
 
     p1, p2 = load(one_dir, one.predictions, one.key), load(two_dir, two.predictions, two.key)
     assert (p1.index == p2.index).all() and (p1.top5 == p2.top5).all() and (p1.label == p2.label).all()
@@ -477,7 +477,7 @@ def test_activation_checkpointing_keeps_the_gradients_and_the_state_dict(catalog
 
 def test_rendezvous_from_slurm_and_torchrun_environments():
     from benchbench.errors import BenchError
-    from benchbench.rendezvous import Rendezvous, expand_nodelist, rendezvous_from_env
+    from benchbench.runtime.rendezvous import Rendezvous, expand_nodelist, rendezvous_from_env
 
     assert expand_nodelist("gpu[01-03,07],login1,n[8-10]") == ["gpu01", "gpu02", "gpu03", "gpu07", "login1",
                                                                "n8", "n9", "n10"]

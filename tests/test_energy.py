@@ -277,14 +277,16 @@ def test_no_counter_no_joules_and_the_reason_in_the_record(run_suite, tmp_path, 
 
 
 def test_compare_judges_energy_and_cost_as_timings_lower_is_better(tmp_path, make_record):
-    """Energy and money by the one rule (benchbench.judge): lower is better, the machine's noise, judged
+    """Energy and money by the one rule (benchbench.judge.rule): lower is better, the machine's noise, judged
     only with repeats; 3 seeds a side, 20 % more joules with little spread: a regression (not gated by
     default), its p-value Welch's one-sided t-test as scipy computes it."""
     from scipy import stats
 
-    from benchbench import judge, results
-    from benchbench.compare import compare
-    from benchbench.store import append_record
+    from benchbench.judge import rule as judge
+
+    from benchbench.store import results
+    from benchbench.judge.compare import compare
+    from benchbench.store.rundir import append_record
 
     assert judge.kind_of("energy_train_j") == judge.kind_of("cost_usd") == judge.SLOWER
     assert judge.kind_of("projected_cost_usd") == judge.kind_of("energy_eval_j") == judge.SLOWER
@@ -309,7 +311,7 @@ def test_compare_judges_energy_and_cost_as_timings_lower_is_better(tmp_path, mak
 def test_history_finds_a_step_up_in_energy_as_a_regression(make_record):
     """A cell's energy across runs, by the one rule: 100 J for four runs, then 150 J for four (a little
     spread each side): one step for the worse, judged with the series' own noise."""
-    from benchbench.history import history
+    from benchbench.judge.history import history
 
     values = [100.0, 101.0, 99.0, 100.5, 150.0, 151.0, 149.0, 150.5]
     records = [replace(make_record("vit-t", "cifar10", "scratch", 0, 0.8, key="k", energy_train_j=v),

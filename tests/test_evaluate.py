@@ -14,10 +14,10 @@ import pytest
 import torch
 from torch import nn
 
-from benchbench.checkpoints import LoadReport, save_checkpoint
+from benchbench.weights.checkpoints import LoadReport, save_checkpoint
 from benchbench.cli import main
 from benchbench.errors import BenchError
-from benchbench.record import Record, split_result
+from benchbench.store.record import Record, split_result
 from benchbench.run.worker import context_for
 from benchbench.specs import DataOptions, Preprocessing
 from benchbench_plugins.datasets.transforms import TensorImages, eval_transform, open_image
@@ -305,8 +305,8 @@ def _images(dataset) -> tuple[torch.Tensor, torch.Tensor]:
 def test_an_imagenet_head_scores_imagenet_r_on_its_200_wnids(tmp_path, catalog):
     """A 1000-class head on ImageNet-R: its logits at the positions of R's 200 wnids among ILSVRC-2012's
     sorted 1000, in R's label order (computed here from the vendored lists); image for image."""
-    from benchbench.classmap import IMAGENET_1K
-    from benchbench.predictions import METRIC
+    from benchbench.weights.classmap import IMAGENET_1K
+    from benchbench.store.predictions import METRIC
     from benchbench_plugins.datasets import imagenet_r
 
     _jpegs(tmp_path / "data" / "imagenet-r", imagenet_r.WNIDS, "jpg")
@@ -331,8 +331,8 @@ def test_imagenet_real_scores_the_label_sets(tmp_path, catalog):
     are kept apart; the predictions file holds the labelled images with `correct`."""
     import json
 
-    from benchbench.classmap import IMAGENET_1K
-    from benchbench.predictions import METRIC
+    from benchbench.weights.classmap import IMAGENET_1K
+    from benchbench.store.predictions import METRIC
     from benchbench_plugins.datasets import imagenet_real
 
     _jpegs(tmp_path / "data" / "imagenet" / "val", IMAGENET_1K, "JPEG", name=lambda i: f"ILSVRC2012_val_{i + 1:08d}")

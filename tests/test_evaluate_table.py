@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchbench.cli import main
-from benchbench.record import Record
+from benchbench.store.record import Record
 
 PRE = {"crop_size": 224, "resize_size": 235, "resize_mode": "shorter", "interpolation": "bicubic",
        "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225], "crop_pct": 0.953191, "source": "config.json"}

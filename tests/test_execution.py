@@ -15,10 +15,10 @@ import torch
 from torch.utils.data import TensorDataset
 
 from benchbench.execution import EAGER, SMALL_MODEL_PARAMS, Request, choose
-from benchbench.record import Record
-from benchbench.run.cell import eager, key_today
-from benchbench.store import read_records
-from benchbench.suite import REPO_SUITES, load_suite
+from benchbench.store.record import Record
+from benchbench.plan.cell import eager, key_today
+from benchbench.store.rundir import read_records
+from benchbench.plan.suite import REPO_SUITES, load_suite
 from benchbench.world import World
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -77,7 +77,7 @@ def test_a_suites_executor_table_is_validated(run_suite, capsys):
 @pytest.mark.cluster  # choosing slurm and ray checks their packages, which scripts/ci-setup-cluster.sh installs
 def test_a_suites_executor_table_picks_the_executor_and_its_options(catalog, tmp_path):
     from benchbench.run.dispatch import choose
-    from benchbench.suite import load_suite
+    from benchbench.plan.suite import load_suite
 
     path = tmp_path / "s.toml"
     path.write_text(MEASURE.replace("    ", "") + '[executor]\nname = "slurm"\nmax_parallel = 3\n'
@@ -129,7 +129,7 @@ def test_the_local_executor_records_where_each_cell_ran(run_suite, isolate):
     assert run_suite.run(isolate) == 0
     (record,) = run_suite.records()
     assert record.executor == "local" and record.node == os.uname().nodename
-    # a cell's own process is a job of its own (one record per job: benchbench.sharedstore); in this one, none
+    # a cell's own process is a job of its own (one record per job: benchbench.store.shared); in this one, none
     assert record.job_id.startswith("local-") if isolate == "--isolate" else record.job_id is None
     assert not (run_suite.run_dir / "jobs.jsonl").exists()  # nothing to re-attach to
 
@@ -138,8 +138,8 @@ def test_the_local_executor_records_where_each_cell_ran(run_suite, isolate):
 
 
 def _writer(run_dir: str, key: str, job_id: str | None, status: str, barrier, out) -> None:
-    from benchbench.record import Record
-    from benchbench.sharedstore import append_once
+    from benchbench.store.record import Record
+    from benchbench.store.shared import append_once
 
     barrier.wait()  # every writer appends at the same moment
     out.put(append_once(Path(run_dir), Record(key=key, status=status, model="m", dataset="d", protocol="p", seed=0,
@@ -170,9 +170,9 @@ def test_many_writers_append_a_cells_record_once(tmp_path):
 
 
 def test_a_torn_line_left_by_a_dead_writer_does_not_swallow_the_next_record(tmp_path):
-    from benchbench.record import Record
-    from benchbench.sharedstore import append_once
-    from benchbench.store import read_records
+    from benchbench.store.record import Record
+    from benchbench.store.shared import append_once
+    from benchbench.store.rundir import read_records
 
     (tmp_path / "records.jsonl").write_text('{"key": "a", "status": "ok"')  # a writer killed mid-line
     assert append_once(tmp_path, Record(key="b", status="ok", model="m", dataset="d", protocol="p", seed=0))
@@ -181,7 +181,7 @@ def test_a_torn_line_left_by_a_dead_writer_does_not_swallow_the_next_record(tmp_
 
 
 def test_the_journal_keeps_each_cells_newest_job_per_executor(tmp_path):
-    from benchbench.sharedstore import Journal
+    from benchbench.store.shared import Journal
 
     journal = Journal(tmp_path)
     journal.add("k1", "slurm", "11")
@@ -192,7 +192,7 @@ def test_the_journal_keeps_each_cells_newest_job_per_executor(tmp_path):
 
 
 def test_records_without_the_new_fields_still_read_and_none_is_not_written(make_record):
-    from benchbench.record import Record
+    from benchbench.store.record import Record
 
     old = make_record("vit-mu7", top1=0.5).to_json()
     for name in ("executor", "node", "job_id", "attempts"):
@@ -215,8 +215,8 @@ def test_only_a_jobs_first_task_records_its_cell(catalog, tmp_path, monkeypatch,
     (SLURM_PROCID 0, node 0, where rank 0 lives) appends a record; the others' would be partial."""
     from benchbench.run.context import RunContext
     from benchbench.run.worker import Job, execute
-    from benchbench.store import read_records
-    from benchbench.suite import load_suite
+    from benchbench.store.rundir import read_records
+    from benchbench.plan.suite import load_suite
 
     path = tmp_path / "m.toml"
     path.write_text(MEASURE.replace("    ", ""))  # measure on the CPU: params and MACs, no timing
@@ -234,7 +234,7 @@ def test_a_schedulers_words_are_recorded_without_terminal_escapes(catalog, tmp_p
     error and traceback are plain text."""
     from benchbench.run.context import RunContext
     from benchbench.run.dispatch import Dispatch, default_choice
-    from benchbench.suite import load_suite
+    from benchbench.plan.suite import load_suite
     from benchbench.text import plain
 
     path = tmp_path / "m.toml"

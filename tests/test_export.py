@@ -18,7 +18,7 @@ from benchbench_plugins.reporters import cells
 
 @pytest.fixture
 def one_run(tmp_path, make_record) -> Path:
-    from benchbench.store import append_record, write_json
+    from benchbench.store.rundir import append_record, write_json
 
     run = tmp_path / "results" / "tiny" / "20260101-000000"
     run.mkdir(parents=True)
@@ -203,7 +203,7 @@ def test_wandb_onto_a_full_disk_is_one_line_leaves_no_partial_run_and_the_re_exp
     assert not [r for r in (disk / "wandb").glob("offline-run-*") if not reporter.is_whole(r)]  # none partial
     filler.unlink()
     # an offline run cut short by an earlier export (a 0-byte log, as wandb leaves on a full disk) is redone
-    from benchbench.store import read_records
+    from benchbench.store.rundir import read_records
     from benchbench.specs import Export
 
     records = read_records(one_run).records
@@ -274,7 +274,7 @@ def test_mlflow_onto_a_full_disk_leaves_no_running_run_and_the_re_export_complet
     # now the database exists; a second run's artifacts do not fit
     other = one_run.parent / "20260102-000000"
     other.mkdir()
-    from benchbench.store import append_record, read_records
+    from benchbench.store.rundir import append_record, read_records
 
     for r in read_records(one_run).records:
         append_record(other, replace(r, key=r.key + "-2", run_id=other.name, settings={"lr": 0.2}))
@@ -295,7 +295,7 @@ def test_mlflow_run_left_by_a_killed_export_is_deleted_and_the_cell_exported_onc
     pytest.importorskip("mlflow")
     from mlflow.tracking import MlflowClient
 
-    from benchbench.store import read_records
+    from benchbench.store.rundir import read_records
     from benchbench.specs import Export
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

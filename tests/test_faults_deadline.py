@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchbench.deadline import CellTimeLimit, time_limit
+from benchbench.runtime.deadline import CellTimeLimit, time_limit
 
 QUICK_PLUGIN = """
 import time

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from benchbench.store import RECORDS
+from benchbench.store.rundir import RECORDS
 
 
 @pytest.mark.slow  # ~10 s: the slow step runs it (default tests stay under 4 min on 2 cores)

@@ -98,7 +98,7 @@ _names = st.one_of(st.sampled_from(["top1", "params", "exec_compile", "exec_poli
 @settings(max_examples=400, deadline=None)
 @given(st.dictionaries(_names, _values, max_size=5))
 def test_check_metrics_keeps_a_finite_json_number_or_says_which_metric_is_not(metrics):
-    from benchbench.record import CHOICE_PREFIX, check_metrics
+    from benchbench.store.record import CHOICE_PREFIX, check_metrics
 
     try:
         out = check_metrics(metrics)

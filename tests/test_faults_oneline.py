@@ -66,7 +66,7 @@ def test_sbatch_args_with_an_unbalanced_quote_is_one_line():
 
 
 def _checkpoint(tmp_path: Path, **meta) -> Path:
-    from benchbench.checkpoints import save_checkpoint
+    from benchbench.weights.checkpoints import save_checkpoint
     from benchbench_plugins.models import vision_transformer as vit
 
     return save_checkpoint(vit.create("Mu", 7, num_classes=10, image_size=28), tmp_path / "in.pt",

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from benchbench.cli import main
-from benchbench.store import RECORDS
+from benchbench.store.rundir import RECORDS
 
 pytestmark = pytest.mark.usefixtures("uncounted_zoo")  # report's zoo MACs: pinned in test_report.py
 
@@ -84,7 +84,7 @@ def test_report_into_the_current_folder_a_link_or_a_file_is_one_line(tmp_path, c
 
 
 def _checkpoint(tmp_path: Path) -> Path:
-    from benchbench.checkpoints import save_checkpoint
+    from benchbench.weights.checkpoints import save_checkpoint
     from benchbench_plugins.models import vision_transformer as vit
 
     torch.manual_seed(0)

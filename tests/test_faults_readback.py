@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchbench.cli import main
-from benchbench.record import Record
-from benchbench.store import RECORDS, read_records
+from benchbench.store.record import Record
+from benchbench.store.rundir import RECORDS, read_records
 
 pytestmark = pytest.mark.usefixtures("uncounted_zoo")  # report's zoo MACs: pinned in test_report.py
 
@@ -72,7 +72,7 @@ def _write_run(run_dir: Path, objs: list[dict]) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(hostile_records(), min_size=1, max_size=4))
 def test_every_line_is_a_valid_record_or_one_file_line_warning(tmp_path, objs):
-    from benchbench.store import record_line
+    from benchbench.store.rundir import record_line
 
     _write_run(tmp_path, objs)
     read = read_records(tmp_path)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchbench.checkpoints import save_checkpoint
+from benchbench.weights.checkpoints import save_checkpoint
 from benchbench.errors import BenchError
 from benchbench.settings import resolve
 from benchbench.specs import DataOptions, ProtocolContext
@@ -43,7 +43,7 @@ def test_new_head_is_zero_and_the_rest_is_the_checkpoint(tmp_path, catalog, mode
     source = _pretrained(catalog, model_id, tmp_path / "pre.pt", num_classes=7)  # another number of classes
     ctx = _ctx(catalog, model_id, {"init": str(tmp_path / "pre.pt")})
     model, pretrain = finetune.prepare(ctx)
-    # where the weights came from goes to the record's `checkpoint` (benchbench.record.split_result)
+    # where the weights came from goes to the record's `checkpoint` (benchbench.store.record.split_result)
     assert pretrain.pop("checkpoint")["sha256"] == hashlib.sha256((tmp_path / "pre.pt").read_bytes()).hexdigest()
     assert pretrain == {}  # no cost in this checkpoint's metadata
     logits = model.eval()(torch.randn(5, 1, 28, 28))

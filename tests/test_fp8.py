@@ -1,5 +1,5 @@
 """precision = "fp8": torchao's float8 training, refused where it cannot run, kept apart in tables
-(benchbench/precision.py, benchbench/tables.py)."""
+(benchbench/precision.py, benchbench/report/tables.py)."""
 
 from __future__ import annotations
 
@@ -111,8 +111,8 @@ def test_float8_linears_train_close_to_float32():
 
 
 def test_tables_keep_fp8_cells_apart_from_bf16(make_record):
-    from benchbench import results
-    from benchbench.tables import build_table
+    from benchbench.store import results
+    from benchbench.report.tables import build_table
 
     df = results.frame([
         make_record("vit-b16", top1=0.80, settings={"precision": "bf16"}, precision="bf16", train_device_days=1.0),

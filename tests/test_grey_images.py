@@ -12,7 +12,7 @@ import torch
 from PIL import Image
 from torchvision import transforms as T
 
-from benchbench.record import split_result
+from benchbench.store.record import split_result
 from benchbench.run.worker import context_for
 from benchbench.specs import DataOptions, Preprocessing
 from benchbench_plugins.datasets.transforms import PixelImages, TensorImages, eval_transform
@@ -47,7 +47,7 @@ def test_pixel_images_are_the_files_a_folder_would_hold():
 
 
 def _evaluate(catalog, tiny_data, tmp_path, **settings):
-    from benchbench.checkpoints import save_checkpoint
+    from benchbench.weights.checkpoints import save_checkpoint
 
     torch.manual_seed(0)
     spec = catalog.models.get("vit-mu7")

@@ -1,6 +1,6 @@
-"""Step detection (benchbench.steps) against a brute-force search over every segmentation, and
-history (benchbench.history) on hand-made series: the regression's first run, its size, --since; its
-steps judged by the one rule (benchbench.judge): a 2-point drop on 10,000 images that the paired test
+"""Step detection (benchbench.judge.changepoints) against a brute-force search over every segmentation, and
+history (benchbench.judge.history) on hand-made series: the regression's first run, its size, --since; its
+steps judged by the one rule (benchbench.judge.rule): a 2-point drop on 10,000 images that the paired test
 finds real, from simulated predictions, and timings judged only with a noise estimate."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from benchbench import history, steps
+from benchbench.judge import history
+
+from benchbench.judge import changepoints as steps
 from benchbench.errors import BenchError
 
 
@@ -128,7 +130,7 @@ def test_series_are_one_cell_each_and_unknown_metric_is_refused(make_record):
 
 
 def test_history_figure_has_a_panel_per_series_and_marks_each_regression(make_record, tmp_path):
-    from benchbench.history_figures import history_figure, save
+    from benchbench.report.history_figures import history_figure, save
 
     records = (_records(make_record, [0.8] * 5 + [0.7] * 5, key="a", settings={"lr": 0.1})
                + _records(make_record, [0.6] * 6, key="b", settings={"lr": 0.01}))

@@ -10,9 +10,9 @@ import pytest
 import torch
 from PIL import Image
 
-from benchbench.classmap import IMAGENET_1K, class_map
+from benchbench.weights.classmap import IMAGENET_1K, class_map
 from benchbench.errors import BenchError
-from benchbench.multilabel import real_accuracy
+from benchbench.meters.multilabel import real_accuracy
 from benchbench.specs import DataOptions
 from benchbench_plugins.datasets import (imagenet_a, imagenet_r, imagenet_real, imagenet_sketch, imagenet_v2,
                                          locate)

@@ -1,4 +1,4 @@
-"""The one judging rule (benchbench.judge): its tests pinned to scipy, its verdicts, its options'
+"""The one judging rule (benchbench.judge.rule): its tests pinned to scipy, its verdicts, its options'
 ranges on every command that takes them, and a metric registered in one place."""
 
 from __future__ import annotations
@@ -7,13 +7,15 @@ import math
 
 import pytest
 
-from benchbench import judge, results
+from benchbench.judge import rule as judge
+
+from benchbench.store import results
 from benchbench.cli import main
-from benchbench.compare import compare
+from benchbench.judge.compare import compare
 from benchbench.errors import BenchError
-from benchbench.judge import ACCURACY, FASTER, SLOWER, Rule, Rules
-from benchbench.stats import student_one, two_proportions
-from benchbench.store import append_record
+from benchbench.judge.rule import ACCURACY, FASTER, SLOWER, Rule, Rules
+from benchbench.judge.stats import student_one, two_proportions
+from benchbench.store.rundir import append_record
 
 scipy_stats = pytest.importorskip("scipy.stats")
 

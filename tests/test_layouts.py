@@ -6,11 +6,11 @@ import math
 
 import pytest
 
-from benchbench import results
+from benchbench.store import results
 from benchbench.cli import main
-from benchbench.plots import plot
-from benchbench.store import append_record
-from benchbench.tables import build_table, render
+from benchbench.report.plots import plot
+from benchbench.store.rundir import append_record
+from benchbench.report.tables import build_table, render
 
 
 @pytest.fixture
@@ -112,7 +112,7 @@ def test_data_scaling_without_a_size_sweep_says_why(tmp_path, capsys, rec):
 
 def test_figures_are_readable(rec):
     """A short log axis gets labelled ticks, no point label leaves the figure, the legend covers no point."""
-    from benchbench.plots import accuracy_vs_compute, family_styles
+    from benchbench.report.plots import accuracy_vs_compute, family_styles
 
     # exaFLOPs 1.3e-6 .. 2.5e-6 (the quickstart's: less than a decade); the rightmost point has a long name
     df = frame(rec("vit-mu7", "fmnist", "scratch", 0, 0.8377, train_exaflops=1.3e-6),
@@ -160,7 +160,7 @@ def test_models_layout_keeps_protocols_apart(rec):
 
 def test_params_keep_three_significant_digits(rec):
     """5,130 parameters (a 512 -> 10 linear head: 512 x 10 + 10) are 0.00513 M, not 0.01."""
-    from benchbench.tables import significant
+    from benchbench.report.tables import significant
 
     df = frame(rec("head", "d", "scratch", 0, 0.5, params=512 * 10 + 10), rec("vit-b16", "d", "scratch", 0, 0.5,
                                                                               params=86_567_656))

@@ -6,7 +6,7 @@ import torch
 
 from benchbench.errors import BenchError
 from benchbench.specs import PatchTokenModel
-from benchbench.suite import SuiteError, load_suite
+from benchbench.plan.suite import SuiteError, load_suite
 from benchbench_plugins.protocols import masking
 from benchbench_plugins.protocols.init_setting import parse_run_init, run_checkpoint
 from benchbench_plugins.protocols.masking import KEPT, MASKED, RANDOM, UNTOUCHED

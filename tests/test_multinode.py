@@ -49,7 +49,7 @@ def _one_run_dir(root: Path) -> Path:
 
 def test_only_the_first_node_records_the_cell():
     from benchbench.errors import BenchError
-    from benchbench.rendezvous import records_the_cell
+    from benchbench.runtime.rendezvous import records_the_cell
 
     assert records_the_cell({})
     assert records_the_cell({"SLURM_PROCID": "0"}) and not records_the_cell({"SLURM_PROCID": "1"})
@@ -62,8 +62,8 @@ def test_only_the_first_node_records_the_cell():
 
 
 def test_a_launch_on_many_nodes_has_a_name_every_node_gives_it():
-    from benchbench.launch import run_id
-    from benchbench.rendezvous import Rendezvous
+    from benchbench.runtime.launch import run_id
+    from benchbench.runtime.rendezvous import Rendezvous
 
     two = Rendezvous(2, 0, "10.0.0.1", 29500)
     first, second = run_id(two), run_id(Rendezvous(2, 1, "10.0.0.1", 29500))

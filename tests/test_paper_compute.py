@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from benchbench.meters.flops import torch_count_macs
-from benchbench.suite import load_suite
+from benchbench.plan.suite import load_suite
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
-from benchbench.plan import CellPlan, Pace, PaceSpeed, plan, summary, throughput_history, totals
-from benchbench.store import SITE_MARKER, append_record
-from benchbench.run.cell import Cell
+from benchbench.plan.preview import CellPlan, Pace, PaceSpeed, plan, summary, throughput_history, totals
+from benchbench.store.rundir import SITE_MARKER, append_record
+from benchbench.plan.cell import Cell
 
 DEVICE = "Some CPU (2 threads)"
 
@@ -66,7 +66,7 @@ def test_a_cell_is_estimated_only_from_measurements_of_its_own_pace(tmp_path, ma
     resolved on the cell's device), execution and device count, never the fastest of them all."""
     import torch
 
-    from benchbench.suite import load_suite
+    from benchbench.plan.suite import load_suite
 
     gpu = "NVIDIA H100 80GB HBM3"
     for run, ips, precision, compiled, devices in (("compiled", 4000.0, "auto", True, 1), ("eager", 2500.0, "bf16", False, 1),
@@ -88,7 +88,7 @@ def test_a_cell_is_estimated_only_from_measurements_of_its_own_pace(tmp_path, ma
                                        ('precision = "fp32"\ncompile = false', cuda, 900.0),
                                        ("devices = 2\ncompile = true", cuda, 7600.0),
                                        ('precision = "fp32"\ncompile = true', cuda, None),
-                                       # auto where the GPU's figures are unknown (benchbench.compile_costs): eager
+                                       # auto where the GPU's figures are unknown (benchbench.meters.compile_costs): eager
                                        ("", cuda, 2500.0),
                                        ("", torch.device("cpu"), 900.0)):  # auto on a CPU: fp32, eager
         suite.write_text('[suite]\nmodels = ["vit-mu7"]\ndatasets = ["fashion-mnist"]\nprotocols = ["scratch"]\n'

@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from benchbench import predictions as pf
+from benchbench.store import predictions as pf
 from benchbench.precision import resolve as resolve_precision
-from benchbench.record import Record
+from benchbench.store.record import Record
 from benchbench_plugins.protocols.features import Features, fewshot_eval, shot_draws
 from benchbench_plugins.protocols.subsets import random_subset, split_positions, take
 from benchbench_plugins.protocols.training import evaluate
@@ -136,13 +136,13 @@ def test_linear_and_fewshot_cells_hand_their_predictions_to_the_record(catalog, 
 
 
 def test_a_cells_record_names_its_predictions_file_written_before_it(catalog, tiny_data, tmp_path):
-    from benchbench.results import load
-    from benchbench.run.cell import make_cell
+    from benchbench.store.results import load
+    from benchbench.plan.cell import make_cell
     from benchbench.run.context import RunContext
     from benchbench.run.worker import Job, execute
     from benchbench.settings import resolve
     from benchbench.specs import DataOptions
-    from benchbench.store import read_records
+    from benchbench.store.rundir import read_records
 
     spec = catalog.protocols.get("linear")
     cell = make_cell(spec, "vit-mu7", "fashion-mnist", 0, resolve(spec, {"test_subset": 20, "train_per_class": 3},

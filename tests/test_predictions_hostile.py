@@ -22,10 +22,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchbench import paired
-from benchbench import predictions as pf
+from benchbench.judge import paired
+from benchbench.store import predictions as pf
 from benchbench.cli import main
-from benchbench.store import append_record
+from benchbench.store.rundir import append_record
 
 KEY = "cellkey"
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchbench.checkpoint_config import timm_preprocessing
+from benchbench.weights.config import timm_preprocessing
 from benchbench.specs import DataOptions, Preprocessing
 from benchbench_plugins.datasets.transforms import at_size, open_image, photo_transform
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from benchbench.errors import BenchError
-from benchbench.prices import Price, check_devices, from_cli, from_suite, price_for, priced
+from benchbench.meters.prices import Price, check_devices, from_cli, from_suite, price_for, priced
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -131,8 +131,8 @@ def test_bad_prices_stop_a_run_before_anything_is_written(run_suite, capsys, ext
 def test_tables_show_energy_and_cost_beside_device_days_and_a_dash_without(make_record):
     import pandas as pd
 
-    from benchbench.results import frame
-    from benchbench.tables import build_table
+    from benchbench.store.results import frame
+    from benchbench.report.tables import build_table
 
     records = [make_record("vit-b16", "jft-300m", "measure", projected_device_days=2.0, energy_train_j=1_500.0,
                            energy_eval_j=500.0, cost_usd=0.25, projected_cost_usd=120.0),

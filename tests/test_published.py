@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from benchbench import results
+from benchbench.store import results
 from benchbench.meters.flops import build_for_counting, count_macs, meta_macs
 from benchbench.meters.params import count_params, params_at_default
 from benchbench.specs import input_shape
-from benchbench.store import read_records
-from benchbench.tables import build_table, render
+from benchbench.store.rundir import read_records
+from benchbench.report.tables import build_table, render
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 RUNS = sorted(p.parent for p in RESULTS.glob("*/*/records.jsonl"))

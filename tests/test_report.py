@@ -78,8 +78,8 @@ def test_a_folder_without_runs_gives_an_index_that_says_so(tmp_path, report_mode
 
 
 def test_run_page_tables_are_the_tables_and_downloads(site, report_runs):
-    from benchbench import results
-    from benchbench.tables import build_table, render
+    from benchbench.store import results
+    from benchbench.report.tables import build_table, render
 
     html = (site / "run-tiny-20260101-000000.html").read_text()
     table = build_table(results.load(report_runs.base), "models")
@@ -104,8 +104,8 @@ def test_run_page_tables_are_the_tables_and_downloads(site, report_runs):
 
 
 def test_comparison_highlights_exactly_the_regressions(site, report_runs):
-    from benchbench import results
-    from benchbench.compare import compare
+    from benchbench.store import results
+    from benchbench.judge.compare import compare
 
     html = (site / "compare-tiny-20260101-000000--vs--tiny-20260102-000000.html").read_text()
     flagged = re.findall(r'<tr class="flagged">(.*?)</tr>', html, re.S)

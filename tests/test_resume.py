@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from benchbench import results
-from benchbench.store import RECORDS, RunLock, repair_torn_tail
+from benchbench.store import results
+from benchbench.store.rundir import RECORDS, RunLock, repair_torn_tail
 
 
 def _inside_cell(run_suite, gated, gate, seed: int, proc: subprocess.Popen) -> Path:
@@ -92,7 +92,7 @@ def test_a_second_run_on_the_same_directory_is_refused_and_sigterm_stops_the_fir
 def test_the_lock_is_released_when_its_owner_is_killed(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys
-        from benchbench.store import RunLock
+        from benchbench.store.rundir import RunLock
         with RunLock({str(tmp_path)!r}):
             print("locked", flush=True)
             sys.stdin.read()  # holds the lock until killed (or its stdin closes)

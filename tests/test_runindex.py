@@ -1,5 +1,5 @@
 """A resume of a big run reads its records' keys from the run's index instead of parsing every record
-(benchbench.runindex): the same records and problems as a full read whatever happened to the file
+(benchbench.store.index): the same records and problems as a full read whatever happened to the file
 since the index was written, and a fresh writer's first append starts from it too. The fast paths
 under it (a screened line's checks, a cell's key written out) give what the full ones give."""
 
@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from benchbench import runindex, sharedstore
-from benchbench.record import SCHEMA, Record, RecordError, screened_line
-from benchbench.run.cell import Cell
-from benchbench.sharedstore import append_once
-from benchbench.store import RECORDS, read_keys, read_records
+from benchbench.store import index as runindex
+
+from benchbench.store import shared as sharedstore
+from benchbench.store.record import SCHEMA, Record, RecordError, screened_line
+from benchbench.plan.cell import Cell
+from benchbench.store.shared import append_once
+from benchbench.store.rundir import RECORDS, read_keys, read_records
 
 N = runindex.MIN_LINES + 200
 
@@ -107,8 +109,8 @@ def test_a_fresh_writer_starts_from_the_index_and_keeps_one_ok_record_per_cell(t
 
 
 def test_cell_states_from_keys_equal_those_from_records_also_for_records_keyed_before(tmp_path, catalog):
-    from benchbench.plan import cell_states
-    from benchbench.run.cell import make_cell
+    from benchbench.plan.preview import cell_states
+    from benchbench.plan.cell import make_cell
     from benchbench.settings import defaults
 
     protocol = catalog.protocols.get("measure")
@@ -180,7 +182,7 @@ def test_a_cells_key_is_the_sha256_of_its_whole_json_as_it_always_was(settings_)
 def test_a_dry_run_of_a_big_run_plans_from_its_index_and_sees_an_edit(run_suite, catalog, capsys):
     """End to end: a run of 1,200 done cells (records written as a driver writes them) is planned all
     done, from the index the first plan leaves; a record edited to failed afterwards is seen at once."""
-    from benchbench.suite import load_suite
+    from benchbench.plan.suite import load_suite
 
     path = run_suite.write(f"""
         [suite]
@@ -249,10 +251,10 @@ def _timed(i: int) -> dict:
 
 
 def test_timings_from_the_index_are_those_of_the_records(tmp_path):
-    """What a resume's time estimate reads of a run (benchbench.timing) from its index equals what the
+    """What a resume's time estimate reads of a run (benchbench.store.timing) from its index equals what the
     records give when parsed, as the file grows past the index; an index of another format is rebuilt."""
-    from benchbench import timing
-    from benchbench.store import read_timings
+    from benchbench.store import timing
+    from benchbench.store.rundir import read_timings
 
     def parsed() -> list:
         groups: dict = {}
@@ -283,7 +285,7 @@ def test_the_history_from_the_index_is_the_history_from_the_records(tmp_path, ca
     """throughput_history of a run of 1,200 varied records: read in full (no index may be written),
     then from the index it leaves, then with lines appended after it: the same paces, img/s, counts,
     medians and fixed costs each time."""
-    from benchbench.plan import throughput_history
+    from benchbench.plan.preview import throughput_history
 
     run = tmp_path / "suite" / "run"
     run.mkdir(parents=True)
@@ -311,7 +313,7 @@ def test_the_history_from_the_index_is_the_history_from_the_records(tmp_path, ca
 def test_a_command_reads_and_hashes_a_big_run_once_for_keys_and_timings(tmp_path, monkeypatch):
     """read_keys then read_timings of an unchanged run: the index is parsed and the records hashed once;
     after an append the records are hashed again (and the new line parsed)."""
-    from benchbench.store import read_timings
+    from benchbench.store.rundir import read_timings
 
     _write(tmp_path, [_timed(i) for i in range(N)])
     read_keys(tmp_path)  # writes the index
@@ -330,7 +332,7 @@ def test_a_command_reads_and_hashes_a_big_run_once_for_keys_and_timings(tmp_path
 def test_a_timings_settings_text_is_json_dumps_of_them_whatever_was_remembered(many):
     """timing.settings_json remembers the text of settings it has seen; 1, 1.0 and True (equal in
     Python) and lists (unhashable) still get their own JSON."""
-    from benchbench.timing import settings_json
+    from benchbench.store.timing import settings_json
 
     for s in [*many, {"lr": 1}, {"lr": 1.0}, {"lr": True}, {"lr": [1]}, *many]:
         try:

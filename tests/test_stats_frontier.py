@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from matplotlib.collections import PathCollection
 
-from benchbench import results
-from benchbench.frontier import Point, dominated_by
-from benchbench.plots import accuracy_vs_compute
+from benchbench.store import results
+from benchbench.judge.frontier import Point, dominated_by
+from benchbench.report.plots import accuracy_vs_compute
 
 
 def P(name, cost, acc, half=1.0, spread=0.0):

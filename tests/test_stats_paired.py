@@ -1,4 +1,4 @@
-"""Intervals, calibration and paired tests of benchbench.stats, pinned to scipy and hand-worked examples."""
+"""Intervals, calibration and paired tests of benchbench.judge.stats, pinned to scipy and hand-worked examples."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from benchbench import stats
-
+from benchbench.judge import stats
 scipy_stats = pytest.importorskip("scipy.stats")
 
 

@@ -7,8 +7,8 @@ import statistics
 
 import pytest
 
-from benchbench import results
-from benchbench.tables import build_table, render
+from benchbench.store import results
+from benchbench.report.tables import build_table, render
 
 scipy_stats = pytest.importorskip("scipy.stats")
 

@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchbench.record import Record
-from benchbench.store import ENV, RECORDS, read_records
+from benchbench.store.record import Record
+from benchbench.store.rundir import ENV, RECORDS, read_records
 
 
 def _lines(run_dir: Path) -> list[bytes]:
@@ -314,7 +314,7 @@ def test_a_read_only_place_is_a_clear_error_and_nothing_is_lost(run_suite, gated
 
 def test_a_record_appended_after_a_failed_write_starts_on_its_own_line(tmp_path):
     """The store's own guarantee, without a process: a failed append leaves the file as it was."""
-    from benchbench.store import append_record
+    from benchbench.store.rundir import append_record
 
     record = Record(**RECORD_LINE)
     append_record(tmp_path, record)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from benchbench.record import Record
-from benchbench.sharedstore import append_once
-from benchbench.store import RECORDS, read_records
+from benchbench.store.record import Record
+from benchbench.store.shared import append_once
+from benchbench.store.rundir import RECORDS, read_records
 
 
 def _record(key: str, status: str = "ok", job_id: str | None = None, pad: int = 0) -> Record:
@@ -99,7 +99,7 @@ def test_many_writers_keep_one_ok_record_per_cell_and_one_record_per_job(tmp_pat
 
 
 def test_a_record_that_cannot_be_strict_json_is_refused_before_anything_is_written(tmp_path):
-    from benchbench.store import RecordLineError, append_record
+    from benchbench.store.rundir import RecordLineError, append_record
 
     with pytest.raises(RecordLineError, match="metric 'top1'"):
         append_record(tmp_path, replace(_record("a"), metrics={"top1": float("nan")}))
@@ -107,7 +107,7 @@ def test_a_record_that_cannot_be_strict_json_is_refused_before_anything_is_writt
 
 
 def test_a_run_read_again_parses_only_what_was_appended_and_notices_a_rewrite(tmp_path):
-    from benchbench.store import RunReader
+    from benchbench.store.rundir import RunReader
 
     lines = [json.dumps(_record(f"k{i}", pad=400).to_json()).encode() + b"\n" for i in range(3000)]
     (tmp_path / RECORDS).write_bytes(b"".join(lines) + b"not json\n")

@@ -5,11 +5,11 @@ import math
 import pandas as pd
 import pytest
 
-from benchbench import results
-from benchbench.record import Record
-from benchbench.compute import derived as derived_compute
-from benchbench.store import append_record, read_records
-from benchbench.tables import build_table, model_table, render
+from benchbench.store import results
+from benchbench.store.record import Record
+from benchbench.meters.compute import derived as derived_compute
+from benchbench.store.rundir import append_record, read_records
+from benchbench.report.tables import build_table, model_table, render
 
 
 @pytest.fixture
@@ -150,7 +150,7 @@ def test_records_of_schema_3_and_older_are_named_as_contenders_when_read(make_re
     """Schema 4's `contender`: a record that carries none is given `<model>@<init>` (a file's stem, an
     hf-hub id's last part, a run: init as it is), or its model id; one that carries a name keeps it; the
     name is not part of the key."""
-    from benchbench.record import SCHEMA
+    from benchbench.store.record import SCHEMA
 
     cases = {"": "vit-a", "ckpt/vit_ti.augreg_in21k.safetensors": "vit-a@vit_ti.augreg_in21k",
              "hf-hub:google/vit-base-patch16-224": "vit-a@vit-base-patch16-224",

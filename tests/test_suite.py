@@ -2,7 +2,7 @@ import textwrap
 
 import pytest
 
-from benchbench.suite import REPO_SUITES, Cell, SuiteError, find_suite, load_suite, parse
+from benchbench.plan.suite import REPO_SUITES, Cell, SuiteError, find_suite, load_suite, parse
 
 BASE = """
     [suite]

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchbench.errors import BenchError
-from benchbench.suite import SuiteError, load_suite
+from benchbench.plan.suite import SuiteError, load_suite
 
 KEYS = ["suite", "settings", "sweep", "group", "override", "quick", "name", "description", "table", "models",
         "datasets", "protocols", "seeds", "scratch", "measure", "epochs", "steps", "lr", "resolution",

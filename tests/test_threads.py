@@ -1,4 +1,4 @@
-"""CPU threads (benchbench.threads): the budget from affinity, cgroup quotas and the scheduler's
+"""CPU threads (benchbench.runtime.threads): the budget from affinity, cgroup quotas and the scheduler's
 allocation; the load of other processes; the OpenMP wait policy set before torch loads; and what
 records, env.json and `profile` say of them."""
 
@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from benchbench import threads
-
+from benchbench.runtime import threads
 SPIN = threads.SPINCOUNT
 CLEAN = ("OMP_NUM_THREADS", "SLURM_JOB_ID", "SLURM_CPUS_PER_TASK", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", threads.MARKER)
 
@@ -29,7 +28,7 @@ def _child(code: str, extra_env: dict | None = None, preexec_fn=None) -> str:
     return proc.stdout.strip()
 
 
-BUDGET = "from benchbench import threads; b = threads.budget(); print(b.cpus, '|', b.source)"
+BUDGET = "from benchbench.runtime import threads; b = threads.budget(); print(b.cpus, '|', b.source)"
 
 
 # --- the budget ---------------------------------------------------------------------------------------------
@@ -278,20 +277,20 @@ def test_importing_benchbench_sets_the_spin_before_torch_loads():
     out = _child("""
         import os, sys
         import benchbench
-        from benchbench import threads
+        from benchbench.runtime import threads
         print(os.environ["GOMP_SPINCOUNT"], "torch" in sys.modules, threads.wait_policy(), sep="|")
         """)
     assert out == f"{SPIN}|False|GOMP_SPINCOUNT={SPIN} (benchbench)"
 
 
 def test_a_users_wait_policy_is_kept():
-    out = _child("import os, benchbench; from benchbench import threads; print(os.environ.get('GOMP_SPINCOUNT'), "
+    out = _child("import os, benchbench; from benchbench.runtime import threads; print(os.environ.get('GOMP_SPINCOUNT'), "
                  "threads.wait_policy(), sep='|')", {"OMP_WAIT_POLICY": "PASSIVE"})
     assert out == "None|OMP_WAIT_POLICY=PASSIVE (environment)"
 
 
 def test_torch_imported_first_is_said():
-    out = _child("import torch, benchbench; from benchbench import threads; print(threads.wait_policy())")
+    out = _child("import torch, benchbench; from benchbench.runtime import threads; print(threads.wait_policy())")
     assert out == f"GOMP_SPINCOUNT={SPIN} (benchbench), not applied: torch was imported before benchbench"
 
 
@@ -349,8 +348,7 @@ def test_the_same_cell_gives_the_same_numbers_idle_or_loaded(decision, run_suite
     2 under that load, whose numbers differ)."""
     import numpy as np
 
-    from benchbench import predictions
-
+    from benchbench.store import predictions
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(threads, "budget", lambda **kw: threads.Budget(2, "affinity: 2 CPUs", whole_machine=True))
     run_suite.write("""

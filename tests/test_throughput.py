@@ -10,10 +10,10 @@ from torch import nn
 
 import benchbench.cli
 from benchbench.cli import device_cmd, profile_cmd
-from benchbench.envinfo import device_name
+from benchbench.runtime.envinfo import device_name
 from benchbench.errors import BenchError
 from benchbench.meters import peaks
-from benchbench.compute import achieved_flops_per_s
+from benchbench.meters.compute import achieved_flops_per_s
 from benchbench.meters.peaks import lookup, measured_matmul_flops, mfu, peak_flops_per_s
 from benchbench.execution import Request, choose
 from benchbench.meters.throughput import Inputs, Throughput, Timing, is_oom, largest_batch, measure_throughput

@@ -33,7 +33,7 @@ from safetensors.torch import save_file  # noqa: E402
 from timm.layers import GroupNormAct, StdConv2d, StdConv2dSame  # noqa: E402
 from timm.models.resnetv2 import ResNetV2 as TimmResNetV2  # noqa: E402
 
-from benchbench.checkpoints import load_checkpoint, load_weights  # noqa: E402
+from benchbench.weights.checkpoints import load_checkpoint, load_weights  # noqa: E402
 from benchbench_plugins.models import bit_timm, hybrid, resnetv2, vit_timm  # noqa: E402
 from benchbench_plugins.models import vision_transformer as vit  # noqa: E402
 

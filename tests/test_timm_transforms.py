@@ -21,7 +21,7 @@ timm = pytest.importorskip("timm")
 from timm.data import create_transform, resolve_data_config  # noqa: E402
 from timm.models import get_pretrained_cfg  # noqa: E402
 
-from benchbench.checkpoint_config import timm_preprocessing  # noqa: E402
+from benchbench.weights.config import timm_preprocessing  # noqa: E402
 from benchbench_plugins.datasets.transforms import at_size, eval_transform  # noqa: E402
 from benchbench_plugins.models.timm_zoo import preprocessing_of  # noqa: E402
 

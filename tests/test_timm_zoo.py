@@ -396,7 +396,7 @@ def test_a_timm_checkpoint_file_loads_through_the_timm_layout(zoo, tmp_path):
     with provenance; the logits equal timm's model with the same weights."""
     from safetensors.torch import save_file
 
-    from benchbench.checkpoints import load_weights
+    from benchbench.weights.checkpoints import load_weights
 
     torch.manual_seed(0)
     reference = timm.create_model("resnet18", num_classes=10).eval()

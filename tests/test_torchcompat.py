@@ -1,5 +1,5 @@
 """Every torch pyproject claims: the calls whose keywords differ between releases adapt by signature
-(benchbench/torchcompat.py), and every version-sensitive call benchbench makes exists, with the
+(benchbench/runtime/torchcompat.py), and every version-sensitive call benchbench makes exists, with the
 keywords it passes, in the installed torch. CI runs this on torch 2.14 (.venv) and 2.11 (.venv-oldest,
 tests/test_oldest_torch.py), so each claimed end of the range is checked."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchbench import launch
-from benchbench.rendezvous import Rendezvous
-from benchbench.torchcompat import accepted, takes
+from benchbench.runtime import launch
+from benchbench.runtime.rendezvous import Rendezvous
+from benchbench.runtime.torchcompat import accepted, takes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,7 +83,7 @@ def test_a_launcher_without_shutdown_timeout_gets_the_rest(monkeypatch):
 # The version-sensitive calls benchbench makes with keywords every supported torch takes: where each
 # is made, and the names it passes. A release that renames one fails here before it fails a cell.
 CALLS = [
-    ("benchbench/launch.py", "torch.distributed.launcher.api", "LaunchConfig",
+    ("benchbench/runtime/launch.py", "torch.distributed.launcher.api", "LaunchConfig",
      {"min_nodes", "max_nodes", "nproc_per_node", "run_id", "rdzv_backend", "rdzv_endpoint", "rdzv_configs",
       "max_restarts", "monitor_interval", "start_method", "local_addr"}),
     ("plugins/protocols/sharding.py", "torch.distributed.tensor", "distribute_tensor", {"src_data_rank"}),
@@ -93,7 +93,7 @@ CALLS = [
     ("plugins/protocols/distributed.py", "torch.distributed.checkpoint.state_dict", "get_model_state_dict",
      {"options"}),
     ("benchbench/execution.py", "torch", "compile", {"mode", "dynamic", "backend"}),
-    ("benchbench/checkpoints.py", "torch", "load", {"map_location", "weights_only", "mmap"}),
+    ("benchbench/weights/checkpoints.py", "torch", "load", {"map_location", "weights_only", "mmap"}),
 ]
 
 

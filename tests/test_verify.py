@@ -236,7 +236,7 @@ def test_missing_files_and_runs_are_status_2(tmp_path, run, capsys):
 
 def test_results_csv_reference_names_bad_rows_instead_of_crashing(tmp_path):
     from benchbench.errors import BenchError
-    from benchbench.reference import read_any
+    from benchbench.judge.reference import read_any
 
     path = tmp_path / "results.csv"
     path.write_text("model,img_size,top1,top5\n,224,80,95\nnan,224,80,95\na,224,80.1,95\nA,224,80.2,95\na,288,81,96\n")
@@ -256,7 +256,7 @@ def test_results_csv_reference_names_bad_rows_instead_of_crashing(tmp_path):
 
 
 def test_table_reference_reads_a_reference_table_too(tmp_path, capsys):
-    from benchbench.record import Record
+    from benchbench.store.record import Record
 
     record = Record(key="a", status="ok", model="timm/resnet50.a1_in1k", dataset="imagenet", protocol="evaluate",
                     seed=0, model_name="x", dataset_name="ImageNet", resolution=224, accuracies={"top1": ""},

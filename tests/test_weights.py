@@ -22,11 +22,11 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from benchbench import hub
-from benchbench.checkpoints import (FORMAT, Misfit, checkpoint_meta, checkpoint_preprocessing, load_checkpoint,
+from benchbench.weights import hub
+from benchbench.weights.checkpoints import (FORMAT, Misfit, checkpoint_meta, checkpoint_preprocessing, load_checkpoint,
                                     save_checkpoint)
 from benchbench.errors import BenchError
-from benchbench.weights import read_safetensors_header
+from benchbench.weights.files import read_safetensors_header
 from benchbench_plugins.models import bit_timm, vit_hf, vit_timm
 from benchbench_plugins.models import vision_transformer as vit
 
@@ -133,7 +133,7 @@ def test_a_lying_header_is_refused_before_allocation(tmp_path):
     code = textwrap.dedent(f"""
         import resource
         import torch
-        from benchbench.checkpoints import load_checkpoint
+        from benchbench.weights.checkpoints import load_checkpoint
         from benchbench.errors import BenchError
         from benchbench_plugins.models import vision_transformer as vit
         model = vit.create("Mu", 4, num_classes=10, image_size=28)
@@ -456,7 +456,7 @@ def test_the_config_transform_is_timms(tmp_path, tag):
     from timm.models._hub import save_config_for_hf
     from torchvision import transforms as T
 
-    from benchbench.checkpoint_config import read_checkpoint_config
+    from benchbench.weights.config import read_checkpoint_config
 
     with torch.device("meta"):
         m = timm.create_model(tag, pretrained=False)

@@ -26,7 +26,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchbench.checkpoints import checkpoint_meta, load_checkpoint, save_checkpoint
+from benchbench.weights.checkpoints import checkpoint_meta, load_checkpoint, save_checkpoint
 from benchbench.errors import BenchError
 from benchbench_plugins.models import vision_transformer as vit
 from benchbench_plugins.models import vit_npz
@@ -182,7 +182,7 @@ def test_a_legacy_storage_of_a_terabyte_allocates_nothing(tmp_path):
     path = _legacy(2**40, tmp_path)
     code = textwrap.dedent(f"""
         import resource, torch
-        from benchbench.weights import read_torch
+        from benchbench.weights.files import read_torch
         from benchbench.errors import BenchError
         mapped = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
         resource.setrlimit(resource.RLIMIT_AS, (mapped + 2**30, mapped + 2**30))

@@ -16,7 +16,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from benchbench.checkpoints import checkpoint_preprocessing, load_checkpoint, load_weights
+from benchbench.weights.checkpoints import checkpoint_preprocessing, load_checkpoint, load_weights
 from benchbench.errors import BenchError
 from benchbench.specs import ProtocolContext
 from benchbench_plugins.models import vit_hf

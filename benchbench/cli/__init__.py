@@ -1,4 +1,8 @@
-"""Command line: `benchbench list | run | table | info | convert | ...`. One module per command."""
+"""Command line: `benchbench list | run | table | info | convert | ...`. One module per command
+(`*_cmd`), the options they share (`common`), and the cached rows of `benchbench list` (`listing`).
+
+Imports: any layer of the core; nothing below imports it.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,9 @@ import argparse
 import signal
 import sys
 
-from benchbench import __version__, threads
+from benchbench import __version__
+
+from benchbench.runtime import threads
 from benchbench.cli import (analyze_cmd, compare_cmd, convert_cmd, cost_cmd, db_cmd, device_cmd, export_cmd, history_cmd,
                             info_cmd, list_cmd, plot_cmd, profile_cmd, report_cmd, run_cmd, table_cmd, verify_cmd)
 from benchbench.cli.common import check_plugin_files, plugin_options

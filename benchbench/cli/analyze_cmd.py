@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchbench.atomic import folder, write_text
+from benchbench.store.atomic import folder, write_text
 from benchbench.cli.common import build_model, catalog
 from benchbench.errors import BenchError
 
@@ -47,7 +47,7 @@ class Source:
 
 def _meta(path: Path) -> dict:
     """A benchbench checkpoint's metadata ({} for other files; unreadable ones are reported when loaded)."""
-    from benchbench.checkpoints import checkpoint_meta
+    from benchbench.weights.checkpoints import checkpoint_meta
 
     return checkpoint_meta(path)
 
@@ -100,7 +100,7 @@ def _build(cat, source: Source, args, dataset_id: str):
     """The model with the source's weights, its dataset spec and resolution."""
     import torch
 
-    from benchbench.checkpoints import load_weights
+    from benchbench.weights.checkpoints import load_weights
     from benchbench.specs import PatchTokenModel
 
     spec = cat.models.get(source.model)
@@ -161,8 +161,9 @@ def _table(results: list[dict]) -> str:
 def run(args) -> int:
     import torch
 
-    from benchbench import analysis, analysis_figures as figures
+    from benchbench.report import analysis
 
+    from benchbench.report import analysis_figures as figures
     cat = catalog(args)
     model_ids = [cat.models.resolve(m) for m in args.models]
     out = folder(args.output)

@@ -103,9 +103,8 @@ def named_plugins(args: argparse.Namespace) -> Catalog | None:
 
 
 def load_run(run_dir: str) -> "pd.DataFrame":
-    """A run's records as a DataFrame (`benchbench.results.load`); unreadable lines are warnings."""
-    from benchbench import results
-
+    """A run's records as a DataFrame (`benchbench.store.results.load`); unreadable lines are warnings."""
+    from benchbench.store import results
     df = results.load(run_dir)
     for problem in df.attrs["problems"]:
         print(f"warning: {problem}", file=sys.stderr)
@@ -119,7 +118,7 @@ def progress_line(line: str) -> None:
 
 
 def threads_fields(chosen) -> dict:
-    """The CPU threads a measurement ran with (benchbench.threads.Threads), as a command's JSON fields."""
+    """The CPU threads a measurement ran with (benchbench.runtime.threads.Threads), as a command's JSON fields."""
     return {"threads": chosen.threads, "threads_budget": chosen.budget, "threads_source": chosen.source,
             "omp_wait_policy": chosen.policy, "others_load": chosen.others_load}
 

@@ -1,7 +1,7 @@
 """`benchbench compare RUN_A RUN_B [--models NAME ...] [--gate G] [--threshold PTS] [--alpha A]
 [--min-effect PTS] [--timing-threshold PCT] [--all] [--json]`, and
 `benchbench compare RUN --models A B [C ...] [--alpha A] [--json]` (contenders against contenders,
-every pair). The verdicts are benchbench.judge's.
+every pair). The verdicts are benchbench.judge.rule's.
 
 Exit status, two runs: 0 no regression in a gated group (also when only ungated groups regressed), 1 at
 least one gated regression, 2 the runs cannot be compared (no cell in common, a bad option or path).
@@ -22,7 +22,7 @@ from benchbench.text import plural
 
 
 def rule_options(*, single: str) -> argparse.ArgumentParser:
-    """The options of the one judging rule (benchbench.judge.Rules), as compare and history take them;
+    """The options of the one judging rule (benchbench.judge.rule.Rules), as compare and history take them;
     `single`: what a value is on its own in this command ("seed", "point")."""
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--threshold", type=float, default=5.0, metavar="PTS",
@@ -40,7 +40,7 @@ def rule_options(*, single: str) -> argparse.ArgumentParser:
 
 def rules_of(args, gates: tuple[str, ...] | None = None):
     """The judging rule the options ask for, range-checked (BenchError for a value out of range)."""
-    from benchbench.judge import DEFAULT_GATES, Rules
+    from benchbench.judge.rule import DEFAULT_GATES, Rules
 
     return Rules(threshold=args.threshold, alpha=args.alpha, min_effect=args.min_effect,
                  timing_threshold=args.timing_threshold, gates=gates or DEFAULT_GATES).check()
@@ -60,14 +60,14 @@ def add_parser(sub, parent) -> None:
                    help="one JSON object: each comparison's test, p_value, p_adjusted, diff, diff_ci95, n_images")
     p.add_argument("--gate", action="append", metavar="GROUP",
                    help="which metric groups decide the exit status: accuracy, model (params, MACs), timing "
-                        "(img/s, seconds, memory, MFU), any other group benchbench.judge registers, or all; "
+                        "(img/s, seconds, memory, MFU), any other group benchbench.judge.rule registers, or all; "
                         "repeatable (default: accuracy and model)")
     p.add_argument("--all", action="store_true", help="list every compared metric, not only the ones that moved")
     p.set_defaults(func=run)
 
 
 def _gates(chosen: list[str] | None) -> tuple[str, ...]:
-    from benchbench.judge import DEFAULT_GATES, GROUPS
+    from benchbench.judge.rule import DEFAULT_GATES, GROUPS
 
     if not chosen:
         return DEFAULT_GATES
@@ -116,10 +116,10 @@ def _p(p) -> str:
 
 
 def run_models(args) -> int:
-    """Contenders against contenders within one run (benchbench.versus)."""
+    """Contenders against contenders within one run (benchbench.judge.versus)."""
     from tabulate import tabulate
 
-    from benchbench.versus import COLUMNS, versus
+    from benchbench.judge.versus import COLUMNS, versus
 
     df = versus(load_run(args.run_a), args.run_a, args.models, alpha=args.alpha)
     if args.json:
@@ -148,7 +148,7 @@ def run_models(args) -> int:
 def run(args) -> int:
     from tabulate import tabulate
 
-    from benchbench.compare import compare
+    from benchbench.judge.compare import compare
 
     gates = _gates(args.gate)
     rules = rules_of(args, gates)  # every option range-checked, whichever the mode
@@ -159,13 +159,13 @@ def run(args) -> int:
     cat = named_plugins(args)
     a, b = load_run(args.run_a), load_run(args.run_b)
     if args.models:
-        from benchbench.contender import pick
-        from benchbench.versus import entries
+        from benchbench.store.contender import pick
+        from benchbench.judge.versus import entries
 
         a, b = (df[df["contender"].isin(pick(entries(df), args.models, run_dir))] if "contender" in df else df
                 for df, run_dir in ((a, args.run_a), (b, args.run_b)))
     if _settings_apart(a, b):  # one run's records predate a setting: match them at its default
-        from benchbench.results import with_default_settings
+        from benchbench.store.results import with_default_settings
 
         cat = cat or _quiet_catalog()
         if cat is not None:

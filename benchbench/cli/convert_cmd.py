@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from benchbench.atomic import output_errors
+from benchbench.store.atomic import output_errors
 from benchbench.cli.common import build_model, catalog
 
 
@@ -37,7 +37,7 @@ def add_parser(sub, parent) -> None:
 
 
 def run(args) -> int:
-    from benchbench.checkpoints import NONFINITE_META, SAVE_SUFFIXES, checkpoint_in_chans, load_weights, save_checkpoint
+    from benchbench.weights.checkpoints import NONFINITE_META, SAVE_SUFFIXES, checkpoint_in_chans, load_weights, save_checkpoint
     from benchbench.errors import BenchError
 
     out = Path(args.output)
@@ -81,7 +81,7 @@ def run(args) -> int:
 def _check_target(path: Path) -> None:
     """OutputError unless `path` can be a file: not a directory, and its folder a folder or not there
     yet (made when the file is written) under a folder."""
-    from benchbench.atomic import OutputError
+    from benchbench.store.atomic import OutputError
 
     if path.is_dir():
         raise OutputError(f"-o {path}: is a directory; name a file, or move the directory away")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from benchbench import threads
+from benchbench.runtime import threads
 from benchbench.choices import PRECISION_CHOICES, PRECISION_DEFAULT, PRECISION_HELP
 from benchbench.cli.common import (catalog, check_precision, execution_fields, execution_for, execution_lines,
                                    progress_line, threads_fields, threads_line)
@@ -47,7 +47,7 @@ def add_parser(sub, parent) -> None:
 
 def cost(args) -> dict:
     from benchbench.meters.flops import build_for_counting, count_macs
-    from benchbench.compute import device_days, training_exaflops
+    from benchbench.meters.compute import device_days, training_exaflops
 
     cat = catalog(args)
     spec = cat.models.get(args.model)
@@ -66,7 +66,7 @@ def cost(args) -> dict:
                          (data.num_classes, f"the classes of {data.name}") if data else (1000, "the default"))
     device = precision = None
     if args.device:  # a precision it cannot run is refused before anything is built
-        from benchbench.envinfo import pick_device
+        from benchbench.runtime.envinfo import pick_device
 
         device = pick_device(args.device)
         precision = check_precision(args, device)
@@ -82,7 +82,7 @@ def cost(args) -> dict:
            "gflops": macs.gflops, "train_exaflops": training_exaflops(macs.macs, seen),
            "flops_status": macs.status}
     if device is not None:
-        from benchbench.compute import achieved_flops_per_s
+        from benchbench.meters.compute import achieved_flops_per_s
         from benchbench.meters.peaks import mfu, peak_flops_per_s
         from benchbench.execution import Request
         from benchbench.meters.throughput import Inputs, Timing, measure_throughput
@@ -104,8 +104,8 @@ def cost(args) -> dict:
 
 def _projected_cost(given: list[str], out: dict) -> dict:
     """The projected cost of the projected device-days at the --price of the measured device
-    (benchbench.prices); {} without --price."""
-    from benchbench.prices import check_devices, from_cli, price_for, projected_cost_usd
+    (benchbench.meters.prices); {} without --price."""
+    from benchbench.meters.prices import check_devices, from_cli, price_for, projected_cost_usd
 
     prices = from_cli(given)
     if not prices:

@@ -91,10 +91,10 @@ def run_ingest(args) -> int:
 def run_query(args) -> int:
     from dataclasses import replace
 
-    from benchbench import results
+    from benchbench.store import results
     from benchbench.db.connect import open_database
     from benchbench.db.query import Filters, parse_setting, parse_time, select_runs
-    from benchbench.tables import build_table, render, with_provenance
+    from benchbench.report.tables import build_table, render, with_provenance
 
     filters = Filters(models=tuple(args.models), datasets=tuple(args.datasets), protocols=tuple(args.protocols),
                       runs=tuple(args.runs), statuses=tuple(args.statuses),
@@ -143,7 +143,7 @@ def run_dump(args) -> int:
     it was, and running it again works."""
     from benchbench.db.connect import open_database
     from benchbench.db.query import Filters, select_runs
-    from benchbench.store import check_directory
+    from benchbench.store.rundir import check_directory
 
     out = Path(os.path.abspath(args.out))
     check_directory(out, "dump folder")
@@ -193,8 +193,8 @@ def run_dump(args) -> int:
 def _write_runs(folder: Path, runs: dict, out: Path) -> int:
     """Each run's records as folder/<suite>/<run-id>/records.jsonl (to be `out`/...), one write and fsync a
     run; a record that cannot be written as a line is left out with a warning. The number written."""
-    from benchbench.pathnames import folder_name, inside
-    from benchbench.store import RECORDS, RecordLineError, record_line
+    from benchbench.db.pathnames import folder_name, inside
+    from benchbench.store.rundir import RECORDS, RecordLineError, record_line
 
     written = 0
     for (suite, run_id), recs in runs.items():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from benchbench import threads
+from benchbench.runtime import threads
 from benchbench.choices import PRECISION_CHOICES, PRECISION_DEFAULT, PRECISION_HELP
 from benchbench.cli.common import check_precision
 
@@ -22,7 +22,7 @@ def add_parser(sub, parent) -> None:
 
 
 def run(args) -> int:
-    from benchbench.envinfo import device_name, pick_device
+    from benchbench.runtime.envinfo import device_name, pick_device
     from benchbench.meters.peaks import lookup, measured_matmul_flops
 
     device = pick_device(args.device)

@@ -26,8 +26,8 @@ def add_parser(sub, parent) -> None:
 
 def _artifacts(df, where: Path) -> tuple[Path, ...]:
     """The run's summary table (Markdown) and, where its records make one, its accuracy-vs-compute figure."""
-    from benchbench import plots
-    from benchbench.tables import build_table, render
+    from benchbench.report import plots
+    from benchbench.report.tables import build_table, render
 
     table = where / "table.md"
     table.write_text(render(build_table(df, "summary"), "markdown"))
@@ -40,9 +40,9 @@ def _artifacts(df, where: Path) -> tuple[Path, ...]:
 
 
 def run(args) -> int:
-    from benchbench import results
+    from benchbench.store import results
     from benchbench.specs import Export
-    from benchbench.store import read_env, read_records
+    from benchbench.store.rundir import read_env, read_records
 
     cat = catalog(args)
     spec = cat.reporters.get(args.to)

@@ -1,6 +1,6 @@
 """`benchbench history --model M --dataset D --protocol P --metric top1 [--since RUN|COMMIT|DATE]`:
 one cell's figure across runs, from the results database, with its regressions (each step judged
-by benchbench.judge, the rule compare uses; its options are compare's). Exit 1 when a regression is
+by benchbench.judge.rule, the rule compare uses; its options are compare's). Exit 1 when a regression is
 newer than --since (for CI)."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def add_parser(sub, parent) -> None:
 
 
 def _text(series, metric: str) -> list[str]:
-    from benchbench.history import environments
+    from benchbench.judge.history import environments
 
     lines = []
     apart = environments(series)
@@ -95,7 +95,7 @@ def commit_order(repo: str) -> dict[str, int]:
 def run(args) -> int:
     from benchbench.db.connect import open_database
     from benchbench.db.query import Filters, select_records
-    from benchbench.history import history, newer_than
+    from benchbench.judge.history import history, newer_than
 
     rules = rules_of(args)
     db = open_database(db_url(args), write=False)
@@ -110,7 +110,7 @@ def run(args) -> int:
     series = history(found, args.metric, rules, order)
     newer = newer_than(series, args.since) if args.since else None
     if args.plot:
-        from benchbench.history_figures import save
+        from benchbench.report.history_figures import save
 
         save(series, args.metric, args.plot, f"{args.model} x {args.dataset} x {args.protocol}: {args.metric}")
     if args.json:

@@ -1,6 +1,6 @@
 """`benchbench list models|datasets|protocols|executors|reporters|suites [--json]`.
 
-Models, datasets and protocols come from `benchbench.listing`'s cache while the plugin code and
+Models, datasets and protocols come from `benchbench.cli.listing`'s cache while the plugin code and
 the installed packages are unchanged (no torch import); suites are read from their files.
 """
 
@@ -24,7 +24,7 @@ def add_parser(sub, parent: argparse.ArgumentParser) -> None:
 
 
 def _suite_rows() -> list[dict]:
-    from benchbench.suite import find_suite, parse, suite_dirs
+    from benchbench.plan.suite import find_suite, parse, suite_dirs
 
     rows, seen = [], set()
     for d in suite_dirs():
@@ -41,7 +41,7 @@ def _suite_rows() -> list[dict]:
 def _rows(kind: str, args) -> list[dict]:
     if kind == "suites":
         return _suite_rows()
-    from benchbench.listing import cached_rows
+    from benchbench.cli.listing import cached_rows
 
     return cached_rows(kind, args.plugin, lambda: catalog(args))
 

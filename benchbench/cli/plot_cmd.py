@@ -17,7 +17,7 @@ def add_parser(sub, parent) -> None:
 
 
 def run(args) -> int:
-    from benchbench.plots import family_styles, plot
+    from benchbench.report.plots import family_styles, plot
 
     df = load_run(args.run_dir)
     # the loaded plugins' families give the markers and colours (a plugin's own family too)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from benchbench import threads
+from benchbench.runtime import threads
 from benchbench.choices import PRECISION_CHOICES, PRECISION_DEFAULT, PRECISION_HELP, THROUGHPUT_MODES
 from benchbench.cli.common import (catalog, check_precision, execution_for, execution_fields, execution_lines,
                                    progress_line, threads_fields, threads_line)
@@ -71,10 +71,10 @@ def add_parser(sub, parent) -> None:
 
 def scaling(args) -> dict:
     """`--devices N`: the training step's img/s on N devices against N x one device's."""
-    from benchbench.envinfo import device_name, pick_device
+    from benchbench.runtime.envinfo import device_name, pick_device
     from benchbench.meters.scaling import ScalingJob, measure_scaling
     from benchbench.meters.throughput import Inputs
-    from benchbench.run.context import Plugins
+    from benchbench.plugins import Plugins
 
     cat = catalog(args)
     spec = cat.models.get(args.model)
@@ -130,8 +130,8 @@ def _execution(args, spec, device, model, **held):
 
 
 def profile(args) -> dict:
-    from benchbench.compute import achieved_flops_per_s
-    from benchbench.envinfo import pick_device
+    from benchbench.meters.compute import achieved_flops_per_s
+    from benchbench.runtime.envinfo import pick_device
     from benchbench.meters.flops import count_macs
     from benchbench.meters.peaks import lookup, measured_matmul_flops, mfu
     from benchbench.meters.throughput import Inputs, Timing, measure_throughput
@@ -244,7 +244,7 @@ def best(args) -> dict:
     is measured on a freshly built model (compiling and channels-last change the module)."""
     import torch
 
-    from benchbench.envinfo import device_name, pick_device
+    from benchbench.runtime.envinfo import device_name, pick_device
     from benchbench.execution import Request
     from benchbench.meters.throughput import MAX_BATCH_SIZE, START_BATCH_SIZE, Inputs, Timing, measure_throughput
 

@@ -17,19 +17,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from benchbench import threads
+from benchbench.runtime import threads
 from benchbench.cli.common import catalog
 from benchbench.errors import BenchError
-from benchbench.plan import cell_states, duration, plan, summary, throughput_history, totals
-from benchbench.rendezvous import records_the_cell
-from benchbench.run.cell import check_parallel, eager, key_today
-from benchbench.run.context import Plugins, RunContext
+from benchbench.plan.preview import cell_states, duration, plan, summary, throughput_history, totals
+from benchbench.runtime.rendezvous import records_the_cell
+from benchbench.plan.cell import check_parallel, eager, key_today
+from benchbench.plugins import Plugins
+from benchbench.run.context import RunContext
 from benchbench.settings import varying_cell_settings
 from benchbench.specs import DataOptions
-from benchbench.store import (ENV, RECORDS, DriverLock, RunLock, check_directory, check_outside_sites, check_run_dir, latest_run_dir, new_run_dir,
+from benchbench.store.rundir import (ENV, RECORDS, DriverLock, RunLock, check_directory, check_outside_sites, check_run_dir, latest_run_dir, new_run_dir,
                               Keys, read_env, read_keys, repair_torn_tail, run_dirs_under, write_json,
                               writing)
-from benchbench.suite import REPO_SUITES, check_time_limit, load_suite
+from benchbench.plan.suite import REPO_SUITES, check_time_limit, load_suite
 from benchbench.text import plural
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from benchbench.plugins import Catalog
     from benchbench.run.dispatch import Choice
     from benchbench.specs import Executor
-    from benchbench.suite import Suite
+    from benchbench.plan.suite import Suite
 
 DATA_ENV = "BENCHBENCH_DATA"
 DEFAULT_RESULTS = "runs"
@@ -139,7 +140,7 @@ def _driver_device(name: str, in_process: bool) -> "torch.device":
     resolve it where they run: a login node without the GPUs the cells ask for is fine."""
     import torch
 
-    from benchbench.envinfo import pick_device
+    from benchbench.runtime.envinfo import pick_device
 
     try:
         return pick_device(name)
@@ -324,9 +325,9 @@ def _isolation(choice: Choice, isolate: bool | None) -> Choice:
 
 
 def _prices(given: list[str], suite, device: "torch.device") -> tuple:
-    """--price, then the suite's [[cost]] entries; a device name that is none is refused (benchbench.prices)."""
-    from benchbench.envinfo import device_name
-    from benchbench.prices import check_devices, from_cli
+    """--price, then the suite's [[cost]] entries; a device name that is none is refused (benchbench.meters.prices)."""
+    from benchbench.runtime.envinfo import device_name
+    from benchbench.meters.prices import check_devices, from_cli
 
     prices = (*from_cli(given), *suite.prices)
     if prices:
@@ -335,7 +336,7 @@ def _prices(given: list[str], suite, device: "torch.device") -> tuple:
 
 
 def _plan_and_run(args, cat, suite, choice, device, root: Path, named: Path | None) -> int:
-    from benchbench.envinfo import device_name
+    from benchbench.runtime.envinfo import device_name
     from benchbench.run.dispatch import open_executor  # runs cells: torch
 
     if named is not None:
@@ -349,7 +350,7 @@ def _plan_and_run(args, cat, suite, choice, device, root: Path, named: Path | No
         if run_dir is not None:
             check_run_dir(run_dir)
     # Keys and statuses are all a plan needs of the run (read again under the lock): its index spares a
-    # resume of 100,000 records parsing them (benchbench.runindex).
+    # resume of 100,000 records parsing them (benchbench.store.index).
     earlier = read_keys(run_dir, missing_ok=True) if run_dir else None
     states = _states(earlier, cat, suite)
     threads.apply()  # the run's device name says the threads its cells start with
@@ -395,7 +396,7 @@ class Session:
 
 
 def _run(args, session: Session, context: RunContext, resuming: bool, plans) -> int:
-    from benchbench.envinfo import environment
+    from benchbench.runtime.envinfo import environment
     from benchbench.run.dispatch import run_cells
 
     cat, suite, run_dir = session.catalog, session.suite, context.run_dir
@@ -473,7 +474,7 @@ def _db_writer(args, run_dir: Path, suite: str, recorded: int) -> Iterator[Calla
 def _later_node(records: list) -> int:
     """A later node of a multi-node launch: node 0 records every cell; say so, and fail only for a
     cell that really failed here (a rank's error, a BenchError)."""
-    from benchbench.rendezvous import later_node_note
+    from benchbench.runtime.rendezvous import later_node_note
 
     failed = [r for r in records if not r.ok and later_node_note(r.error) is None]
     _echo(f"ran {plural(len(records), 'cell')} as a later node of a multi-node launch: node 0 records them"
@@ -483,8 +484,8 @@ def _later_node(records: list) -> int:
 
 def _finish(run_dir: Path, cat, suite, records: list, force_flops: bool) -> int:
     """Print the suite's table from every record of its cells in the run directory."""
-    from benchbench import results
-    from benchbench.tables import build_table, render
+    from benchbench.store import results
+    from benchbench.report.tables import build_table, render
 
     df = results.load(run_dir, cell_key=lambda r: key_today(r, cat))
     order = {c.key: i for i, c in enumerate(suite.cells)}

@@ -8,7 +8,7 @@ from pathlib import Path
 from benchbench.choices import TABLE_FORMATS, TABLE_LAYOUTS
 from benchbench.cli.common import load_run, named_plugins
 from benchbench.errors import BenchError
-from benchbench.store import read_env
+from benchbench.store.rundir import read_env
 
 
 def add_parser(sub, parent) -> None:
@@ -38,7 +38,7 @@ def _suite_layout(run_dir: str) -> str:
 
 
 def run(args) -> int:
-    from benchbench.tables import build_table, read_reference, reference_table, render, with_gmacs_fvcore
+    from benchbench.report.tables import build_table, read_reference, reference_table, render, with_gmacs_fvcore
 
     named_plugins(args)
     df = load_run(args.run_dir)

@@ -23,8 +23,8 @@ def add_parser(sub, parent) -> None:
 
 def run(args) -> int:
     from benchbench.cli.common import named_plugins
-    from benchbench.tables import Table, render
-    from benchbench.verify import HEADERS, display_row, exit_status, notes, summary, summary_line, verify_paths
+    from benchbench.report.tables import Table, render
+    from benchbench.judge.verify import HEADERS, display_row, exit_status, notes, summary, summary_line, verify_paths
 
     named_plugins(args)
     reference, runs, checks = verify_paths(args.reference, args.runs, aliases=args.aliases)

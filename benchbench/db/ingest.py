@@ -3,10 +3,10 @@ suite, run id, key and attempt; benchbench.db.schema) with the same content is l
 twice adds nothing, and concurrent ingesters and drivers never duplicate a row; one whose line was
 edited since replaces its row ("updated").
 
-Records are read through the store's reader (benchbench.store.read_records), which skips a torn last
+Records are read through the store's reader (benchbench.store.rundir.read_records), which skips a torn last
 line or a line that is no record with a problem naming the file and line; the rest is ingested. The
 run's records are only read (the reader, as every reader of a large run, may leave its index beside
-them: benchbench.runindex). A record the database cannot hold as it is never stops the others: a
+them: benchbench.store.index). A record the database cannot hold as it is never stops the others: a
 value a typed column cannot hold is NULL there (the record's JSON keeps it: benchbench.db.rows), text
 that is not UTF-8 is stored with escapes, and a row the database still refuses is left out; each is a
 problem naming the record.
@@ -31,14 +31,14 @@ from sqlalchemy import Connection, String, Text, exc, exists, func, literal_colu
 from sqlalchemy import text as sql
 from sqlalchemy.dialects import postgresql
 
-from benchbench import threads
+from benchbench.runtime import threads
 from benchbench.db.connect import Database, db_errors
 from benchbench.db.rows import COLUMNS, SPLIT, attempts, record_row, sqlite_params, text
 from benchbench.db.schema import records
 from benchbench.errors import BenchError
-from benchbench.gcpause import gc_paused
-from benchbench.record import Record
-from benchbench.store import RECORDS, read_records, run_dirs_under
+from benchbench.runtime.gcpause import gc_paused
+from benchbench.store.record import Record
+from benchbench.store.rundir import RECORDS, read_records, run_dirs_under
 
 BATCH = 5000  # rows per INSERT statement batch (PostgreSQL)
 # Rows inserted in one transaction, of whole runs: a transaction writes each page it changed once, and
@@ -320,7 +320,7 @@ def _watch(parent: int) -> None:
 
 def _workers(dirs: list[Path], jobs: int | None) -> int:
     """Processes reading runs: `jobs`, or by default, for an ingest of at least PARALLEL_BYTES of
-    records, one per CPU this process may keep busy now (benchbench.threads: its budget less the CPUs
+    records, one per CPU this process may keep busy now (benchbench.runtime.threads: its budget less the CPUs
     other processes keep busy; `--threads` sets it), up to MAX_WORKERS; else 1, read here (a worker's
     start costs more than it saves on a smaller ingest). Measured by benchmarks/db_ingest.py on 2 idle
     CPUs (100,000 records; results/db-ingest.md): 14,700 records/s read here, 22,600 by 2 workers

@@ -25,8 +25,8 @@ from benchbench.db.ingest import Written, insert_records
 from benchbench.db.rows import text
 from benchbench.db.schema import records
 from benchbench.errors import BenchError
-from benchbench.record import Record
-from benchbench.store import read_records, record_line
+from benchbench.store.record import Record
+from benchbench.store.rundir import read_records, record_line
 from benchbench.text import plural
 
 

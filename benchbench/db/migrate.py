@@ -14,7 +14,7 @@ from typing import Callable
 from sqlalchemy import Connection, bindparam, inspect, select, text
 from sqlalchemy.schema import CreateTable
 
-from benchbench.contender import default_name
+from benchbench.store.contender import default_name
 from benchbench.db import schema
 from benchbench.errors import BenchError
 

@@ -19,7 +19,7 @@ from benchbench.db.connect import Database, db_errors
 from benchbench.db.rows import row_record
 from benchbench.db.schema import records
 from benchbench.errors import BenchError
-from benchbench.record import Record
+from benchbench.store.record import Record
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from typing import Any, Sequence
 
 from sqlalchemy import JSON, BigInteger, Boolean, DateTime
 
-from benchbench.contender import default_name
+from benchbench.store.contender import default_name
 from benchbench.db.schema import METRIC_COLUMNS, records
-from benchbench.record import OPTIONAL, Record
+from benchbench.store.record import OPTIONAL, Record
 from benchbench.text import encodable as text  # a database's text: benchbench.text.encodable
 
 

@@ -182,7 +182,7 @@ class Span:
     def __enter__(self) -> "Span":
         if not self.counters:
             return self
-        from benchbench.clock import sync
+        from benchbench.runtime.clock import sync
 
         sync(self.device)
         self.load.append(_load())
@@ -195,7 +195,7 @@ class Span:
     def __exit__(self, *exc) -> None:
         if not self.counters:
             return None
-        from benchbench.clock import sync
+        from benchbench.runtime.clock import sync
 
         try:
             sync(self.device)
@@ -223,7 +223,7 @@ class Span:
         return {} if joules is None else {metric(self.phase): joules}
 
     def summary(self) -> dict[str, Any]:
-        """What the record keeps of this span (benchbench.record's energy_domains)."""
+        """What the record keeps of this span (benchbench.store.record's energy_domains)."""
         out: dict[str, Any] = {"phase": self.phase, "seconds": round(self.seconds, 6)}
         if self.problem is not None:
             out["problem"] = self.problem

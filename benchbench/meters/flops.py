@@ -20,7 +20,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from benchbench.deadline import shielded
+from benchbench.runtime.deadline import shielded
 
 with warnings.catch_warnings():  # fvcore's imports call the deprecated torch.jit.script
     warnings.filterwarnings("ignore", message=".*torch.jit.*")

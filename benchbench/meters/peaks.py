@@ -1,7 +1,7 @@
 """Peak FLOP/s of a device (a datasheet table, and a measured matmul), and MFU.
 
 MFU (model FLOP/s utilisation) = achieved FLOP/s / peak FLOP/s, where achieved FLOP/s
-(benchbench.compute.achieved_flops_per_s) counts the model's matmul-like work only
+(benchbench.meters.compute.achieved_flops_per_s) counts the model's matmul-like work only
 (docs/compute.md): `img_per_s * gflops * 1e9` for inference and three times that for training.
 
 The table holds dense peaks (no 2:4 structured sparsity). Vendors print sparse figures for tensor

@@ -5,7 +5,7 @@ Weak scaling: every device trains on `batch_size` images per step (the global ba
 the step is benchbench.step.train_step (as `profile --mode train`), and each rank times a fixed
 number of steps (a time budget would let the ranks stop at different steps and leave one waiting in
 an all-reduce). The N-device rate is N x the slowest rank's rate. One "device" on the CPU is a
-process with the thread budget // N threads (benchbench.threads), the one-device reference too, so
+process with the thread budget // N threads (benchbench.runtime.threads), the one-device reference too, so
 the efficiency measures what data parallelism costs (gradient all-reduce, processes contending for
 memory bandwidth), not threads.
 """
@@ -18,12 +18,12 @@ from dataclasses import dataclass, replace
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from benchbench.launch import init_rank, launch
+from benchbench.runtime.launch import init_rank, launch
 from benchbench.meters.throughput import Inputs, Timing, measure_throughput
 from benchbench.precision import resolve
-from benchbench.rendezvous import rendezvous_from_env
-from benchbench.run.context import Plugins
-from benchbench.threads import per_rank
+from benchbench.runtime.rendezvous import rendezvous_from_env
+from benchbench.plugins import Plugins
+from benchbench.runtime.threads import per_rank
 from benchbench.world import check_devices
 
 COLLECTIVE_TIMEOUT_S = 600.0

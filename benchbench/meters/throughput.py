@@ -31,8 +31,8 @@ import torch
 from torch import nn
 
 from benchbench.choices import FP8_INFERENCE, THROUGHPUT_MODES
-from benchbench.clock import sync, time_steps
-from benchbench.envinfo import device_name as _device_name
+from benchbench.runtime.clock import sync, time_steps
+from benchbench.runtime.envinfo import device_name as _device_name
 from benchbench.errors import BenchError
 from benchbench.execution import EAGER, Execution, apply, choose, optimizer_options, seconds, step_begin
 from benchbench.meters.params import count_params

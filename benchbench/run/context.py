@@ -10,21 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from benchbench.plugins import Catalog, load_catalog
-from benchbench.prices import Price
+from benchbench.meters.prices import Price
+from benchbench.plugins import Plugins
 from benchbench.specs import DataOptions
-
-
-@dataclass(frozen=True)
-class Plugins:
-    """The plugins a run loaded beyond the installed ones (--plugin files), and whether a plugin that
-    fails is an error: the one route by which a worker loads the driver's catalog."""
-
-    files: tuple[str, ...] = ()
-    strict: bool = False
-
-    def load(self) -> Catalog:
-        return load_catalog(self.files, strict=self.strict)
 
 
 @dataclass(frozen=True)
@@ -39,4 +27,4 @@ class RunContext:
     executor: str = ""  # the executor's id
     show_progress: bool = False
     threads: int | None = None  # --threads, for every worker; None: each worker's own budget
-    prices: tuple[Price, ...] = ()  # --price, then the suite's [[cost]] (benchbench.prices)
+    prices: tuple[Price, ...] = ()  # --price, then the suite's [[cost]] (benchbench.meters.prices)

@@ -21,15 +21,15 @@ from tqdm import tqdm
 
 from benchbench.errors import BenchError, unknown_message
 from benchbench.plugins import Catalog
-from benchbench.record import Record
-from benchbench.run.cell import Cell
+from benchbench.store.record import Record
+from benchbench.plan.cell import Cell
 from benchbench.run.context import RunContext
 from benchbench.run.worker import Job, fault_record, summary_line
 from benchbench.settings import defaults, varying_cell_settings
-from benchbench.sharedstore import Journal, append_once
+from benchbench.store.shared import Journal, append_once
 from benchbench.specs import Executor, ExecutorSpec, Setting
-from benchbench.store import RECORDS, read_records
-from benchbench.suite import Suite, check_options
+from benchbench.store.rundir import RECORDS, read_records
+from benchbench.plan.suite import Suite, check_options
 
 
 @dataclass(frozen=True)

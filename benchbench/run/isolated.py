@@ -34,11 +34,11 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from benchbench.deadline import CellTimeLimit, Limit
+from benchbench.runtime.deadline import CellTimeLimit, Limit
 from benchbench.errors import BenchError
 from benchbench.plugins import Catalog
-from benchbench.record import Record
-from benchbench.sharedstore import write_lock
+from benchbench.store.record import Record
+from benchbench.store.shared import write_lock
 
 STOP_GRACE_S = 5.0  # after SIGTERM, the seconds a cell's processes get to end before SIGKILL
 EXIT_WAIT_S = 30.0  # after its record, the seconds a cell's process gets to exit before it is stopped

@@ -16,12 +16,13 @@ from typing import Any, Callable, Mapping
 import torch
 
 from benchbench import precision as precision_policy
-from benchbench import predictions as predictions_file
-from benchbench import compile_costs, threads
-from benchbench.compute import derived
-from benchbench.contender import default_name
-from benchbench.deadline import CellTimeLimit, time_limit
-from benchbench.envinfo import device_name, pick_device
+from benchbench.store import predictions as predictions_file
+from benchbench.meters import compile_costs
+from benchbench.runtime import threads
+from benchbench.meters.compute import derived
+from benchbench.store.contender import default_name
+from benchbench.runtime.deadline import CellTimeLimit, time_limit
+from benchbench.runtime.envinfo import device_name, pick_device
 from benchbench.errors import BenchError
 from benchbench.execution import choose
 from benchbench.meters import energy
@@ -29,15 +30,15 @@ from benchbench.meters.energy import EnergyPlan
 from benchbench.meters.flops import MacCount, build_for_counting, count_macs
 from benchbench.meters.params import count_params
 from benchbench.plugins import Catalog, plugin_package
-from benchbench.prices import priced
-from benchbench.record import Record, check_metrics, split_result
-from benchbench.rendezvous import later_node_note, records_the_cell
-from benchbench.run.cell import Cell, make_cell
+from benchbench.meters.prices import priced
+from benchbench.store.record import Record, check_metrics, split_result
+from benchbench.runtime.rendezvous import later_node_note, records_the_cell
+from benchbench.plan.cell import Cell, make_cell
 from benchbench.run.context import RunContext
-from benchbench.run.shape import cell_shape
+from benchbench.plan.shape import cell_shape
 from benchbench.settings import resolve
-from benchbench.sharedstore import append_once
-from benchbench.store import RecordLineError, record_line
+from benchbench.store.shared import append_once
+from benchbench.store.rundir import RecordLineError, record_line
 from benchbench.specs import ProtocolContext
 from benchbench.text import plain
 
@@ -156,7 +157,7 @@ def protocol_context(job: Job, catalog: Catalog, device: torch.device, model: to
     execution = None if choices.execution is None else choose(
         device, choices.execution, prefers_channels_last=model_spec.prefers_channels_last,
         params=count_params(model) if params is None else params, world=choices.world,
-        expect=compile_costs.for_cell(  # the break-even's figures (benchbench.compile_costs)
+        expect=compile_costs.for_cell(  # the break-even's figures (benchbench.meters.compile_costs)
             model_spec, model, device, compile_costs.Steps(
                 precision="fp32" if precision is None else precision.name, resolution=shape["image_size"],
                 in_chans=shape["in_chans"], num_classes=dataset_spec.num_classes,
@@ -233,7 +234,7 @@ def execute(job: Job, *, catalog: Catalog | None = None, mac_counts: dict | None
 
 def finish_record(job: Job, catalog: Catalog, record: Record, device_named: str) -> Record:
     """`record` as every worker completes it: its part of the driver's environment, with the name of the
-    device it ran on, and its cost at the run's prices (benchbench.prices)."""
+    device it ran on, and its cost at the run's prices (benchbench.meters.prices)."""
     if job.context.env is not None:  # the driver's environment, with the device this cell ran on
         env = {**job.context.env, "device_name": device_named}
         record = replace(record, env=record_env(env, catalog, record))

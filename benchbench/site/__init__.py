@@ -2,5 +2,8 @@
 
 Modules: `runs` (finding and reading runs), `cells` (table cells and numbers as the pages show
 them), `figures` (inline SVG), `zoo` (every registered model), `comparison` (two runs side by
-side), `build` (Jinja2 templates to files). Nothing here needs a server or the network.
+side), `history_page`, `run_page`, `verify_page`, `build` (Jinja2 templates to files). Nothing here
+needs a server or the network.
+
+Imports: reporting, judging, the store, meters and the contract; only the CLI imports it.
 """

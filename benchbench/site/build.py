@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from benchbench.atomic import output_errors
+from benchbench.store.atomic import output_errors
 from benchbench.errors import BenchError
 from benchbench.site.cells import breakable, html_table, number, show
 from benchbench.site.comparison import Comparison, default_pairs
 from benchbench.site.runs import Run, find_run_dirs, read_run
-from benchbench.store import ENV, RECORDS, SITE_MARKER
+from benchbench.store.rundir import ENV, RECORDS, SITE_MARKER
 
 ASSETS = ("site.css", "site.js", "favicon.svg")
 
@@ -84,7 +84,7 @@ MARKER_HEAD = ("Written by `benchbench report`; the next build replaces the file
 def _render(tmp: Path, site: Site, models, roots: list[str]) -> list[str]:
     """The site's files, written under `tmp`; returns their paths relative to it."""
     from benchbench import __version__
-    from benchbench.plots import family_styles
+    from benchbench.report.plots import family_styles
     from benchbench.site.history_page import METRICS as HISTORY_METRICS, history_groups, regressions_table
     from benchbench.site.run_page import run_page
     from benchbench.site.zoo import zoo_rows
@@ -206,7 +206,7 @@ def _check_out(out: Path, inputs: list[Path]) -> None:
 def _comparisons(site: Site, pairs, threshold: float, taken: set[str]) -> list[Comparison]:
     from benchbench.site.comparison import compare_runs
 
-    from benchbench.judge import Rules
+    from benchbench.judge.rule import Rules
 
     Rules(threshold=threshold).check()  # compare's --threshold, in points: a BenchError out of range
     by_path = {r.path.resolve(): r for r in site.runs}

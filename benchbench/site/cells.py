@@ -10,7 +10,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from benchbench.tables import NUMBER  # a cell is numeric as the printed tables judge it
+from benchbench.report.tables import NUMBER  # a cell is numeric as the printed tables judge it
 
 MISSING = ("", "-", "nan", "None")
 FILTER_FROM = 5  # rows

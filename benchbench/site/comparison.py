@@ -1,4 +1,4 @@
-"""Two runs side by side, as benchbench.compare computes it, drawn whatever columns its result has.
+"""Two runs side by side, as benchbench.judge.compare computes it, drawn whatever columns its result has.
 
 `compare()` may return a list of dataclasses (fields and properties become columns), a list of
 mappings or a pandas DataFrame; a column named `regression` flags the rows to highlight. Where a
@@ -54,8 +54,8 @@ def as_rows(result) -> tuple[list[str], list[dict[str, Any]]]:
 
 
 def compare_runs(a, b, slug: str, threshold: float) -> Comparison:
-    from benchbench.compare import compare
-    from benchbench.results import frame
+    from benchbench.judge.compare import compare
+    from benchbench.store.results import frame
 
     out = Comparison(a, b, slug, threshold)
     try:

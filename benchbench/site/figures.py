@@ -1,4 +1,4 @@
-"""A run's figures (benchbench.plots) as inline SVG: deterministic bytes, ids unique on the page, a title for screen readers."""
+"""A run's figures (benchbench.report.plots) as inline SVG: deterministic bytes, ids unique on the page, a title for screen readers."""
 
 from __future__ import annotations
 
@@ -27,9 +27,8 @@ class Figure:
 
 
 def figures(df, styles, salt: str) -> tuple[list[Figure], dict[str, str]]:
-    """Every figure benchbench.plots can draw of the run, and {kind: why not} for the others."""
-    from benchbench import plots
-
+    """Every figure benchbench.report.plots can draw of the run, and {kind: why not} for the others."""
+    from benchbench.report import plots
     drawn, skipped = [], {}
     for kind in plots.KINDS:
         draw = plots.accuracy_vs_compute if kind == "accuracy-vs-compute" else plots.data_scaling

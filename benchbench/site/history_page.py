@@ -1,12 +1,12 @@
 """The site's history page: each cell's figures across the runs reported, and their regressions.
 
 For every model x dataset x protocol of the runs and each figure of METRICS their records hold,
-benchbench.history's series (one per cell, the same resolved settings; for a timing, one per device
+benchbench.judge.history's series (one per cell, the same resolved settings; for a timing, one per device
 and environment, never mixed), ordered by the time each record finished, steps found and judged as
-`benchbench history` finds and judges them (asv's step detection; benchbench.judge's rule at its
+`benchbench history` finds and judges them (asv's step detection; benchbench.judge.rule's rule at its
 defaults: a timing step without a noise estimate is never a regression). A series of one point has
 no history and is left out. Each group gets a figure (a panel per series, each regression marked where it
-starts: benchbench.history_figures) and the page one table of every regression.
+starts: benchbench.report.history_figures) and the page one table of every regression.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from typing import Sequence
 from markupsafe import Markup
 
 from benchbench.errors import BenchError
-from benchbench.history import Series, history
-from benchbench.record import Record
+from benchbench.judge.history import Series, history
+from benchbench.store.record import Record
 from benchbench.site.cells import HtmlTable, html_table
 from benchbench.site.figures import svg_markup
 from benchbench.site.runs import Run
 
-# energy and money where records hold them (benchbench.meters.energy, benchbench.prices): judged as timings
+# energy and money where records hold them (benchbench.meters.energy, benchbench.meters.prices): judged as timings
 METRICS = ("top1", "img_per_s", "train_img_per_s", "eval_img_per_s", "energy_train_j", "energy_eval_j", "cost_usd")
 MAX_PANELS = 12  # series drawn per group: those with regressions first, then the longest
 
@@ -53,7 +53,7 @@ class Group:
 def history_groups(runs: Sequence[Run]) -> list[Group]:
     """The groups of the runs' records (every attempt) that have a history. A record without a run id
     (written by hand, or by an old version) is named by its run's."""
-    from benchbench.history_figures import history_figure
+    from benchbench.report.history_figures import history_figure
 
     by_cell: dict[tuple[str, str, str], list[Record]] = {}
     for run in runs:

@@ -60,8 +60,8 @@ class RunPage:
 
 
 def run_page(run, styles) -> RunPage:
-    from benchbench.results import frame
-    from benchbench.tables import LAYOUTS
+    from benchbench.store.results import frame
+    from benchbench.report.tables import LAYOUTS
 
     default = run.env.get("table") if run.env.get("table") in LAYOUTS else "models"
     page = RunPage(run, default)
@@ -83,7 +83,7 @@ def run_page(run, styles) -> RunPage:
 
 
 def _layout_table(df, layout: str, slug: str) -> LayoutTable:
-    from benchbench.tables import build_table, readable, render
+    from benchbench.report.tables import build_table, readable, render
 
     # Counts that are not verified are shown, marked with a dagger and a note (never hidden).
     table = build_table(df, layout, force_flops=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from benchbench.errors import BenchError
-from benchbench.record import Record
-from benchbench.store import ENV, RECORDS, read_records, run_dirs_under
+from benchbench.store.record import Record
+from benchbench.store.rundir import ENV, RECORDS, read_records, run_dirs_under
 
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 

@@ -1,5 +1,5 @@
 """The site's verification page: each reference table in a `references/` folder of a root reported on,
-checked row by row against the site's runs (benchbench.verify); a file that cannot be read says why."""
+checked row by row against the site's runs (benchbench.judge.verify); a file that cannot be read says why."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from benchbench.errors import BenchError
 from benchbench.site.cells import HtmlTable, html_table
 from benchbench.site.runs import Run
-from benchbench.verify import HEADERS, Check, display_row, notes, summary
+from benchbench.judge.verify import HEADERS, Check, display_row, notes, summary
 
 FOLDER = "references"
 
@@ -48,9 +48,9 @@ def _is_reference(path: Path) -> bool:
 
 
 def verifications(references: list[Path], runs: list[Run]) -> list[Verification]:
-    from benchbench import results
-    from benchbench.reference import read
-    from benchbench.verify import Run as Checked, check, known_metrics
+    from benchbench.store import results
+    from benchbench.judge.reference import read
+    from benchbench.judge.verify import Run as Checked, check, known_metrics
 
     checked = [Checked(run.label, results.frame(run.last)) for run in runs]
     by_label = {run.label: run for run in runs}

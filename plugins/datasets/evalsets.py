@@ -1,5 +1,5 @@
 """What ImageNet's evaluation-only sets share: the 200-class subsets of ImageNet-R and -A (vendored
-beside this file; ImageNet-1k's wnids are benchbench.classmap.IMAGENET_1K), their one split
+beside this file; ImageNet-1k's wnids are benchbench.weights.classmap.IMAGENET_1K), their one split
 ("test"), finding their folder, and a strict loader for a class-folder layout that must hold every
 class of the published release."""
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from benchbench.classmap import read_ids
+from benchbench.weights.classmap import read_ids
 from benchbench.errors import BenchError, did_you_mean
 from benchbench.specs import DataOptions
 from benchbench_plugins.datasets.folders import FolderImages, folder_classes, image_folder

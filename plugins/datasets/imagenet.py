@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchbench import hookimpl
-from benchbench.classmap import IMAGENET_1K
+from benchbench.weights.classmap import IMAGENET_1K
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions, DatasetSpec
 from benchbench_plugins.datasets.folders import FolderImages, folder_classes, image_folder

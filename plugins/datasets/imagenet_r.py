@@ -3,7 +3,7 @@
 
 Published layout (imagenet-r.tar unpacks to it): `imagenet-r/<wnid>/*.jpg`, 200 wnid folders. Labels
 are the wnids' order (sorted, as the paper's ImageFolder), and `class_ids` names them, so a
-1000-class ImageNet head is restricted to these 200 logits (benchbench.classmap), as the paper
+1000-class ImageNet head is restricted to these 200 logits (benchbench.weights.classmap), as the paper
 evaluates. Download: https://people.eecs.berkeley.edu/~hendrycks/imagenet-r.tar; no automatic download.
 """
 

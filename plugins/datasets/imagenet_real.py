@@ -9,7 +9,7 @@ ILSVRC2012_val_<i + 1>; 46,837 of them are non-empty. No automatic download.
 
 Items are (image, original ImageNet label), in the folder order; `label_sets[i]` is item i's ReaL
 labels (a tuple, empty when the raters kept none). ReaL accuracy is
-benchbench.multilabel.real_accuracy(top-1 predictions, dataset.label_sets): over the images with a
+benchbench.meters.multilabel.real_accuracy(top-1 predictions, dataset.label_sets): over the images with a
 non-empty set, the fraction whose top-1 is in it.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from torch.utils.data import Dataset
 
 from benchbench import hookimpl
-from benchbench.classmap import IMAGENET_1K
+from benchbench.weights.classmap import IMAGENET_1K
 from benchbench.errors import BenchError
 from benchbench.specs import DataOptions, DatasetSpec
 from benchbench_plugins.datasets.evalsets import NATIVE, SPLITS, check_test_split, class_folders, find_root

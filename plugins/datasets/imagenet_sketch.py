@@ -9,7 +9,7 @@ labelled in ImageNet-1k's order (the wnids sorted). Download: https://github.com
 from __future__ import annotations
 
 from benchbench import hookimpl
-from benchbench.classmap import IMAGENET_1K
+from benchbench.weights.classmap import IMAGENET_1K
 from benchbench.specs import DatasetSpec
 from benchbench_plugins.datasets.evalsets import NATIVE, SPLITS, WnidFolders
 

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 
 from benchbench import hookimpl
-from benchbench.classmap import IMAGENET_1K
+from benchbench.weights.classmap import IMAGENET_1K
 from benchbench.specs import DataOptions, DatasetSpec
 from benchbench_plugins.datasets.evalsets import NATIVE, SPLITS, check_test_split, class_folders, find_root
 from benchbench_plugins.datasets.folders import FolderImages

@@ -4,12 +4,12 @@ a fresh process of its own (`isolate`, the default: benchbench.run.isolated) or 
 from __future__ import annotations
 
 from benchbench import hookimpl
-from benchbench.record import Record
-from benchbench.rendezvous import records_the_cell
+from benchbench.store.record import Record
+from benchbench.runtime.rendezvous import records_the_cell
 from benchbench.run.dispatch import Dispatch
 from benchbench.run.isolated import run_apart
 from benchbench.run.worker import died_record, execute
-from benchbench.sharedstore import append_once
+from benchbench.store.shared import append_once
 from benchbench.specs import ExecutorSpec, Setting
 
 OPTIONS = {

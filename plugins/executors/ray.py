@@ -14,9 +14,11 @@ import os
 import socket
 import time
 
-from benchbench import hookimpl, threads
+from benchbench import hookimpl
+
+from benchbench.runtime import threads
 from benchbench.errors import BenchError
-from benchbench.record import Record
+from benchbench.store.record import Record
 from benchbench.run.dispatch import Dispatch
 from benchbench.run.worker import Job, execute
 from benchbench.settings import non_negative, positive

@@ -8,7 +8,7 @@ a crashed worker). A driver that died leaves the journal: the next run re-attach
 names that have no record yet, whatever their state, and submits only the cells without a job.
 
 A cell on several nodes (setting `nodes` > 1) gets a job of that many nodes, one task per node: each
-task is the node's launcher (its ranks meet through Slurm's variables, benchbench.rendezvous), and
+task is the node's launcher (its ranks meet through Slurm's variables, benchbench.runtime.rendezvous), and
 the first task alone appends the record.
 """
 
@@ -25,11 +25,11 @@ from pathlib import Path
 
 from benchbench import hookimpl
 from benchbench.errors import BenchError
-from benchbench.record import Record
+from benchbench.store.record import Record
 from benchbench.run.dispatch import Dispatch
 from benchbench.run.worker import Job, execute
 from benchbench.settings import non_negative, positive
-from benchbench.sharedstore import recorded_jobs
+from benchbench.store.shared import recorded_jobs
 from benchbench.specs import ExecutorSpec, Setting
 
 OPTIONS = {

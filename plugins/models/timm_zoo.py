@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from benchbench import hookimpl
-from benchbench.checkpoint_config import timm_data_config
+from benchbench.weights.config import timm_data_config
 from benchbench.errors import BenchError, unknown_message
 from benchbench.specs import ModelSpec, Preprocessing, StateDictLayout
 
@@ -84,7 +84,7 @@ class TimmSpec(ModelSpec):
 
 def preprocessing_of(cfg: Any, *, test_size: bool = False, source: str = "") -> Preprocessing:
     """A timm pretrained config (`PretrainedCfg` or its dict) as the evaluation transform timm's
-    `resolve_data_config` + `create_transform` build from it (benchbench.checkpoint_config.timm_data_config,
+    `resolve_data_config` + `create_transform` build from it (benchbench.weights.config.timm_data_config,
     the reader of config.json files too): `test_input_size` and `test_crop_pct` where `test_size` and the
     config has them, else `input_size` and `crop_pct`; timm's defaults where a field is unset.
     ValueError for what Preprocessing cannot express (non-square inputs, crop_mode "border")."""

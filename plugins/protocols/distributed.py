@@ -1,5 +1,5 @@
 """One training cell on many devices: the checks before launch, and each rank's run (DDP or FSDP
-around `fit` and `evaluate`), launched by benchbench.launch (torch's elastic launcher, as torchrun).
+around `fit` and `evaluate`), launched by benchbench.runtime.launch (torch's elastic launcher, as torchrun).
 
 The ranks are spawned processes: each loads the plugin catalog again (with the run's `--plugin`
 files), builds the cell's model and data from their ids, and loads the parent's initial weights, so
@@ -24,14 +24,14 @@ from torch.nn.parallel import DistributedDataParallel
 
 from benchbench.errors import BenchError
 from benchbench.execution import Execution
-from benchbench.launch import init_rank, launch
+from benchbench.runtime.launch import init_rank, launch
 from benchbench.meters.throughput import peak_mem_mb
 from benchbench.precision import Precision
-from benchbench.rendezvous import LaterNode, rendezvous_from_env
-from benchbench.run.shape import cell_shape
+from benchbench.runtime.rendezvous import LaterNode, rendezvous_from_env
+from benchbench.plan.shape import cell_shape
 from benchbench.run.worker import Job
 from benchbench.specs import ProtocolContext
-from benchbench.threads import per_rank
+from benchbench.runtime.threads import per_rank
 from benchbench.world import World, check_devices
 from benchbench_plugins.protocols.sharding import activation_checkpointing, build_sharded
 from benchbench_plugins.protocols.training import cell_splits, evaluate_timed, fit

@@ -9,12 +9,12 @@ threads and precision (the record's), params and GMACs (the runner's, as for eve
 record's `checkpoint` (provenance) and `preprocessing` (the transform used).
 
 Class spaces: the checkpoint's head is kept whatever its size when its classes map onto the
-dataset's (benchbench.classmap: an ILSVRC-2012 head of 1000 or 1001 classes onto ImageNet-V2, -R, -A,
+dataset's (benchbench.weights.classmap: an ILSVRC-2012 head of 1000 or 1001 classes onto ImageNet-V2, -R, -A,
 Sketch by wnid, a timm tag's named classes), its logits restricted and ordered to the dataset's labels;
 refused before any image is read otherwise. The record's `checkpoint` says how (`class_map`).
 
 Multi-label sets (a test split with `label_sets`, as ImageNet-ReaL): `top1` is the set accuracy
-(benchbench.multilabel: the top-1 right when in the image's set, over images with a non-empty set, as
+(benchbench.meters.multilabel: the top-1 right when in the image's set, over images with a non-empty set, as
 the paper's Table 2 reports ReaL), the predictions file keeps those images with `correct`, and the
 single-label figures stay as `top1_val_labels` and `top5_val_labels`.
 """
@@ -32,10 +32,10 @@ from torch import nn
 from benchbench import hookimpl
 from benchbench.errors import BenchError
 from benchbench.meters.params import count_params
-from benchbench.multilabel import set_accuracy, set_hits
-from benchbench.predictions import METRIC as PREDICTIONS, Predictions
+from benchbench.meters.multilabel import set_accuracy, set_hits
+from benchbench.store.predictions import METRIC as PREDICTIONS, Predictions
 from benchbench.settings import positive
-from benchbench.stats import ece
+from benchbench.judge.stats import ece
 from benchbench.specs import DatasetSpec, ProtocolContext, ProtocolSpec, Setting
 from benchbench_plugins.protocols.init_setting import INIT_HELP, init_setting, init_weights
 from benchbench_plugins.protocols.preprocessing_setting import choose_preprocessing, in_memory, preprocessing_settings
@@ -67,7 +67,7 @@ class MappedLogits(nn.Module):
 
 def set_scored(metrics: dict[str, Any], label_sets: Sequence[Sequence[int]]) -> dict[str, Any]:
     """The metrics of a multi-label split: top-1 against each image's label set over the images that
-    have one (benchbench.multilabel), the predictions kept for those images with `correct`, the
+    have one (benchbench.meters.multilabel), the predictions kept for those images with `correct`, the
     single-label top-1/top-5 renamed `*_val_labels`."""
     preds: Predictions = metrics[PREDICTIONS]
     hits = set_hits(preds.top5[:, 0].tolist(), [label_sets[int(i)] for i in preds.index])

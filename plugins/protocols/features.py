@@ -19,9 +19,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import Dataset
 
-from benchbench.clock import DeviceClock
+from benchbench.runtime.clock import DeviceClock
 from benchbench.precision import Precision
-from benchbench.predictions import Predictions, stack
+from benchbench.store.predictions import Predictions, stack
 from benchbench_plugins.protocols.inference import at_largest_batch, eval_batch_sizes
 from benchbench_plugins.protocols.loader import Loader
 

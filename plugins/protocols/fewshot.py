@@ -14,7 +14,7 @@ import statistics
 
 from benchbench import hookimpl
 from benchbench.errors import BenchError
-from benchbench.predictions import METRIC as PREDICTIONS
+from benchbench.store.predictions import METRIC as PREDICTIONS
 from benchbench.settings import positive
 from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
 from benchbench_plugins.protocols.features import extract, fewshot_eval, shot_draws

@@ -3,7 +3,7 @@
 As the paper's fine-tuning: the pre-training head is dropped and a zero-initialised one made for the
 new number of classes; SGD with momentum 0.9, no weight decay, warm-up then cosine decay, gradient
 clipping at global norm 1, batch 512; optionally at a higher `resolution`, with the ViT's position
-embeddings resized by 2-D interpolation over the patch grid (benchbench.checkpoints). Records the
+embeddings resized by 2-D interpolation over the patch grid (benchbench.weights.checkpoints). Records the
 fine-tuning cost (train_*) and, where known, the pre-training cost (pretrain_device_seconds,
 pretrain_images_seen, so the runner adds pretrain_exaflops).
 """

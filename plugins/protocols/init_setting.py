@@ -16,14 +16,14 @@ from typing import Any
 
 from torch import nn
 
-from benchbench import hub
-from benchbench.checkpoints import LoadReport, Provenance, checkpoint_meta, load_weights
-from benchbench.classmap import BACKGROUND, ClassMap, class_map
+from benchbench.weights import hub
+from benchbench.weights.checkpoints import LoadReport, Provenance, checkpoint_meta, load_weights
+from benchbench.weights.classmap import BACKGROUND, ClassMap, class_map
 from benchbench.errors import BenchError
-from benchbench.run.context import Plugins
+from benchbench.plugins import Plugins
 from benchbench.specs import ClassifierModel, ModelSpec, Preprocessing, ProtocolContext, Setting
-from benchbench.store import read_records
-from benchbench.weights import SUFFIXES
+from benchbench.store.rundir import read_records
+from benchbench.weights.files import SUFFIXES
 
 def _safe(name: str) -> str:
     return urllib.parse.quote(name, safe="-._")
@@ -139,7 +139,7 @@ class InitWeights:
 def load_init(ctx: ProtocolContext, init: str, *, protocol: str) -> dict[str, Any]:
     """Load `init` into the cell's model (see `init_weights`); returns the pre-training cost, and under
     `checkpoint` where the weights came from (a JSON object: the record's `checkpoint` field, which the
-    worker takes out of the metrics: benchbench.record.split_result)."""
+    worker takes out of the metrics: benchbench.store.record.split_result)."""
     loaded = init_weights(ctx, init, protocol=protocol)
     return {**loaded.pretrain, **({"checkpoint": loaded.provenance.to_json()} if loaded.provenance else {})}
 
@@ -219,7 +219,7 @@ def _load_with_head(model: nn.Module, source: str, ctx: ProtocolContext, classes
                     kw: dict[str, Any]) -> tuple[LoadReport, ClassMap]:
     """The whole checkpoint, head included. Its classes (ours name them; for others a head that does not
     fit the model built for the dataset's classes is found by loading: what fits without the head says
-    it is only the head) must map onto the dataset's (benchbench.classmap: the same count, ILSVRC-2012's
+    it is only the head) must map onto the dataset's (benchbench.weights.classmap: the same count, ILSVRC-2012's
     1000 or 1001 wnids onto a set named by wnid, a timm tag's named classes), else a BenchError before any
     image is read; the model then gets a head of the checkpoint's classes."""
     spec = ctx.dataset_spec

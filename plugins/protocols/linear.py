@@ -4,7 +4,7 @@
 (whitened features, bias feature, {-1, 1} targets; features.py), on every training image.
 `method = "logistic"`: multinomial logistic regression on the same whitened features by L-BFGS,
 minimising the summed cross-entropy + l2_reg * ||W||^2. Top-1/top-5 on the test split, and each test
-image's predictions (softmax of the scores; benchbench.predictions).
+image's predictions (softmax of the scores; benchbench.store.predictions).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 
 from benchbench import hookimpl
-from benchbench.predictions import METRIC as PREDICTIONS
-from benchbench.stats import ece
+from benchbench.store.predictions import METRIC as PREDICTIONS
+from benchbench.judge.stats import ece
 from benchbench.settings import one_of, positive
 from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
 from benchbench_plugins.protocols.features import (RidgeRegression, extract, logistic_regression, predictions_of, top1,

@@ -15,7 +15,7 @@ from typing import Iterator, Sequence
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler, TensorDataset
 
-from benchbench.threads import budget
+from benchbench.runtime.threads import budget
 
 SEED_RANGE = 2 ** 62  # per-image augmentation seeds are drawn from [0, SEED_RANGE)
 
@@ -195,7 +195,7 @@ def auto_workers(dataset: Dataset) -> int:
     """DataLoader workers when a protocol's num_workers is -1: none for in-memory tensors (a batch is a
     slice); for files, none on one or two CPUs (measured: a worker there takes cores from the
     training step and costs more than it saves, benchmarks/loader_speed.py), else half the CPUs, up
-    to 4. The CPUs are the process's budget (benchbench.threads: affinity, quota, allocation)."""
+    to 4. The CPUs are the process's budget (benchbench.runtime.threads: affinity, quota, allocation)."""
     if isinstance(dataset, TensorDataset):
         return 0
     cpus = budget().cpus

@@ -5,7 +5,7 @@ the runner derives `pretrain_exaflops = 3 * 2 * macs * images_seen / 1e18`. With
 model's training speed is measured on the run's device (by default only on CUDA) and precision, and the schedule projected
 to `projected_device_days`, at the execution the policy picks for this device and model
 (benchbench.execution: fused AdamW and channels-last where the family prefers it, on CUDA; compiled
-only where the break-even of benchbench.compile_costs pays, which a measurement of a few seconds
+only where the break-even of benchbench.meters.compile_costs pays, which a measurement of a few seconds
 rarely does, or where the suite sets `compile = true`); compilation is warm-up, never in img/s or
 device-days: its time is `compile_s`. The record's `exec_reason` says why it ran as it did.
 """

@@ -28,8 +28,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchbench import hookimpl
-from benchbench.checkpoints import save_checkpoint
-from benchbench.clock import DeviceClock
+from benchbench.weights.checkpoints import save_checkpoint
+from benchbench.runtime.clock import DeviceClock
 from benchbench.errors import BenchError
 from benchbench.execution import SETTINGS as EXECUTION_SETTINGS
 from benchbench.precision import Precision

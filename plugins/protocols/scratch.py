@@ -8,7 +8,7 @@ trained weights go to run_dir/checkpoints/ for a later `finetune` cell (init = "
 from __future__ import annotations
 
 from benchbench import hookimpl
-from benchbench.checkpoints import save_checkpoint
+from benchbench.weights.checkpoints import save_checkpoint
 from benchbench.errors import BenchError
 from benchbench.specs import ProtocolContext, ProtocolSpec, Setting
 from benchbench_plugins.protocols.init_setting import run_checkpoint

@@ -16,17 +16,17 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import Dataset
 
-from benchbench import compile_costs
+from benchbench.meters import compile_costs
 from benchbench import execution as execution_policy
-from benchbench.clock import DeviceClock, sync
+from benchbench.runtime.clock import DeviceClock, sync
 from benchbench.meters import energy
 from benchbench.errors import BenchError
 from benchbench.execution import Execution
 from benchbench.precision import DEFAULT, Precision, resolve
-from benchbench.predictions import METRIC as PREDICTIONS
-from benchbench.predictions import Predictions
+from benchbench.store.predictions import METRIC as PREDICTIONS
+from benchbench.store.predictions import Predictions
 from benchbench.specs import DataOptions, DatasetSpec, ProtocolContext
-from benchbench.stats import ece
+from benchbench.judge.stats import ece
 from benchbench.step import Loss, cross_entropy, forward, train_step
 from benchbench_plugins.protocols.features import scored
 from benchbench_plugins.protocols.inference import at_largest_batch, eval_batch_sizes
@@ -109,7 +109,7 @@ def fit(model: nn.Module, train: Dataset, ctx: ProtocolContext, *, desc: str = "
     own work), and left out of `train_device_seconds` and `train_img_per_s`, which are the steady pace
     (unless every step compiled: then they count all); what it took, in which state of inductor's
     on-disk cache, and the steady step's time are remembered for the next cell's break-even
-    (benchbench.compile_costs). A compile that fails fails the cell, unless the execution was the
+    (benchbench.meters.compile_costs). A compile that fails fails the cell, unless the execution was the
     policy's choice (`compile = "auto"`): then the cell trains on eagerly, and says why. `loss_fn`
     replaces cross-entropy (benchbench.step).
 
@@ -235,7 +235,7 @@ def fallen_back(execution: Execution, exc: BaseException) -> Execution:
 def _remember(ctx: ProtocolContext, model: nn.Module, execution: Execution, *, compiled_s: float | None,
               cache: str | None, image_s: float | None) -> None:
     """This cell's compile time and steady step time, for the break-even of later cells
-    (benchbench.compile_costs)."""
+    (benchbench.meters.compile_costs)."""
     core = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
     work = compile_costs.workload(ctx.model_spec, core, ctx.device, compile_costs.Steps(
         precision=precision_of(ctx).name, resolution=ctx.data.image_size, in_chans=ctx.data.in_chans,
@@ -268,7 +268,7 @@ def evaluate(model: nn.Module, dataset: Dataset, device: torch.device, batch_siz
              keep_predictions: bool = False) -> Accuracy:
     """Top-1/top-5 over `dataset`; data-parallel (`world` > 1), each rank evaluates its part of each
     batch (every rank the same number of forward passes, as FSDP needs) and the counts are summed.
-    With `keep_predictions`, also each image's predictions (benchbench.predictions); data-parallel,
+    With `keep_predictions`, also each image's predictions (benchbench.store.predictions); data-parallel,
     every rank's part gathered (a collective) and put back in dataset order on every rank.
 
     The counts, and the kept predictions, stay on the device and are read once at the end (a read per
@@ -353,8 +353,8 @@ def cell_splits(spec: DatasetSpec, data: DataOptions, s: Mapping[str, Any], seed
 
 def evaluate_timed(model: nn.Module, test: Dataset, ctx: ProtocolContext, *, rank: int = 0) -> dict[str, float]:
     """`evaluate` on the device clock, at the cell's precision, as a cell's metrics, with each image's
-    predictions under `benchbench.predictions.METRIC` (a file beside the record) and
-    their expected calibration error `ece` (benchbench.stats.ece)."""
+    predictions under `benchbench.store.predictions.METRIC` (a file beside the record) and
+    their expected calibration error `ece` (benchbench.judge.stats.ece)."""
     s = ctx.settings
     world = ctx.world.size if ctx.world is not None else 1
     with DeviceClock(ctx.device) as eval_clock, energy.span(ctx, "evaluation", rank) as joules:

@@ -8,7 +8,7 @@ import json
 import math
 from typing import Any
 
-from benchbench.record import Record
+from benchbench.store.record import Record
 from benchbench.specs import Export
 
 IDENTITY_TAG = "benchbench.identity"  # set last: a cell whose tracker run has it was exported whole

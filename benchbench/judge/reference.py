@@ -1,0 +1,315 @@
+"""A published table as reference rows: one CSV row per published figure, read and checked line by line.
+
+The columns (docs/compute.md, "Checking a published table"):
+- `model`: a benchbench id, or the table's own name for it mapped to one by the `aliases` column or an
+  aliases file (`model,aliases`); several names are separated by ";";
+- `dataset`, `protocol`, `resolution`: which cells the figure is of; empty matches any;
+- `metric`: a record metric name (`params`, `gmacs`, `gmacs_fvcore`, `top1`, `pretrain_exaflops`, ...);
+- `value`: in the record's units (params a count, top-1 a fraction);
+- `tolerance`: absolute in the metric's units (`0.005`), or relative to `value` (`1%`); empty is 0;
+- `source`: the paper and table, or the URL;
+and optionally `settings` (`epochs=7`, several separated by ";": the cell's settings must have these
+values), `note` (a known gap and what explains it, shown with the row's verdict) and `aliases`.
+
+Every problem is named by its line in the file, all of them at once: a missing column, an unknown
+metric, a value that is not a number, an empty or "nan" model, two rows giving one figure different
+values. timm's results CSVs (`model,img_size,top1,top5,...`, percentages) are read too, as top-1 and
+top-5 rows (`results_csv`), for `benchbench table --layout timm --reference`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Collection, Iterable, Mapping
+
+from benchbench.errors import BenchError, did_you_mean
+
+COLUMNS = ("model", "dataset", "protocol", "resolution", "metric", "value", "tolerance", "source")
+OPTIONAL = ("settings", "note", "aliases")
+# The compute figures benchbench records (checked within their tolerance); accuracies are checked by
+# their Wilson interval instead (benchbench.judge.verify).
+COMPUTE_METRICS = ("params", "macs", "gmacs", "gflops", "gmacs_fvcore", "train_exaflops", "pretrain_exaflops",
+                   "train_device_days", "projected_device_days")
+ACCURACY_METRICS = ("top1", "top5")
+RESULTS_CSV = ("model", "top1")  # the columns a timm results CSV has at least
+SEPARATOR = ";"
+_METRIC = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    amount: float
+    relative: bool = False  # amount in percent of the published value
+
+    def allowed(self, value: float) -> float:
+        """The largest difference from `value` that passes, in the metric's units."""
+        return abs(value) * self.amount / 100 if self.relative else self.amount
+
+    def __str__(self) -> str:
+        return f"{self.amount:g}%" if self.relative else f"{self.amount:g}"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One published figure."""
+
+    line: int  # in the file, the header being line 1
+    model: str  # as the table writes it
+    names: tuple[str, ...]  # the model and its aliases, lower-cased: a cell matches by any of them
+    dataset: str | None
+    protocol: str | None
+    resolution: int | None
+    settings: tuple[tuple[str, str], ...]
+    metric: str
+    value: float
+    tolerance: Tolerance
+    source: str
+    note: str = ""
+
+    @property
+    def figure(self) -> tuple:
+        """What the row is a figure of: two rows with one figure must agree."""
+        return (self.model.lower(), self.dataset, self.protocol, self.resolution, self.settings, self.metric)
+
+    @property
+    def where(self) -> str:
+        """The cells it names, as a reader writes them: "jft-300m, measure, 224 px, epochs=7"."""
+        parts = [self.dataset, self.protocol, None if self.resolution is None else f"{self.resolution} px",
+                 *(f"{k}={v}" for k, v in self.settings)]
+        return ", ".join(p for p in parts if p) or "any cell"
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} {self.metric} ({self.where})"
+
+
+@dataclass(frozen=True)
+class Reference:
+    path: Path
+    rows: tuple[Row, ...]
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def read(path: str | Path, *, aliases: str | Path | None = None, metrics: Collection[str] | None = None) -> Reference:
+    """The reference table at `path`; `aliases` an aliases file (`model,aliases`); `metrics` the metric
+    names known (None: any plain name). BenchError listing every problem, one line each."""
+    path = Path(path)
+    header, records = _csv(path)
+    missing = [c for c in COLUMNS if c not in header]
+    if missing:
+        raise BenchError(f"{path}: no column {', '.join(missing)}; a reference table has the columns "
+                         f"{','.join(COLUMNS)} (optional: {', '.join(OPTIONAL)}); this file has: {_shown(header)}")
+    extra = read_aliases(aliases) if aliases is not None else {}
+    rows, problems = [], []
+    for line, record in records:
+        try:
+            rows.append(_row(line, record, extra, metrics))
+        except ValueError as exc:
+            problems.append(f"{path}:{line}: {exc}")
+    problems += _disagreements(path, rows)
+    if problems:
+        raise BenchError("\nerror: ".join(problems))
+    if not rows:
+        raise BenchError(f"{path}: no rows under the header; write one row per published figure")
+    return Reference(path, tuple(rows))
+
+
+def read_aliases(path: str | Path) -> dict[str, tuple[str, ...]]:
+    """{a table's model name, lower-cased: the names it stands for}, from a CSV with columns model, aliases."""
+    path = Path(path)
+    header, records = _csv(path)
+    if "model" not in header or "aliases" not in header:
+        raise BenchError(f"{path}: an aliases file has the columns model,aliases (this file has: {_shown(header)})")
+    out: dict[str, tuple[str, ...]] = {}
+    for line, record in records:
+        model = _text(record.get("model"))
+        if not model or model.lower() == "nan":
+            raise BenchError(f"{path}:{line}: empty model; write the name the reference table uses")
+        out[model.lower()] = out.get(model.lower(), ()) + _names(record.get("aliases"))
+    return out
+
+
+def results_csv(path: str | Path) -> Reference:
+    """A timm results CSV (model, top1, top5 in percent, img_size) as top-1/top-5 rows in the record's
+    units (fractions), each at its img_size when the file has one; exact (tolerance 0)."""
+    path = Path(path)
+    header, records = _csv(path)
+    rows, problems = [], []
+    for line, record in records:
+        model = _text(record.get("model"))
+        if not model or model.lower() == "nan":
+            problems.append(f"{path}:{line}: empty model; every row names the model it is a figure of")
+            continue
+        try:
+            resolution = _resolution(record.get("img_size"))
+        except ValueError as exc:
+            problems.append(f"{path}:{line}: img_size {exc}")
+            continue
+        for metric in ACCURACY_METRICS:
+            text = _text(record.get(metric))
+            if not text:
+                continue
+            try:
+                value = _number(text, metric)
+            except ValueError as exc:
+                problems.append(f"{path}:{line}: {exc}")
+                continue
+            rows.append(Row(line, model, (model.lower(),), None, None, resolution, (), metric, value / 100,
+                            Tolerance(0.0), path.name))
+    problems += _disagreements(path, rows)
+    if problems:
+        raise BenchError("\nerror: ".join(problems))
+    return Reference(path, tuple(rows))
+
+
+def read_any(path: str | Path) -> Reference:
+    """A reference table, or a timm results CSV (by its columns) for the timm layout's `--reference`."""
+    header, _ = _csv(Path(path))
+    if all(c in header for c in ("metric", "value")):
+        return read(path)
+    if all(c in header for c in RESULTS_CSV):
+        return results_csv(path)
+    raise BenchError(f"--reference {path}: neither a reference table (columns {','.join(COLUMNS)}) nor a timm "
+                     f"results CSV (no column {', '.join(c for c in RESULTS_CSV if c not in header)}); "
+                     f"this file has: {_shown(header)}")
+
+
+def _csv(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """(header, [(line, row)]) of a CSV; blank lines skipped; one line for a file that cannot be read."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise BenchError(f"{path}: cannot be read (no such file)") from None
+    except IsADirectoryError:
+        raise BenchError(f"{path}: cannot be read (a folder, not a CSV file)") from None
+    except UnicodeDecodeError as exc:
+        raise BenchError(f"{path}: cannot be read as UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise BenchError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = [h.strip() for h in next(reader, [])]
+        if not any(header):
+            raise BenchError(f"{path}: empty; a CSV file with a header line is expected")
+        rows = []
+        line = reader.line_num
+        for values in reader:
+            start, line = line + 1, reader.line_num
+            if not any(v.strip() for v in values):
+                continue
+            if len(values) > len(header):
+                raise BenchError(f"{path}:{start}: {len(values)} fields under a header of {len(header)}; "
+                                 "quote a value that holds a comma")
+            rows.append((start, dict(zip(header, values))))
+    except csv.Error as exc:
+        raise BenchError(f"{path}:{reader.line_num}: not CSV ({exc})") from None
+    return header, rows
+
+
+def _shown(header: list[str], most: int = 12, width: int = 40) -> str:
+    """A file's header as a message shows it: its first columns, each cut to `width` characters."""
+    names = [h if len(h) <= width else h[:width - 3] + "..." for h in header[:most]]
+    return ", ".join(names) + (f", ... ({len(header)} columns)" if len(header) > most else "")
+
+
+def _text(value: str | None) -> str:
+    return (value or "").strip()
+
+
+def _names(text: str | None) -> tuple[str, ...]:
+    return tuple(n.strip().lower() for n in _text(text).split(SEPARATOR) if n.strip())
+
+
+def _number(text: str, column: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{column} {text!r} is not a number (in the record's units, e.g. 0.8073 for 80.73 %, "
+                         "86570000 for 86.57M)") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{column} {text!r} is not a finite number")
+    return value
+
+
+def _resolution(text: str | None) -> int | None:
+    text = _text(text)
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number of pixels") from None
+    if not value.is_integer() or value <= 0:
+        raise ValueError(f"{text!r} is not a whole number of pixels above 0")
+    return int(value)
+
+
+def tolerance(text: str) -> Tolerance:
+    """`0.005` (absolute) or `1%` (relative); empty is 0. ValueError for anything else."""
+    text = text.strip()
+    if not text:
+        return Tolerance(0.0)
+    relative = text.endswith("%")
+    amount = _number(text[:-1].strip() if relative else text, "tolerance")
+    if amount < 0:
+        raise ValueError(f"tolerance {text!r} is negative; write how far from the value still passes, e.g. 0.5 or 1%")
+    return Tolerance(amount, relative)
+
+
+def _settings(text: str) -> tuple[tuple[str, str], ...]:
+    out = {}
+    for part in (p.strip() for p in text.split(SEPARATOR)):
+        if not part:
+            continue
+        name, eq, value = part.partition("=")
+        if not eq or not name.strip() or not value.strip():
+            raise ValueError(f"settings {part!r}: write name=value, several separated by '{SEPARATOR}' (epochs=7)")
+        out[name.strip()] = value.strip()
+    return tuple(sorted(out.items()))
+
+
+def _row(line: int, record: Mapping[str, str], aliases: Mapping[str, tuple[str, ...]],
+         metrics: Collection[str] | None) -> Row:
+    model = _text(record.get("model"))
+    if not model or model.lower() == "nan":
+        raise ValueError(f"empty model{' (nan)' if model else ''}; write a benchbench id (benchbench list models) "
+                         "or the table's name with an aliases entry")
+    metric = _text(record.get("metric"))
+    if not _METRIC.match(metric):
+        raise ValueError(f"metric {metric!r} is not a record metric name (lower case, digits and _: top1, params)")
+    if metrics is not None and metric not in metrics:
+        near = did_you_mean(metric, metrics)
+        raise ValueError(f"unknown metric {metric!r}" + (f"; did you mean {near!r}?" if near else
+                         f"; known: {', '.join(sorted(metrics)[:12])}{', ...' if len(metrics) > 12 else ''}"))
+    value = _number(_text(record.get("value")), "value")
+    try:
+        resolution = _resolution(record.get("resolution"))
+    except ValueError as exc:
+        raise ValueError(f"resolution {exc}") from None
+    names = (model.lower(), *_names(record.get("aliases")), *aliases.get(model.lower(), ()))
+    return Row(line=line, model=model, names=tuple(dict.fromkeys(names)), dataset=_text(record.get("dataset")) or None,
+               protocol=_text(record.get("protocol")) or None, resolution=resolution,
+               settings=_settings(_text(record.get("settings"))), metric=metric, value=value,
+               tolerance=tolerance(_text(record.get("tolerance"))), source=_text(record.get("source")),
+               note=_text(record.get("note")))
+
+
+def _disagreements(path: Path, rows: Iterable[Row]) -> list[str]:
+    """A line for each row that gives a figure an earlier row gave another value or tolerance."""
+    first: dict[tuple, Row] = {}
+    out = []
+    for row in rows:
+        seen = first.setdefault(row.figure, row)
+        if seen is not row and (seen.value, seen.tolerance) != (row.value, row.tolerance):
+            out.append(f"{path}:{row.line}: {row.label} is {row.value:g} (tolerance {row.tolerance}) here and "
+                       f"{seen.value:g} (tolerance {seen.tolerance}) on line {seen.line}; keep one, or tell the "
+                       "two apart by dataset, protocol, resolution or settings")
+    return out

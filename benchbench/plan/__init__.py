@@ -1,0 +1,8 @@
+"""Suites and plans: what a run will do. A suite file parsed and validated (`suite`) with its named
+contenders (`contenders`), expanded into `cell`s (model x dataset x protocol x settings, each with a
+stable key), the shape a cell's model is built at (`shape`), and each cell's state and cost before
+it runs (`preview`: done, failed or to run; FLOPs, expected time).
+
+Imports: meters, weights, the store, `runtime` and the contract; never the run layer (which carries
+plans out), judging, reporting or the CLI.
+"""
