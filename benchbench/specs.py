@@ -260,6 +260,12 @@ class ModelSpec:
     # True where the family trains faster in channels-last memory format on CUDA (benchbench.execution
     # uses it by default there); False where it measured slower or was not measured.
     prefers_channels_last: bool = False
+    # What the compile break-even (benchbench.meters.compile_costs) assumes of the family where nothing
+    # of the model was measured on the device: the fraction of the datasheet peak an eager training step
+    # reaches, and the fraction of a step compiling saves; None: the break-even's defaults. Declare only
+    # figures measured on the family, with their source beside them.
+    eager_mfu: float | None = None
+    compile_gain: float | None = None
     # The evaluation transform of the architecture's published weights (None: the dataset's own).
     preprocessing: Preprocessing | None = None
     # A parametric family ("timm/<name>"): bind(arg) returns the ModelSpec of that argument, with id

@@ -51,6 +51,7 @@ from benchbench.execution import Request, choose
 from benchbench.meters.flops import count_macs
 from benchbench.meters.params import count_params
 from benchbench.meters.peaks import mfu, peak_flops_per_s
+from benchbench.meters import compile_costs
 from benchbench.meters.throughput import Inputs, Timing, measure_throughput
 from benchbench.precision import Precision
 from benchbench.plugins import load_catalog
@@ -246,11 +247,20 @@ def compare(timm, pair: Pair, spec, mode: str, compile: bool, args, device: torc
                            args.warmup, args.steps)
     ours = spec.build(num_classes=pair.num_classes, image_size=pair.image_size, in_chans=3)
 
+    execution = choose(device, Request(compile=compile), params=count_params(ours))
+    steps = compile_costs.Steps(precision=args.precision.name, resolution=pair.image_size, in_chans=3,
+                                num_classes=pair.num_classes, batch_size=args.batch_size or 0)
+
     def benchbench_side() -> float:
-        return measure_throughput(ours, Inputs(pair.image_size, 3, pair.num_classes, str(device)), mode=mode,
-                                  precision=args.precision, batch_size=args.batch_size,
-                                  execution=choose(device, Request(compile=compile), params=count_params(ours)),
-                                  timing=Timing(args.warmup, args.steps, 0.0)).img_per_s
+        def measure():
+            return measure_throughput(ours, Inputs(pair.image_size, 3, pair.num_classes, str(device)), mode=mode,
+                                      precision=args.precision, batch_size=args.batch_size, execution=execution,
+                                      timing=Timing(args.warmup, args.steps, 0.0))
+
+        # a training step's compile and step times inform the break-even, as a training cell's do
+        result = compile_costs.remembered(spec, ours, device, steps, execution, measure) if mode == "train" \
+            else measure()
+        return result.img_per_s
 
     timm_ips, ours_ips = [], []
     for r in range(args.rounds):

@@ -236,6 +236,12 @@ def test_cost_flops_side_and_projection(capsys):
     assert out["batch_size"] == 8 and out["train_img_per_s"] > 0
     # the device-days are the images over the img/s alone: compile time (0 here, eager) is never in them
     assert out["projected_device_days"] == pytest.approx(120_000 / out["train_img_per_s"] / 86400)
+    # its step time is remembered for the compile break-even, as a training cell's is
+    from benchbench.meters import compile_costs
+
+    steps = [e for e in compile_costs.read() if e["kind"] == "step" and e["model"] == "vit-mu4"]
+    assert steps and steps[-1]["batch_size"] == 8 and steps[-1]["mode"] == "eager"
+    assert steps[-1]["seconds"] == pytest.approx(1 / out["train_img_per_s"])
     # how it ran, beside the figure: the fields and the line `profile` prints (one function for both)
     assert (out["compiled"], out["compile_mode"], out["fused_optimizer"], out["channels_last"], out["attention"],
             out["execution_policy"], out["compile_s"], out["mode"]) == (False, None, False, False, "sdpa", "cpu", 0.0,

@@ -135,15 +135,16 @@ def threads_line(r: dict, label_width: int = 14) -> str:
 POLICIES = {"eager": "asked with --eager", "cpu": "eager off CUDA", "cuda": "best by default on CUDA"}
 
 
-def execution_for(spec, device, model, request=None):
+def execution_for(spec, device, model, request=None, expect=None):
     """The execution the policy (benchbench.execution.choose) picks for `model`, of the family `spec`
     (its ModelSpec: channels-last where it says it prefers it), on `device`; what `request`
-    (benchbench.execution.Request) gives overrides it."""
+    (benchbench.execution.Request) gives overrides it; `expect`: the break-even's figures of the run a
+    command projects (benchbench.meters.compile_costs.for_cell), as a `run` cell of it would weigh them."""
     from benchbench.execution import POLICY, choose
     from benchbench.meters.params import count_params
 
     return choose(device, request or POLICY, prefers_channels_last=spec.prefers_channels_last,
-                  params=count_params(model))
+                  params=count_params(model), expect=expect)
 
 
 def check_precision(args, device):

@@ -87,11 +87,18 @@ def cost(args) -> dict:
         from benchbench.execution import Request
         from benchbench.meters.throughput import Inputs, Timing, measure_throughput
 
+        from benchbench.meters import compile_costs
+
         chosen = threads.apply()
-        result = measure_throughput(model, Inputs(resolution, 3, num_classes, str(device)), mode="train",
-                                    precision=precision, batch_size=args.batch_size,
-                                    execution=execution_for(spec, device, model, Request(eager=args.eager)),
-                                    timing=Timing(report=progress_line))
+        # compiled or eager as a `run` cell projecting the same schedule (the `measure` protocol) decides it:
+        # by the break-even of the projected run's `seen` images, not of this measurement's few seconds
+        steps = compile_costs.Steps(precision=precision.name, resolution=resolution, in_chans=3,
+                                    num_classes=num_classes, batch_size=args.batch_size or 0)
+        expect = compile_costs.for_cell(spec, model, device, steps, train_images=lambda: float(seen), gmacs=macs.gmacs)
+        execution = execution_for(spec, device, model, Request(eager=args.eager), expect=expect)
+        result = compile_costs.remembered(spec, model, device, steps, execution, lambda: measure_throughput(
+            model, Inputs(resolution, 3, num_classes, str(device)), mode="train", precision=precision,
+            batch_size=args.batch_size, execution=execution, timing=Timing(report=progress_line)))
         peak = peak_flops_per_s(result.device_name, precision.name)
         out.update(device=result.device, device_name=result.device_name, precision=precision.name, mode="train",
                    batch_size=result.batch_size, train_img_per_s=result.img_per_s,

@@ -145,10 +145,23 @@ def profile(args) -> dict:
     # the second count runs on a meta copy: free
     meta = spec.build_on_meta(num_classes=args.num_classes, image_size=resolution, in_chans=args.in_chans)
     macs = count_macs(model, resolution, args.in_chans, meta_model=meta)  # CPU, fp32: before the model moves
-    result = measure_throughput(
-        model, Inputs(resolution, args.in_chans, args.num_classes, str(device)), mode=args.mode, precision=precision,
-        batch_size=args.batch_size, max_batch_size=args.max_batch_size, execution=_execution(args, spec, device, model),
-        timing=Timing(args.warmup_steps, args.min_steps, args.min_seconds, latency=args.latency, report=progress_line))
+    execution = _execution(args, spec, device, model)
+
+    def measure():
+        return measure_throughput(
+            model, Inputs(resolution, args.in_chans, args.num_classes, str(device)), mode=args.mode,
+            precision=precision, batch_size=args.batch_size, max_batch_size=args.max_batch_size, execution=execution,
+            timing=Timing(args.warmup_steps, args.min_steps, args.min_seconds, latency=args.latency,
+                          report=progress_line))
+
+    if args.mode == "train":  # a training step's times inform the compile break-even, as a cell's do
+        from benchbench.meters import compile_costs
+
+        steps = compile_costs.Steps(precision=precision.name, resolution=resolution, in_chans=args.in_chans,
+                                    num_classes=args.num_classes, batch_size=args.batch_size or 0)
+        result = compile_costs.remembered(spec, model, device, steps, execution, measure)
+    else:
+        result = measure()
     del model
     achieved = achieved_flops_per_s(result.img_per_s, macs.gflops, args.mode)
     entry = lookup(result.device_name) if device.type == "cuda" else None

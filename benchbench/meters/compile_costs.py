@@ -27,7 +27,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from benchbench.execution import CUDAGRAPHS, Execution, Expected
 from benchbench.meters.cache import cache_dir
@@ -103,9 +103,11 @@ class Workload:
     device_type: str
     device: str  # `device_label`
     steps: Steps  # what its training steps are made of
-    train_images: float | None = None  # the cell's (its protocol's estimate); None: unknown
+    train_images: float | None = None  # the cell's, or the run it projects (`compile_images`); None: unknown
     gmacs: float | None = None
     torch: str = ""
+    eager_mfu: float | None = None  # the family's measured figures (ModelSpec); None: EAGER_MFU, GAIN
+    compile_gain: float | None = None
 
     def graph(self, execution: Execution) -> str:
         """Which compiled graph `execution` makes of this workload: its cache entry, if inductor's cache
@@ -135,7 +137,8 @@ def workload(model_spec, model, device, steps: Steps, *, train_images: float | N
     return Workload(model=model_spec.id, family=model_spec.family, source=source_stamp(model_spec),
                     param_tensors=sum(1 for _ in model.parameters()), device_type=device.type,
                     device=device_label(device), steps=steps, train_images=train_images, gmacs=gmacs,
-                    torch=torch_version())
+                    torch=torch_version(), eager_mfu=getattr(model_spec, "eager_mfu", None),
+                    compile_gain=getattr(model_spec, "compile_gain", None))
 
 
 # --- inductor's on-disk cache ------------------------------------------------------------------------------
@@ -253,6 +256,22 @@ def remember_step(work: Workload, execution: Execution, image_s: float, path: Pa
             path)
 
 
+def remembered(model_spec, model, device, steps: Steps, execution: Execution, measure: Callable[[], Any]) -> Any:
+    """`measure()`, a throughput measurement of `model`'s training step run as `execution`
+    (benchbench.meters.throughput: `compiled`, `compile_s`, `img_per_s`), with its compile time (in the
+    cache state it found) and its steady step time remembered under `steps`, as a training cell's are:
+    a `measure` cell, `cost` and `profile --mode train` inform the next decision too."""
+    before = cache_counts() if execution.compile else None
+    result = measure()
+    work = workload(model_spec, model, device, steps)
+    ran = execution if result.compiled else eagerly(execution)
+    if result.compiled and result.compile_s and before is not None:
+        remember_compile(work, ran, result.compile_s, cache_state(before, cache_counts()))
+    if result.img_per_s:
+        remember_step(work, ran, 1.0 / result.img_per_s)
+    return result
+
+
 # --- what to expect ----------------------------------------------------------------------------------------
 
 def expect(work: Workload, execution: Execution, entries: Iterable[dict[str, Any]] | None = None
@@ -272,6 +291,8 @@ def expect(work: Workload, execution: Execution, entries: Iterable[dict[str, Any
         train_s, train_from = 0.0, "the cell trains nothing"
     if eager_s is not None and compiled_s is not None:
         gain, gain_from = 1 - compiled_s / eager_s, f"gain {1 - compiled_s / eager_s:.0%}, measured"
+    elif work.compile_gain is not None:
+        gain, gain_from = work.compile_gain, f"gain {work.compile_gain:.0%} assumed, as measured on its family"
     else:
         gain, gain_from = GAIN, f"gain {GAIN:.0%} assumed, the least measured on an H100"
     compile_s, compile_from, cache = _compile_seconds(work, execution, mine, entries)
@@ -300,9 +321,10 @@ def _image_seconds(work: Workload, measured: float | None) -> tuple[float | None
     peak = peak_flops_per_s(work.device, work.steps.precision) if work.device_type == "cuda" else None
     if peak is None or not work.gmacs:
         return None, f"no step measured on {work.device} at this batch, and no datasheet peak to estimate one"
-    image_s = 3 * 2 * work.gmacs * 1e9 / (peak * EAGER_MFU)
+    eager_mfu, whose = (work.eager_mfu, " (its family's, measured)") if work.eager_mfu else (EAGER_MFU, "")
+    image_s = 3 * 2 * work.gmacs * 1e9 / (peak * eager_mfu)
     return image_s, (f"estimated: {1e3 * image_s * work.steps.batch_size:.3g} ms a step, {work.gmacs:.3g} GMACs at "
-                     f"{EAGER_MFU:.1%} of {peak / 1e12:g} TFLOP/s")
+                     f"{eager_mfu:.1%}{whose} of {peak / 1e12:g} TFLOP/s")
 
 
 def _compile_seconds(work: Workload, execution: Execution, mine: list[dict[str, Any]],
@@ -338,10 +360,18 @@ def _compile_seconds(work: Workload, execution: Execution, mine: list[dict[str, 
                              + f", nothing measured on {work.device}"), "cold"
 
 
+def compile_images(images: Mapping[str, float]) -> float | None:
+    """The training images a cell's compile decision weighs, from its protocol's estimate: those of the
+    run it projects (`projected_train_images`: a `measure` cell's schedule, which its device-days
+    stand for), else its own (`train_images`); None where the estimate gives neither."""
+    projected = images.get("projected_train_images")
+    return projected if projected is not None else images.get("train_images")
+
+
 def train_images_of(protocol, settings, dataset_spec) -> float | None:
-    """A cell's training images by its protocol's estimate (None where it gives none)."""
+    """`compile_images` of a cell by its protocol's estimate (None where it gives none)."""
     try:
-        return protocol.estimate(dict(settings), dataset_spec).get("train_images") if protocol.estimate else None
+        return compile_images(protocol.estimate(dict(settings), dataset_spec)) if protocol.estimate else None
     except (KeyError, TypeError, ValueError):  # a third-party estimate that cannot say
         return None
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Container, Iterable, Mapping
 
 from benchbench.choices import resolved_precision
-from benchbench.meters.compile_costs import planned_compile
+from benchbench.meters.compile_costs import compile_images, planned_compile
 from benchbench.meters.compute import TRAIN_PASSES, flops
 from benchbench.execution import choose
 from benchbench.plugins import Catalog
@@ -274,7 +274,7 @@ def _per_cell(cell: Cell, catalog: Catalog, device: "torch.device", macs: dict[t
     images = protocol.estimate(dict(cell.settings), dataset_spec) if protocol.estimate else {}
     cell = cell if cell.model == model_spec.id else replace(cell, model=model_spec.id)
     compiled = planned_compile(cell, catalog, device, resolution=shape["image_size"], in_chans=shape["in_chans"],
-                               train_images=images.get("train_images"), gmacs=macs[key])
+                               train_images=compile_images(images), gmacs=macs[key])
     pace = Pace.of_cell(cell, shape["image_size"], device, compiled)
     return shape, images, pace, key
 

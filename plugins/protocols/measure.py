@@ -5,9 +5,9 @@ the runner derives `pretrain_exaflops = 3 * 2 * macs * images_seen / 1e18`. With
 model's training speed is measured on the run's device (by default only on CUDA) and precision, and the schedule projected
 to `projected_device_days`, at the execution the policy picks for this device and model
 (benchbench.execution: fused AdamW and channels-last where the family prefers it, on CUDA; compiled
-only where the break-even of benchbench.meters.compile_costs pays, which a measurement of a few seconds
-rarely does, or where the suite sets `compile = true`); compilation is warm-up, never in img/s or
-device-days: its time is `compile_s`. The record's `exec_reason` says why it ran as it did.
+where the break-even of benchbench.meters.compile_costs pays for the run it projects, `epochs` x
+`images`, as that run would be, or where the suite sets `compile = true`); compilation is warm-up,
+never in img/s or device-days: its time is `compile_s`. The record's `exec_reason` says why it ran as it did.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from benchbench import hookimpl
 from benchbench import precision as precision_policy
 from benchbench.errors import BenchError
 from benchbench.execution import SETTINGS as EXECUTION_SETTINGS
+from benchbench.meters import compile_costs
 from benchbench.meters.throughput import Inputs, measure_throughput
 from benchbench.settings import non_negative, one_of, positive
 from benchbench.specs import ProtocolContext, ProtocolSpec, Roles, Setting
@@ -44,9 +45,12 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
     metrics: dict[str, float] = {"pretrain_epochs": s["epochs"], "pretrain_images_seen": images * s["epochs"]}
     if s["throughput"] == "on" or (s["throughput"] == "auto" and ctx.device.type == "cuda"):
         # at the cell's execution: as a training cell of this model would run
-        result = measure_throughput(
-            ctx.model, Inputs(spec.image_size, spec.in_chans, spec.num_classes, str(ctx.device)), mode="train",
-            precision=ctx.precision, batch_size=s["batch_size"] or None, execution=ctx.execution)
+        steps = compile_costs.Steps(precision=ctx.precision.name, resolution=spec.image_size, in_chans=spec.in_chans,
+                                    num_classes=spec.num_classes, batch_size=s["batch_size"])
+        result = compile_costs.remembered(ctx.model_spec, ctx.model, ctx.device, steps, ctx.execution, lambda: (
+            measure_throughput(ctx.model, Inputs(spec.image_size, spec.in_chans, spec.num_classes, str(ctx.device)),
+                               mode="train", precision=ctx.precision, batch_size=s["batch_size"] or None,
+                               execution=ctx.execution)))
         metrics.update(train_img_per_s=result.img_per_s, train_batch_size=result.batch_size,
                        train_peak_mem_mb=result.peak_mem_mb, compile_s=result.compile_s,
                        projected_device_seconds=metrics["pretrain_images_seen"] / result.img_per_s,
@@ -55,8 +59,11 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
 
 
 def estimate(settings, dataset_spec) -> dict[str, float]:
-    """Nothing is trained; a throughput measurement is a few seconds of steps, not counted."""
-    return {"train_images": 0.0, "eval_images": 0.0}
+    """Nothing is trained here (a throughput measurement is a few seconds of steps, not counted); the
+    run the cell projects trains `epochs` x `images`, and its execution (compiled or eager) is chosen
+    for that run (`projected_train_images`: benchbench.meters.compile_costs.compile_images)."""
+    images = settings["images"] or dataset_spec.num_examples.get("train", 0)
+    return {"train_images": 0.0, "eval_images": 0.0, "projected_train_images": float(images * settings["epochs"])}
 
 
 @hookimpl
