@@ -1,0 +1,167 @@
+"""The devices a projection can name: a short id for each of benchbench.meters.peaks' datasheet entries
+(`h100`, `a100-80gb`, `rtx-4090`, `tpu-v3`, ...), or a device a user describes in a TOML file
+(`--devices FILE`) with the same figures, each checked (present, finite, positive) and named when wrong.
+
+A device's figures are of one unit (a GPU, a TPU core): dense tensor FLOP/s per precision with FP32
+accumulate, the non-tensor FP32 FLOP/s, memory bandwidth, SMs (cores) and memory, and their source.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from benchbench.errors import BenchError, did_you_mean, unknown_message
+from benchbench.meters.peaks import Peak, lookup
+
+TENSOR_PRECISIONS = ("fp16", "bf16", "tf32", "fp8")
+MAX_DEVICES_FILE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Device:
+    """One unit's datasheet figures (FLOP/s, bytes/s) and where they come from."""
+
+    id: str
+    name: str
+    tensor_flops_per_s: Mapping[str, float]  # dense, FP32 accumulate, by precision
+    fp32_flops_per_s: float | None  # non-tensor FP32; None where none is published (a TPU)
+    mem_bw_bytes_per_s: float
+    sms: int | None
+    memory_gib: float | None
+    source: str
+
+    def amp_flops_per_s(self) -> float:
+        """The tensor rate mixed precision runs at: fp16 where the device has it, else bf16."""
+        for precision in ("fp16", "bf16"):
+            if precision in self.tensor_flops_per_s:
+                return self.tensor_flops_per_s[precision]
+        raise BenchError(f"device {self.id}: no fp16 or bf16 tensor rate to project mixed precision onto")
+
+
+# id -> a device name benchbench.meters.peaks knows (as torch reports it, or the table's own name)
+CATALOG: dict[str, str] = {
+    "rtx-3090": "NVIDIA GeForce RTX 3090",
+    "rtx-4090": "NVIDIA GeForce RTX 4090",
+    "rtx-5090": "NVIDIA GeForce RTX 5090",
+    "a100-40gb": "NVIDIA A100-SXM4-40GB",
+    "a100-80gb": "NVIDIA A100-SXM4-80GB",
+    "h100": "NVIDIA H100 SXM",
+    "h100-pcie": "NVIDIA H100 PCIe",
+    "h100-nvl": "NVIDIA H100 NVL",
+    "h200": "NVIDIA H200 SXM",
+    "gh200": "NVIDIA GH200",
+    "l4": "NVIDIA L4",
+    "l40s": "NVIDIA L40S",
+    "t4": "NVIDIA T4",
+    "v100": "NVIDIA V100 SXM2",
+    "tpu-v3": "TPU v3",
+    "tpu-v5e": "TPU v5e",
+}
+ALIASES = {"3090": "rtx-3090", "4090": "rtx-4090", "5090": "rtx-5090", "h100-sxm": "h100", "h200-sxm": "h200",
+           "a100": "a100-80gb", "v100-sxm2": "v100", "tpu-v3-core": "tpu-v3"}
+
+DEVICE_KEYS = {"name": str, "source": str, "fp16_tflops": float, "bf16_tflops": float, "tf32_tflops": float,
+               "fp8_tflops": float, "fp32_tflops": float, "mem_bw_gb_per_s": float, "sms": int, "memory_gb": float}
+REQUIRED_KEYS = ("source", "mem_bw_gb_per_s", "sms", "memory_gb")
+
+
+def from_peak(device_id: str, peak: Peak) -> Device:
+    """A catalog entry: the peaks table's figures under a short id."""
+    if peak.mem_bw_bytes_per_s is None:
+        raise BenchError(f"device {device_id}: the datasheet table has no memory bandwidth for {peak.name}")
+    tensor = {k: v for k, v in peak.flops_per_s.items() if k in TENSOR_PRECISIONS}
+    return Device(device_id, peak.name, tensor, peak.flops_per_s.get("fp32"), peak.mem_bw_bytes_per_s, peak.sms,
+                  peak.memory_gib, peak.source)
+
+
+def builtin() -> dict[str, Device]:
+    out = {}
+    for device_id, name in CATALOG.items():
+        peak = lookup(name)
+        assert peak is not None, name
+        out[device_id] = from_peak(device_id, peak)
+    return out
+
+
+def read_devices(path: str | Path) -> dict[str, Device]:
+    """Devices described in a TOML file, one table each:
+
+        [devices.my-gpu]
+        name = "My GPU"               # optional, default the id
+        source = "its datasheet"      # required: where the figures come from
+        bf16_tflops = 200.0           # dense tensor FLOP/s with FP32 accumulate: fp16 and/or bf16 required
+        fp32_tflops = 40.0            # optional: non-tensor FP32
+        mem_bw_gb_per_s = 2000.0      # required
+        sms = 100                     # required: SMs (a TPU: cores)
+        memory_gb = 48                # required
+
+    Every figure finite and positive; an unknown key, a missing or bad figure: one line naming the file,
+    the device and the key."""
+    path = Path(path)
+    try:
+        if not path.is_file():
+            raise BenchError(f"--devices {path}: not a regular file")
+        if path.stat().st_size > MAX_DEVICES_FILE_BYTES:
+            raise BenchError(f"--devices {path}: larger than {MAX_DEVICES_FILE_BYTES} bytes; a device file is a page")
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise BenchError(f"--devices {path}: cannot read it: {exc}") from None
+    if set(data) != {"devices"} or not isinstance(data["devices"], dict) or not data["devices"]:
+        raise BenchError(f"--devices {path}: expected tables [devices.<id>] and nothing else, got "
+                         f"{', '.join(sorted(data)) or 'nothing'}")
+    return {str(device_id): _device(path, str(device_id), table) for device_id, table in data["devices"].items()}
+
+
+def _device(path: Path, device_id: str, table: Any) -> Device:
+    where = f"--devices {path}: device {device_id!r}"
+    if not isinstance(table, dict):
+        raise BenchError(f"{where}: expected a table of figures")
+    for key in table:
+        if key not in DEVICE_KEYS:
+            raise BenchError(unknown_message(f"key of {where}:", key, DEVICE_KEYS))
+    for key in REQUIRED_KEYS:
+        if key not in table:
+            raise BenchError(f"{where}: missing key {key!r}")
+    if "fp16_tflops" not in table and "bf16_tflops" not in table:
+        raise BenchError(f"{where}: missing key 'bf16_tflops' (or 'fp16_tflops'): the tensor rate, dense, FP32 accumulate")
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        kind = DEVICE_KEYS[key]
+        if kind is str:
+            if not isinstance(value, str) or not value.strip():
+                raise BenchError(f"{where}: key {key!r} must be a non-empty string")
+            values[key] = value
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise BenchError(f"{where}: key {key!r} must be a finite number > 0, got {value!r}")
+        if kind is int and value != int(value):
+            raise BenchError(f"{where}: key {key!r} must be a whole number, got {value!r}")
+        values[key] = kind(value)
+    tensor = {p: values[f"{p}_tflops"] * 1e12 for p in TENSOR_PRECISIONS if f"{p}_tflops" in values}
+    fp32 = values.get("fp32_tflops")
+    return Device(device_id, values.get("name", device_id), tensor, None if fp32 is None else fp32 * 1e12,
+                  values["mem_bw_gb_per_s"] * 1e9, values["sms"], values["memory_gb"], values["source"])
+
+
+def resolve(name: str, extra: Mapping[str, Device] | None = None) -> Device:
+    """The device of an id (the catalog's, an alias, or one of `extra`: a --devices file's), or a
+    BenchError with the catalog's ids, a "did you mean" and how to describe another."""
+    extra = dict(extra or {})
+    key = name.strip().lower().replace("_", "-").replace(" ", "-")
+    if name in extra:
+        return extra[name]
+    if key in extra:
+        return extra[key]
+    key = ALIASES.get(key, key)
+    known = builtin()
+    if key in known:
+        return known[key]
+    ids = [*known, *extra]
+    nearest = did_you_mean(key, ids)
+    hint = f"; did you mean {nearest!r}?" if nearest else ""
+    raise BenchError(f"unknown device {name!r}{hint} known: {', '.join(ids)}; describe another in a TOML file and "
+                     "pass --devices FILE (docs/compute.md, 'Projected onto another device')")
