@@ -384,3 +384,19 @@ def test_dry_run_and_run_warn_when_the_machine_is_overloaded(run_suite, tiny_sui
     assert run_suite.run("--quick", "--dry-run", suite=tiny_suite) == 0
     err = capsys.readouterr().err
     assert "warning: the load average is 999 on" in err and "will be inflated" in err
+
+
+def test_threads_help_says_what_the_code_does():
+    """Every command's --threads help: the CPUs the process may use, never the load of other processes
+    (benchbench.runtime.threads no longer subtracts it: the thread count orders float sums)."""
+    from benchbench.cli import COMMANDS, parser
+
+    p = parser()
+    sub = next(a for a in p._actions if a.__class__.__name__ == "_SubParsersAction")
+    seen = 0
+    for name, command in sub.choices.items():
+        for action in command._actions:
+            if "--threads" in action.option_strings:
+                seen += 1
+                assert "less the load" not in action.help and "never the load of other processes" in action.help, name
+    assert seen >= 5 and len(COMMANDS) >= 16

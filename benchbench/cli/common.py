@@ -26,8 +26,9 @@ def plugin_options() -> argparse.ArgumentParser:
                    help="fail when a plugin cannot be loaded, instead of reporting and skipping it")
     m = p.add_argument_group("machine")
     m.add_argument("--threads", type=_threads, metavar="N",
-                   help="CPU threads to compute with (default: what this process may use, less the load of other "
-                        "processes; OMP_NUM_THREADS, if set, counts as given); docs/running.md#cpu-threads")
+                   help="CPU threads to compute with (default: the CPUs this process may use: its affinity, cgroup "
+                        "quota, Slurm or Ray allocation; never the load of other processes, which would change the "
+                        "numerics; OMP_NUM_THREADS, if set, counts as given); docs/running.md#cpu-threads")
     return p
 
 
