@@ -52,15 +52,13 @@ def pytest_configure(config):
 # Tests that share a server for the session (Slurm and Ray, a headless Chromium, a PostgreSQL server)
 # run on one xdist worker each (`--dist loadgroup`, as .ci/run's slow step asks): one server per
 # group, never two started side by side on a 2-core machine.
-SERVER_GROUPS = {"cluster": "cluster", "browser": "browser"}
-SERVER_MODULES = {"test_db_postgres.py": "postgres"}
+SERVER_GROUPS = {"cluster": "cluster", "browser": "browser", "postgres": "postgres"}
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         group = next((g for marker, g in SERVER_GROUPS.items() if item.get_closest_marker(marker)), None)
-        group = group or SERVER_MODULES.get(item.path.name)
         if group and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
 

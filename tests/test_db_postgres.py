@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]  # postgres: one server, one xdist worker
 
 PASSWORD = "bench-secret-pw"
 
