@@ -166,3 +166,85 @@ def test_a_bad_benchmark_table_is_one_line(tmp_path):
     two = read_table(REFERENCES / "benchmark-train-amp-nhwc-pt112-cu113-rtx3090.csv")
     with pytest.raises(BenchError, match="both training tables"):
         joined(two, two)
+
+
+def _validate_json(capsys, *argv):
+    import json
+
+    from benchbench.cli import main
+
+    assert main(["project", "validate", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_validate_on_two_tables_against_its_baselines_computed_apart(capsys):
+    """3090 -> 4090 (torch 2.4, eager): the JSON's keys, its counts and its best-single-ratio baseline
+    recomputed here with pandas from the two CSVs as timm wrote them."""
+    import numpy as np
+    import pandas as pd
+
+    src = REFERENCES / "benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv"
+    tgt = REFERENCES / "benchmark-infer-amp-nchw-pt240-cu124-rtx4090.csv"
+    out = _validate_json(capsys, str(src), str(tgt), "--from", "rtx-3090", "--to", "4090")
+    assert {"models", "median_abs_error", "p90_abs_error", "coverage_80", "by_family", "baselines"} <= set(out)
+    assert out["fitted"]["fold"] == "without_rtx-4090" and out["pair"]["kind"] == "device"
+    a = pd.read_csv(src).drop_duplicates(["model", "infer_img_size"])
+    b = pd.read_csv(tgt).drop_duplicates(["model", "infer_img_size"])
+    both = a.merge(b, on=["model", "infer_img_size"], suffixes=("_a", "_b"))
+    both = both[both["infer_gmacs_a"] > 0.5]
+    ratio = both["infer_samples_per_sec_b"] / both["infer_samples_per_sec_a"]
+    best = np.abs(both["infer_samples_per_sec_a"] * ratio.median() / both["infer_samples_per_sec_b"] - 1) * 100
+    assert out["models"] == len(both) == out["baselines"]["best_single_ratio"]["models"]
+    assert out["baselines"]["best_single_ratio"]["ratio"] == pytest.approx(ratio.median(), abs=1e-4)
+    assert out["baselines"]["best_single_ratio"]["median_abs_error"] == pytest.approx(best.median(), abs=0.01)
+    assert set(out["by_family"]) >= {"vit", "resnet", "convnext", "efficientnet"}
+    assert 0 < out["median_abs_error"] < out["p90_abs_error"] < 100 and 0 <= out["coverage_80"] <= 100
+
+
+def test_the_projection_of_a_compute_bound_model_follows_the_tensor_peaks():
+    """A model at the source's tensor peak x eta (compute share 1) projects by the peaks' ratio alone, and
+    never faster than the target's roofline (FLOPs / peak)."""
+    from benchbench.projection.method import load_constants, project_img_per_s
+
+    consts, _ = load_constants("all")
+    a, b = catalog.resolve("rtx-3090"), catalog.resolve("h100")
+    gmacs = 100.0
+    at_peak = consts.eta_tensor * a.amp_flops_per_s() / (2e9 * gmacs)
+    (projected,) = project_img_per_s([at_peak], [gmacs], [1.0], a, b, consts)
+    roofline = b.amp_flops_per_s() / (2e9 * gmacs)
+    assert projected == pytest.approx(min(roofline, at_peak * b.amp_flops_per_s() / a.amp_flops_per_s()), rel=1e-9)
+    assert projected <= roofline * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["validate", "a.csv", "b.csv", "--to", "h100"], "--from DEVICE"),
+    (["validate", "a.csv", "--from", "h100", "--to", "h100"], "usage: benchbench project validate"),
+    (["validate", "a.csv", "b.csv", "--from", "h10", "--to", "h100"], "did you mean 'h100'?"),
+    (["somewhere"], "--to DEVICE"),
+    (["validate", "nothere.csv", "b.csv", "--from", "h100", "--to", "h100"], "nothere.csv: not a regular file"),
+])
+def test_project_refuses_bad_input_in_one_line(capsys, argv, words):
+    from benchbench.cli import main
+
+    assert main(["project", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and err.count("\n") == 0 and "Traceback" not in err, err
+
+
+@pytest.mark.slow
+def test_the_shipped_constants_are_what_the_script_fits_from_the_shipped_tables():
+    """benchbench/projection/constants.json's fold without the RTX 5090 is scripts/fit_projection.py's fit
+    on the shipped tables (no constant tuned by hand). One fold, not four: a fold is grid searches over
+    every pair of its 5 tables, 60-90 s on 2 cores; the others are the same code on other tables."""
+    import json
+
+    from benchbench.projection.fit import fit
+    from benchbench.projection.method import CONSTANTS_FILE
+
+    shipped = json.loads(CONSTANTS_FILE.read_text())["without_rtx-5090"]
+    constants, calibration, fitted_on = fit({"5090"})
+    for name, value in shipped["constants"].items():
+        got = getattr(constants, name)
+        assert got == (pytest.approx(value, rel=1e-5) if isinstance(value, float) else value), name
+    assert calibration.inflation == pytest.approx(shipped["calibration"]["inflation"], rel=1e-5)
+    assert fitted_on["files"] == shipped["fitted_on"]["files"] and not any("5090" in f for f in fitted_on["files"])
