@@ -62,8 +62,9 @@ def estimate(settings, dataset_spec) -> dict[str, float]:
     """Nothing is trained here (a throughput measurement is a few seconds of steps, not counted); the
     run the cell projects trains `epochs` x `images`, and its execution (compiled or eager) is chosen
     for that run (`projected_train_images`: benchbench.meters.compile_costs.compile_images)."""
-    images = settings["images"] or dataset_spec.num_examples.get("train", 0)
-    return {"train_images": 0.0, "eval_images": 0.0, "projected_train_images": float(images * settings["epochs"])}
+    given = {**{name: s.default for name, s in SETTINGS.items()}, **settings}  # a record's settings may predate some
+    images = given["images"] or dataset_spec.num_examples.get("train", 0)
+    return {"train_images": 0.0, "eval_images": 0.0, "projected_train_images": float(images * given["epochs"])}
 
 
 @hookimpl
