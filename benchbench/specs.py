@@ -266,6 +266,10 @@ class ModelSpec:
     # figures measured on the family, with their source beside them.
     eager_mfu: float | None = None
     compile_gain: float | None = None
+    # Which family of timm's benchmark tables the model's speed behaves like, for the interval of a
+    # projection onto another device (benchbench.projection.method.FAMILY_PATTERNS' names); None: the id
+    # read as a timm model name, else "other".
+    projection_family: str | None = None
     # The evaluation transform of the architecture's published weights (None: the dataset's own).
     preprocessing: Preprocessing | None = None
     # A parametric family ("timm/<name>"): bind(arg) returns the ModelSpec of that argument, with id

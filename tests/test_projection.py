@@ -197,7 +197,7 @@ def test_validate_on_two_tables_against_its_baselines_computed_apart(capsys):
     assert out["models"] == len(both) == out["baselines"]["best_single_ratio"]["models"]
     assert out["baselines"]["best_single_ratio"]["ratio"] == pytest.approx(ratio.median(), abs=1e-4)
     assert out["baselines"]["best_single_ratio"]["median_abs_error"] == pytest.approx(best.median(), abs=0.01)
-    assert set(out["by_family"]) >= {"vit", "resnet", "convnext", "efficientnet"}
+    assert set(out["by_family"]) >= {"vision-transformer", "resnet", "convnext", "efficientnet"}
     assert 0 < out["median_abs_error"] < out["p90_abs_error"] < 100 and 0 <= out["coverage_80"] <= 100
 
 

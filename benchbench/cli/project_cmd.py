@@ -127,8 +127,8 @@ def project_run(run_dir: str, targets, catalog) -> list[dict]:
     from benchbench.meters.activations import meta_activations
     from benchbench.meters.peaks import lookup
     from benchbench.projection.catalog import from_peak
-    from benchbench.projection.method import (counts_only_img_per_s, family_of, interval, load_constants,
-                                              project_one, projection_kind)
+    from benchbench.projection.method import (Counts, Modes, counts_only_img_per_s, family_of, interval,
+                                              load_constants, project_one)
     from benchbench.store.rundir import read_env, read_records
 
     path = Path(run_dir)
@@ -162,7 +162,8 @@ def project_run(run_dir: str, targets, catalog) -> list[dict]:
         device_name = (record.env or {}).get("device_name") or env.get("device_name") or record.device
         peak = lookup(device_name) if device_name else None
         measured = m.get("train_img_per_s")
-        family = family_of(record.model) if family_of(record.model) != "other" else _family(record.model_family)
+        spec = catalog.models.get(record.model)
+        family = spec.projection_family or family_of(record.model.rsplit("/", 1)[-1])
         compiled = bool(m.get("exec_compile"))
         for target in targets:
             row = {"run": str(run_dir), "model": record.model, "dataset": record.dataset, "protocol": record.protocol,
@@ -170,8 +171,8 @@ def project_run(run_dir: str, targets, catalog) -> list[dict]:
                    "measured_on": device_name, "measured_train_img_per_s": measured}
             if measured and peak is not None and peak.mem_bw_bytes_per_s and record.precision in AMP:
                 src = from_peak(device_name, peak)
-                value, lo, hi = project_one(measured / 1.0, gmacs, acts, family, src, target, consts, calib,
-                                            compiled, compiled)
+                value, lo, hi = project_one(Counts(measured, gmacs, acts, family), src, target, (consts, calib),
+                                            Modes(compiled, compiled))
                 row["how"] = f"projected from {peak.name} ({record.precision}, {'compiled' if compiled else 'eager'})"
             else:
                 value = float(counts_only_img_per_s([gmacs], [acts], target, consts, compiled)[0])
@@ -184,12 +185,6 @@ def project_run(run_dir: str, targets, catalog) -> list[dict]:
                     "device_days_interval_80": None if not images else [images / hi / 86400, images / lo / 86400]}
             out.append(row)
     return out
-
-
-def _family(model_family: str | None) -> str:
-    """The projection family of a record's model family (benchbench's ids: `bit` is a ResNet)."""
-    return {"vit": "vit", "bit": "resnet", "resnet": "resnet", "convnext": "convnext",
-            "efficientnet": "efficientnet"}.get((model_family or "").lower(), "other")
 
 
 def render_rows(rows: list[dict]) -> str:

@@ -2,8 +2,8 @@
 counters (`flops`), remembered per model (`cache`), throughput and memory (`throughput`),
 data-parallel scaling (`scaling`), the devices' peak FLOP/s (`peaks`), energy (`energy`,
 `energy_counters`), the one compute-cost formula (`compute`), prices per device-hour (`prices`), what
-compiling costs and when it pays (`compile_costs`), and accuracy against sets of labels
-(`multilabel`).
+compiling costs and when it pays (`compile_costs`), activations as timm's tables count them
+(`activations`), and accuracy against sets of labels (`multilabel`).
 
 Imports: `runtime`, the contract (`specs`, `plugins`, `execution`, `precision`, `world`, `step`,
 `errors`); never the store, plans, the run layer or above.

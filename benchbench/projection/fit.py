@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 from benchbench.projection.catalog import resolve
-from benchbench.projection.method import (Calibration, Constants, counts_only_img_per_s, family_of, half_width,
-                                          physics_half_width, project_img_per_s, projection_kind)
+from benchbench.projection.method import (Calibration, Constants, Modes, counts_only_img_per_s, family_of,
+                                          half_width, physics_half_width, project_img_per_s, projection_kind)
 from benchbench.projection.tables import read_table
 
 REF_DIR = Path(__file__).resolve().parents[2] / "results" / "references" / "timm-benchmarks"
@@ -204,7 +204,7 @@ def calibrate(pairs, tables, c: Constants, ensemble: list[dict],
                                                   a.compiled, b.compiled)))
             ph = physics_half_width(m["infer_samples_per_sec_src"].values, m["infer_gmacs"].values,
                                     m["infer_macts"].values, get_device(a.device),
-                                    get_device(b.device), c, rest, a.compiled, b.compiled)
+                                    get_device(b.device), c, rest, Modes(a.compiled, b.compiled))
             h = half_width(m["family"].values, pair_kind(a, b), rest, ph, a.software != b.software)
             covs.append([float(np.mean(e <= k * h)) for k in INFLATION_GRID])
     mean_cov = np.mean(np.array(covs), axis=0) if covs else np.ones(len(INFLATION_GRID))

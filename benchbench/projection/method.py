@@ -40,8 +40,8 @@ MIN_BYTES_PER_ACT = 2.0  # roofline floor: every counted activation written once
 Z80 = 1.2816  # two-sided 80 % normal quantile (for converting std to half-width)
 
 FAMILY_PATTERNS: list[tuple[str, str]] = [
-    # ViT family: plain ViT and its direct descendants with the same block structure.
-    ("vit", r"^(vit_|deit|beit|eva|flexivit)"),
+    # Vision transformers: plain ViT and its direct descendants with the same block structure.
+    ("vision-transformer", r"^(vit_|deit|beit|eva|flexivit)"),
     # ResNet family: ResNet/ResNeXt/SE/ECA/wide variants and ResNetV2 (incl. BiT).
     ("resnet", r"^(resnet(?!st)|resnext|seresne|ecaresnet|wide_resnet|legacy_seresne)"),
     ("convnext", r"^convnext"),
@@ -100,7 +100,7 @@ class Calibration:
 
 
 def family_of(model: str) -> str:
-    """Model family from timm model-name prefix: vit, resnet, convnext, efficientnet, other."""
+    """Model family from timm model-name prefix: vision-transformer, resnet, convnext, efficientnet, other."""
     for fam, pat in FAMILY_PATTERNS:
         if re.match(pat, model):
             return fam
@@ -253,9 +253,10 @@ def calibration_kind(kind: str, available) -> str:
 
 
 def physics_half_width(img_per_s, gmacs, macts_m, src: Device, tgt: Device, c: Constants,
-                       calib: Calibration, src_compiled: bool = False,
-                       tgt_compiled: bool = False) -> np.ndarray:
+                       calib: Calibration, modes: Modes | None = None) -> np.ndarray:
     """80 % half-width (log space) from the non-tensor scaling rule's uncertainty."""
+    modes = modes or Modes()
+    src_compiled, tgt_compiled = modes.src_compiled, modes.tgt_compiled
     img_per_s = np.asarray(img_per_s, float)
     if src is tgt:
         return np.zeros_like(img_per_s)
@@ -285,21 +286,36 @@ def interval(pred_img_per_s, families, kind: str, calib: Calibration, phys_hw=0.
     return pred * np.exp(-h), pred * np.exp(h)
 
 
-def project_one(img_per_s: float, gmacs: float, macts_m: float, family: str, src: Device,
-                tgt: Device, constants: Constants, calibration: Calibration,
-                src_compiled: bool = False, tgt_compiled: bool = False,
-                software_changes: bool = False) -> tuple[float, float, float]:
-    """Project ONE model's measured throughput from ``src`` to ``tgt``: (img/s, lo80, hi80).
+@dataclass(frozen=True)
+class Modes:
+    """How source and target ran: compiled or eager each, and whether the software (torch) differs."""
 
-    ``family`` is one of vit/resnet/convnext/efficientnet/other (see ``family_of``).  Pure
-    function: everything it needs is in the arguments (constants/calibration, e.g. from
-    ``constants.json["all"]`` via ``load_constants``).
-    """
-    args = (np.array([img_per_s], float), np.array([gmacs], float), np.array([macts_m], float))
-    pred = project_img_per_s(*args, src, tgt, constants, src_compiled, tgt_compiled)
-    kind = projection_kind(src is tgt, src_compiled, tgt_compiled, software_changes)
-    phys = physics_half_width(*args, src, tgt, constants, calibration, src_compiled, tgt_compiled)
-    lo, hi = interval(pred, [family], kind, calibration, phys, software_changes)
+    src_compiled: bool = False
+    tgt_compiled: bool = False
+    software_changes: bool = False
+
+
+@dataclass(frozen=True)
+class Counts:
+    """One model as a projection sees it: its measured img/s on the source, forward GMACs and millions of
+    activations per image (3 forward passes' of each for a training step), and its family (`family_of`)."""
+
+    img_per_s: float
+    gmacs: float
+    macts_m: float
+    family: str
+
+
+def project_one(model: Counts, src: Device, tgt: Device, fitted: tuple[Constants, Calibration],
+                modes: Modes = Modes()) -> tuple[float, float, float]:
+    """Project ONE model's measured throughput from `src` to `tgt`: (img/s, lo80, hi80), with the
+    constants and calibration `fitted` (`load_constants`)."""
+    constants, calibration = fitted
+    args = (np.array([model.img_per_s], float), np.array([model.gmacs], float), np.array([model.macts_m], float))
+    pred = project_img_per_s(*args, src, tgt, constants, modes.src_compiled, modes.tgt_compiled)
+    kind = projection_kind(src is tgt, modes.src_compiled, modes.tgt_compiled, modes.software_changes)
+    phys = physics_half_width(*args, src, tgt, constants, calibration, modes)
+    lo, hi = interval(pred, [model.family], kind, calibration, phys, modes.software_changes)
     return float(pred[0]), float(lo[0]), float(hi[0])
 
 

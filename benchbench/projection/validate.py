@@ -13,12 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from benchbench.projection.catalog import Device
-from benchbench.projection.method import (Constants, counts_only_img_per_s, family_of, fold_without, interval,
-                                          load_constants, physics_half_width, project_img_per_s, projection_kind)
+from benchbench.projection.method import (Constants, Modes, counts_only_img_per_s, family_of, fold_without,
+                                          interval, load_constants, physics_half_width, project_img_per_s,
+                                          projection_kind)
 from benchbench.projection.tables import Table, joined
 
 MIN_GMACS = 0.5
-FAMILIES = ("vit", "resnet", "convnext", "efficientnet", "other")
+FAMILIES = ("vision-transformer", "resnet", "convnext", "efficientnet", "other")
 ROOFLINE = Constants(eta_tensor=1.0, alpha_bw=1.0, compile_keep=1.0, nontensor_rule="power")
 
 
@@ -45,7 +46,8 @@ def validate(source: Table, target: Table, src: Device, tgt: Device, *, min_gmac
     software_changes = source.software != target.software
     kind = projection_kind(src.id == tgt.id, source.compiled, target.compiled, software_changes)
     pred = project_img_per_s(measured_src, gmacs, macts, src, tgt, consts, source.compiled, target.compiled)
-    phys = physics_half_width(measured_src, gmacs, macts, src, tgt, consts, calib, source.compiled, target.compiled)
+    phys = physics_half_width(measured_src, gmacs, macts, src, tgt, consts, calib,
+                              Modes(source.compiled, target.compiled))
     lo, hi = interval(pred, family, kind, calib, phys, software_changes=software_changes)
     roof = project_img_per_s(measured_src, gmacs, macts, src, tgt, ROOFLINE, source.compiled, target.compiled)
     counts = counts_only_img_per_s(gmacs, macts, tgt, consts, target.compiled)
