@@ -81,9 +81,10 @@ def test_seeds_are_aggregated_and_judged_by_welch(runs):
     noisy = compare(results.load(a), results.load(noise))
     assert noisy.loc[noisy["metric"] == "top1", "verdict"].item() == "within noise"
     assert not noisy["regression"].any()
-    # significant but smaller than the minimum effect: not a regression
+    # significant but smaller than the minimum effect: not a regression, and said so (not "within noise")
     strict = compare(results.load(a), results.load(worse), min_effect=1.5)
-    assert strict.loc[strict["metric"] == "top1", "verdict"].item() == "within noise"
+    assert strict.loc[strict["metric"] == "top1", "verdict"].item() == "significant, below the minimum effect (1.5 pts)"
+    assert not strict["regression"].any()
 
 
 def test_single_seed_accuracy_uses_the_threshold(runs):

@@ -120,3 +120,18 @@ def test_a_metric_is_registered_in_one_place(tmp_path, make_record, monkeypatch)
     monkeypatch.setattr(judge, "METRICS", (*judge.METRICS, Rule(SLOWER, names=("co2_g",))))
     row = compare(results.load(a), results.load(b)).set_index("metric").loc["co2_g"]
     assert row["group"] == "timing" and row["verdict"] == "regression" and row["change"] == "x1.300"
+
+
+def test_a_significant_change_below_the_minimum_effect_says_so():
+    """Issue 44's case: a drop of 0.45 points, significant (one-sided p 0.037 < 0.05), but not past the
+    0.5-point minimum effect: neither "regression" nor "within noise", but what is true. The p-value by
+    scipy's normal on the two-proportion z statistic, 50,000 test images a side."""
+    rules = Rules(min_effect=0.5)
+    j = judge.judge([0.80], [0.7955], ACCURACY, rules, images=50_000)
+    pooled = (0.80 + 0.7955) / 2
+    z = (0.80 - 0.7955) / math.sqrt(pooled * (1 - pooled) * 2 / 50_000)
+    assert j.p_value == pytest.approx(scipy_stats.norm.sf(z), rel=1e-3) and j.p_value < 0.05
+    assert j.verdict == "significant, below the minimum effect (0.5 pts)"
+    assert judge.verdict_of(-0.6, 0.5, 0.024, 0.05) == "regression"
+    assert judge.verdict_of(-0.5, 0.5, 0.3, 0.05) == "within noise"
+    assert judge.verdict_of(2.0, 5.0, 0.001, 0.05, "%") == "significant, below the minimum effect (5 %)"

@@ -46,7 +46,9 @@ from benchbench.store.contender import WEIGHTS_COLUMN
 from benchbench.errors import BenchError
 from benchbench.judge.stats import holm, student_one, two_proportions, welch
 
-VERDICTS = ("regression", "better", "same", "within noise", "unjudged")
+# "significant, below the minimum effect (<floor> <unit>)": a change the test finds, too small to count
+VERDICTS = ("regression", "better", "same", "significant, below the minimum effect", "within noise", "unjudged")
+SMALL = VERDICTS[3]
 REPEATS_FROM_HISTORY = 3  # values on one side that estimate the noise of a single value on the other
 
 
@@ -215,11 +217,16 @@ class Judged:
     p_adjusted: float = math.nan  # Holm's (with_holm); else p_value
 
 
-def verdict_of(effect: float, floor: float, p: float, alpha: float) -> str:
+def verdict_of(effect: float, floor: float, p: float, alpha: float, unit: str = "pts") -> str:
+    """The verdict of a change of `effect` (> 0 better) with one-sided p-value `p`: past the minimum
+    effect `floor` and significant, a regression or better; significant but not past it, said so with
+    the floor; else within noise."""
     if p < alpha and -effect > floor:
         return "regression"
     if p < alpha and effect > floor:
         return "better"
+    if p < alpha and effect != 0:
+        return f"{SMALL} ({floor:g} {unit})"
     return "within noise"
 
 
@@ -278,7 +285,7 @@ def judge(a: Sequence[float], b: Sequence[float], kind: Kind, rules: Rules, *,
         rule = (f"{words}{' (the larger counts)' if len(tests) > 1 else ''}, one-sided (alpha {rules.alpha:g}); "
                 f"moves beyond {floor:g} {unit} count")
         name = " and ".join(s for s, *_ in tests) + (" (one-sided, the larger p)" if len(tests) > 1 else " (one-sided)")
-        return Judged(verdict_of(effect, floor, p, rules.alpha), p, text, rule, name, effect, floor, unit)
+        return Judged(verdict_of(effect, floor, p, rules.alpha, unit), p, text, rule, name, effect, floor, unit)
     if how == "no spread":  # repeats without any spread: the difference is exact
         return Judged(_beyond(effect, floor), math.nan, text, f"no spread in either side; moves beyond {floor:g} "
                       f"{unit} count", "exact (no spread)", effect, floor, unit)
@@ -300,7 +307,7 @@ def judge_paired(t, rules: Rules) -> Judged:
     rule = (f"exact McNemar on {t.images} images ({t.b_only} B-only vs {t.a_only} A-only right; {t.how}): "
             f"one-sided p = {t.p_one_sided:.3g}; 95 % CI of B - A [{t.ci95[0] * 100:+.2f}, {t.ci95[1] * 100:+.2f}] "
             f"pts; detectable at this size: {t.mdd * 100:.2f} pts; drops beyond {rules.min_effect:g} pts count")
-    return Judged(verdict_of(effect, rules.min_effect, t.p_one_sided, rules.alpha), t.p_one_sided,
+    return Judged(verdict_of(effect, rules.min_effect, t.p_one_sided, rules.alpha, "pts"), t.p_one_sided,
                   f"{effect:+.2f} pts", rule, "exact McNemar (paired, one-sided)", effect, rules.min_effect, "pts")
 
 
@@ -312,7 +319,8 @@ def with_holm(judged: Sequence[Judged], groups: Sequence[str], alpha: float) -> 
     for i, p_adj in zip(which, holm([judged[i].p_value for i in which])):
         j = judged[i]
         note = f"; Holm over {len(which)} accuracy comparisons: p = {p_adj:.3g}" if len(which) > 1 else ""
-        out[i] = replace(j, p_adjusted=p_adj, verdict=verdict_of(j.effect, j.floor, p_adj, alpha), rule=j.rule + note)
+        out[i] = replace(j, p_adjusted=p_adj, verdict=verdict_of(j.effect, j.floor, p_adj, alpha, j.unit),
+                         rule=j.rule + note)
     return out
 
 
