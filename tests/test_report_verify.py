@@ -60,12 +60,14 @@ def test_each_row_as_verify_checks_it_on_a_valid_page(site, report_runs, check_s
     out = json.loads(capsys.readouterr().out)
     assert [[r[0], r[1], r[3], r[-1]] for r in rows] == [
         [str(c["line"]), c["model"], c["metric"], c["verdict"]] for c in out["rows"]]
-    # vit-a: 2 seeds in each of 3 runs that have it (tiny x2, torn); BIT-B: 2 seeds x 2 runs; nope: nothing
-    assert [r[-1] for r in rows] == ["pass"] * 5 + ["fail"] * 4 + ["unmatched"]
-    assert len(re.findall(r'<tr class="flagged">', page)) == 4  # the failing rows
+    # vit-a: 2 seeds in each of 3 runs that have it (tiny x2, torn), pooled into a check per run (torn: one seed
+    # left); BIT-B: 2 seeds x 2 runs, likewise; nope: nothing
+    assert [r[-1] for r in rows] == ["pass"] * 3 + ["fail"] * 2 + ["unmatched"]
+    assert [r[6] for r in rows] == ["2 (0, 1)", "2 (0, 1)", "1 (0)", "2 (0, 1)", "2 (0, 1)", "-"]  # the Seeds column
+    assert len(re.findall(r'<tr class="flagged">', page)) == 2  # the failing rows
     assert "no cell of model &#39;nope&#39; in the runs; nearest:" in page
     assert "line 3 (BIT-B params, fail): a known gap" in page
-    assert "5 pass, 4 fail, 0 inconclusive, 1 unmatched" in page
+    assert "3 pass, 2 fail, 0 inconclusive, 1 unmatched" in page
     section = page.split('id="reference-1"', 1)[1].split("<h2", 1)[0]
     assert "broken.csv" in section and "could not be read or checked" in section
     assert ":2: empty model (nan); write a benchbench id" in section

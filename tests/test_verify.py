@@ -1,6 +1,7 @@
 """`benchbench verify`: reference tables read line by line (every bad row named), rows matched to cells,
-compute figures judged within their tolerance, accuracies by a Wilson interval written out here, the
-exit status and JSON; `table --reference` through the same reader."""
+compute figures judged within their tolerance, accuracies by an equivalence test of a Wilson interval
+written out here, the exit status and JSON; `table --reference` through the same reader. The audit's
+cases, seeds pooled, units and the exit codes: tests/test_verify_accuracy.py."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ from benchbench.cli import main
 HEADER = "model,dataset,protocol,resolution,metric,value,tolerance,source"
 
 
-def wilson95(hits: int, n: int) -> tuple[float, float]:
-    """The Wilson score interval, z = 1.959964 (95 %), written out from Wilson (1927)."""
-    z, p = 1.959963984540054, hits / n
+def wilson90(hits: int, n: int) -> tuple[float, float]:
+    """The Wilson score interval, z = 1.644854 (90 % two-sided), written out from Wilson (1927)."""
+    z, p = 1.6448536269514722, hits / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     return centre - half, centre + half
@@ -93,35 +94,45 @@ def test_settings_pick_the_cell(tmp_path, run, capsys):
 # --- accuracies --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("published,tolerance,verdict", [
-    (0.805, "0.01", "pass"),  # inside [0.7921, 0.8077], 1.57 points wide < 2 x 1
-    (0.81, "0.01", "fail"),  # outside the interval whatever the tolerance
-    (0.805, "0.005", "inconclusive"),  # inside, but 1.57 points >= 2 x 0.5: too few images to tell
-    (0.805, "1%", "pass"),  # relative: 1 % of 0.805 = 0.00805, 2 x 0.805 points > 1.57
-    (0.805, "0.9%", "inconclusive"),  # 0.9 % of 0.805: 2 x 0.7245 points < 1.57
+@pytest.mark.parametrize("published,tolerance,verdict,why", [
+    (0.80, "1pt", "pass", "inside the band 80.00 +/- 1.00 pts = [79.00, 81.00] %: reproduces"),
+    (0.80, "0.01", "pass", "inside the band 80.00 +/- 1.00 pts (tolerance 0.01) = [79.00, 81.00] %"),
+    (0.80, "1rel%", "pass", "inside the band 80.00 +/- 0.80 pts (1 % of the value) = [79.20, 80.80] %"),
+    (0.805, "1pt", "inconclusive", "straddles the lower edge 79.50 % of the band"),  # 79.33 < 79.50
+    (0.795, "1pt", "inconclusive", "straddles the upper edge 80.50 % of the band"),  # 80.65 > 80.50
+    (0.83, "1pt", "fail", "wholly below the band 83.00 +/- 1.00 pts = [82.00, 84.00] %: does not reproduce"),
+    (0.77, "1pt", "fail", "wholly above the band 77.00 +/- 1.00 pts = [76.00, 78.00] %"),
+    (0.80, "0.5pt", "inconclusive", "1.32 pts wide, is wider than the band"),  # wherever it lies
+    (0.80, "0.5rel%", "inconclusive", "too few images for this tolerance"),  # 0.8 pts < 1.32
 ])
-def test_accuracy_rows_by_the_wilson_interval(tmp_path, run, capsys, published, tolerance, verdict):
+def test_accuracy_rows_by_an_equivalence_test_of_the_wilson_interval(tmp_path, run, capsys, published, tolerance,
+                                                                     verdict, why):
+    """0.8 over 10,000 images: Wilson 90 % [79.33, 80.65] %. Pass when it lies inside published +/- tolerance,
+    fail when wholly outside, else inconclusive."""
     path = ref(tmp_path, f"vit-a,,,,top1,{published},{tolerance},paper,epochs=7", header=HEADER + ",settings")
     status, out = verify_json(capsys, path, run)
     (row,) = out["rows"]
-    low, high = wilson95(8000, 10_000)
+    low, high = wilson90(8000, 10_000)
     assert row["interval"] == pytest.approx([low, high], abs=1e-12) and row["images"] == 10_000
-    assert (round(low, 5), round(high, 5)) == (0.79205, 0.80772)
-    assert row["verdict"] == verdict and status == (1 if verdict == "fail" else 0)
-    assert "Wilson 95 % [79.20, 80.77] % over 10,000 images" in row["test"]
+    assert (round(low, 5), round(high, 5)) == (0.79334, 0.8065) and row["confidence"] == 0.9
+    assert row["verdict"] == verdict and status == {"pass": 0, "fail": 1, "inconclusive": 3}[verdict]
+    assert row["test"].startswith("Wilson 90 % [79.33, 80.65] % over 10,000 images") and why in row["test"]
+    assert row["seeds"] == [0]
+    assert row["band"] == pytest.approx([published - row["allowed"], published + row["allowed"]])
 
 
 def test_a_hundred_images_cannot_confirm_a_point(tmp_path, run, capsys):
-    path = ref(tmp_path, "bit-b,,,,top1,0.71,0.01,paper")
+    path = ref(tmp_path, "bit-b,,,,top1,0.71,1pt,paper")
     _, out = verify_json(capsys, path, run)
     (row,) = out["rows"]
-    assert row["verdict"] == "inconclusive" and row["interval"] == pytest.approx(list(wilson95(70, 100)), abs=1e-12)
+    assert row["verdict"] == "inconclusive" and row["interval"] == pytest.approx(list(wilson90(70, 100)), abs=1e-12)
+    assert row["test"].endswith("too few images for this tolerance")
 
 
 # --- unmatched rows and the exit status ------------------------------------------------------------------
 
 
-def test_unmatched_rows_name_the_nearest_cell_and_only_no_match_at_all_is_status_2(tmp_path, run, capsys):
+def test_unmatched_rows_name_the_nearest_cell_and_no_match_at_all_is_status_2(tmp_path, run, capsys):
     path = ref(tmp_path, "vit-aa,,,,params,1000000,0,x", "bit-b,cifar10,,,params,1000000,0,x",
                "bit-c,,,,params,1000000,0,x")
     status, err, out = verify_err(capsys, path, run)
@@ -131,9 +142,9 @@ def test_unmatched_rows_name_the_nearest_cell_and_only_no_match_at_all_is_status
     assert tests[1].startswith("no cell of bit-b matches its dataset; nearest: bit-b, fashion-mnist, scratch, 28 px")
     assert tests[2].startswith("no cell of model 'bit-c'")  # its only cell failed
     assert f"warning: {path}:2: vit-aa params (any cell): unmatched: no cell of model 'vit-aa'" in err
-    assert "no row matched a successful cell" in err
+    assert f"error: {path}: no row could be checked: 3 rows match no successful cell of the runs given" in err
     path = ref(tmp_path, "vit-aa,,,,params,1000000,0,x", "bit-b,,,,params,1000000,0,x", name="some.csv")
-    assert main(["verify", str(path), str(run)]) == 0  # one row matched and passed: the other is reported
+    assert main(["verify", str(path), str(run)]) == 3  # one row matched and passed, the other did not: undecided
     out = capsys.readouterr().out
     assert "| unmatched |" in out and "some.csv: 2 rows, 2 checks against 1 run: 1 pass, 0 fail, 0 inconclusive, 1 unmatched" in out
 
@@ -153,13 +164,14 @@ def test_aliases_map_a_tables_names_to_ids(tmp_path, run, capsys):
 
 
 def test_text_output_shows_difference_interval_test_and_notes(tmp_path, run, capsys):
-    path = ref(tmp_path, "vit-a,,,,top1,0.81,0.01,paper,epochs=7,known: a smaller test set",
+    path = ref(tmp_path, "vit-a,,,,top1,0.83,0.01,paper,epochs=7,known: a smaller test set",
                "vit-a,,,,params,1000600,500,mine,epochs=7,", header=HEADER + ",settings,note")
     assert main(["verify", str(path), str(run)]) == 1
     out = capsys.readouterr().out
     assert "| Line | Model | Of" in " ".join(out.split("\n")[0].split()).replace("|  ", "| ")
-    assert " 80.00 % |" in out and " 81.00 % |" in out and "-1.00 pts" in out
-    assert "81.00 % outside Wilson 95 % [79.20, 80.77] % over 10,000 images" in out
+    assert " 80.00 % |" in out and " 83.00 % |" in out and "-3.00 pts" in out and "| 1 (0) " in out
+    assert ("Wilson 90 % [79.33, 80.65] % over 10,000 images wholly below the band 83.00 +/- 1.00 pts (tolerance "
+            "0.01) = [82.00, 84.00] %: does not reproduce") in out
     assert "|difference| > 500" in out and "-600 (-0.06 %)" in out
     assert "line 2 (vit-a top1, fail): known: a smaller test set" in out
 
@@ -191,7 +203,8 @@ def test_every_bad_row_is_named_on_its_own_line(tmp_path, run, capsys):
         f"error: {path}:6: value 'lots' is not a number (in the record's units, e.g. 0.8073 for 80.73 %, 86570000 "
         "for 86.57M)",
         f"error: {path}:7: value 'inf' is not a finite number",
-        f"error: {path}:8: tolerance '-1' is negative; write how far from the value still passes, e.g. 0.5 or 1%",
+        f"error: {path}:8: tolerance '-1' is negative; write how far from the value still passes: 0.005 (the metric's "
+        "units), 0.5pt (points, accuracies), 1rel% (relative; 1% on a compute figure)",
         f"error: {path}:9: resolution '224.5' is not a whole number of pixels above 0",
         f"error: {path}:11: BIT-B params (any cell) is 1e+06 (tolerance 0) here and 1e+06 (tolerance 0) on line 10; "
         "keep one, or tell the two apart by dataset, protocol, resolution or settings"]

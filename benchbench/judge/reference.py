@@ -5,8 +5,11 @@ The columns (docs/compute.md, "Checking a published table"):
   aliases file (`model,aliases`); several names are separated by ";";
 - `dataset`, `protocol`, `resolution`: which cells the figure is of; empty matches any;
 - `metric`: a record metric name (`params`, `gmacs`, `gmacs_fvcore`, `top1`, `pretrain_exaflops`, ...);
-- `value`: in the record's units (params a count, top-1 a fraction);
-- `tolerance`: absolute in the metric's units (`0.005`), or relative to `value` (`1%`); empty is 0;
+- `value`: in the record's units (params a count, top-1 a fraction: an accuracy outside [0, 1] is
+  refused);
+- `tolerance`: in the metric's units (`0.005`), in points of a percentage (`0.5pt`, accuracies only),
+  or relative to `value` (`1rel%`; on a compute figure `1%` too, while a bare `%` on an accuracy is
+  refused as ambiguous: points or relative?); empty is 0;
 - `source`: the paper and table, or the URL;
 and optionally `settings` (`epochs=7`, several separated by ";": the cell's settings must have these
 values), `note` (a known gap and what explains it, shown with the row's verdict) and `aliases`.
@@ -28,11 +31,12 @@ from pathlib import Path
 from typing import Collection, Iterable, Mapping
 
 from benchbench.errors import BenchError, did_you_mean
+from benchbench.judge import rule as judge
 
 COLUMNS = ("model", "dataset", "protocol", "resolution", "metric", "value", "tolerance", "source")
 OPTIONAL = ("settings", "note", "aliases")
 # The compute figures benchbench records (checked within their tolerance); accuracies are checked by
-# their Wilson interval instead (benchbench.judge.verify).
+# an equivalence test of their confidence interval instead (benchbench.judge.verify).
 COMPUTE_METRICS = ("params", "macs", "gmacs", "gflops", "gmacs_fvcore", "train_exaflops", "pretrain_exaflops",
                    "train_device_days", "projected_device_days")
 ACCURACY_METRICS = ("top1", "top5")
@@ -41,17 +45,31 @@ SEPARATOR = ";"
 _METRIC = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
+# A tolerance's units, as written after its amount: "" the metric's own, "pt" points of a percentage
+# (an accuracy's 0.01 is 1 pt), "rel%" and (compute figures only) "%" percent of the published value.
+UNITS = {"": "", "pt": "pt", "pts": "pt", "%": "%", "rel%": "rel%", "%rel": "rel%"}
+ACCEPTED = "0.005 (the metric's units), 0.5pt (points, accuracies), 1rel% (relative; 1% on a compute figure)"
+_TOLERANCE = re.compile(r"^(?P<amount>[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*(?P<unit>.*)$")
+
+
 @dataclass(frozen=True)
 class Tolerance:
     amount: float
-    relative: bool = False  # amount in percent of the published value
+    unit: str = ""  # a value of UNITS
+
+    @property
+    def relative(self) -> bool:
+        """The amount is in percent of the published value."""
+        return self.unit in ("%", "rel%")
 
     def allowed(self, value: float) -> float:
         """The largest difference from `value` that passes, in the metric's units."""
-        return abs(value) * self.amount / 100 if self.relative else self.amount
+        if self.relative:
+            return abs(value) * self.amount / 100
+        return self.amount / 100 if self.unit == "pt" else self.amount
 
     def __str__(self) -> str:
-        return f"{self.amount:g}%" if self.relative else f"{self.amount:g}"
+        return f"{self.amount:g}{self.unit}"
 
 
 @dataclass(frozen=True)
@@ -98,9 +116,11 @@ class Reference:
         return self.path.name
 
 
-def read(path: str | Path, *, aliases: str | Path | None = None, metrics: Collection[str] | None = None) -> Reference:
+def read(path: str | Path, *, aliases: str | Path | None = None, metrics: Collection[str] | None = None,
+         accuracies: Collection[str] = ()) -> Reference:
     """The reference table at `path`; `aliases` an aliases file (`model,aliases`); `metrics` the metric
-    names known (None: any plain name). BenchError listing every problem, one line each."""
+    names known (None: any plain name); `accuracies` the metrics records declare accuracies, beyond the
+    rule's names. BenchError listing every problem, one line each."""
     path = Path(path)
     header, records = _csv(path)
     missing = [c for c in COLUMNS if c not in header]
@@ -111,7 +131,7 @@ def read(path: str | Path, *, aliases: str | Path | None = None, metrics: Collec
     rows, problems = [], []
     for line, record in records:
         try:
-            rows.append(_row(line, record, extra, metrics))
+            rows.append(_row(line, record, extra, metrics, accuracies))
         except ValueError as exc:
             problems.append(f"{path}:{line}: {exc}")
     problems += _disagreements(path, rows)
@@ -161,6 +181,10 @@ def results_csv(path: str | Path) -> Reference:
                 value = _number(text, metric)
             except ValueError as exc:
                 problems.append(f"{path}:{line}: {exc}")
+                continue
+            if not 0 <= value <= 100:
+                problems.append(f"{path}:{line}: {metric} {text} is not a percentage in [0, 100] (a timm results "
+                                "CSV gives accuracies in percent)")
                 continue
             rows.append(Row(line, model, (model.lower(),), None, None, resolution, (), metric, value / 100,
                             Tolerance(0.0), path.name))
@@ -253,15 +277,45 @@ def _resolution(text: str | None) -> int | None:
 
 
 def tolerance(text: str) -> Tolerance:
-    """`0.005` (absolute) or `1%` (relative); empty is 0. ValueError for anything else."""
+    """`0.005` (the metric's units), `0.5pt` or `0.5pts` (points of a percentage), `1rel%` or `1%`
+    (relative to the value); empty is 0. ValueError for anything else, naming what is accepted."""
     text = text.strip()
     if not text:
         return Tolerance(0.0)
-    relative = text.endswith("%")
-    amount = _number(text[:-1].strip() if relative else text, "tolerance")
+    match = _TOLERANCE.match(text)
+    if not match:
+        raise ValueError(f"tolerance {text!r} is not a number with a unit; write {ACCEPTED}")
+    amount = _number(match["amount"], "tolerance")
+    unit = re.sub(r"\s+", "", match["unit"]).lower()
+    if unit not in UNITS:
+        raise ValueError(f"tolerance {text!r}: unknown unit {match['unit'].strip()!r}; write {ACCEPTED}")
     if amount < 0:
-        raise ValueError(f"tolerance {text!r} is negative; write how far from the value still passes, e.g. 0.5 or 1%")
-    return Tolerance(amount, relative)
+        raise ValueError(f"tolerance {text!r} is negative; write how far from the value still passes: {ACCEPTED}")
+    return Tolerance(amount, UNITS[unit])
+
+
+def is_accuracy(metric: str, accuracies: Collection[str] = ()) -> bool:
+    """An accuracy as every judging view sees it (benchbench.judge.rule): a fraction in [0, 1]."""
+    return judge.kind_of(metric, accuracies) is judge.ACCURACY
+
+
+def not_a_fraction(value: float) -> str:
+    """Why an accuracy of `value` (outside [0, 1]) is refused, and what to write instead."""
+    instead = f"write {value / 100:g} for {value:g} %" if 1 < value <= 100 else "write 0.80 for 80 %"
+    return f"accuracies are fractions in [0, 1]; {instead}"
+
+
+def _accuracy_tolerance(metric: str, text: str, tol: Tolerance, value: float) -> None:
+    """ValueError for a tolerance whose meaning on an accuracy is not clear: a bare `%`, or 1 or more
+    in the metric's units (all of [0, 1])."""
+    a = f"{tol.amount:g}"
+    points = f"{a} point" + ("" if tol.amount == 1 else "s")
+    if tol.unit == "%":
+        raise ValueError(f"tolerance {text!r} on an accuracy ({metric}) is ambiguous: write {a}pt for {points} "
+                         f"({tol.amount / 100:g}) or {a}rel% for {a} % of the value ({tol.allowed(value):.4g})")
+    if tol.unit == "" and tol.amount >= 1:
+        raise ValueError(f"tolerance {text!r} on an accuracy ({metric}, a fraction) accepts any value; "
+                         f"write {a}pt for {points}")
 
 
 def _settings(text: str) -> tuple[tuple[str, str], ...]:
@@ -277,7 +331,7 @@ def _settings(text: str) -> tuple[tuple[str, str], ...]:
 
 
 def _row(line: int, record: Mapping[str, str], aliases: Mapping[str, tuple[str, ...]],
-         metrics: Collection[str] | None) -> Row:
+         metrics: Collection[str] | None, accuracies: Collection[str] = ()) -> Row:
     model = _text(record.get("model"))
     if not model or model.lower() == "nan":
         raise ValueError(f"empty model{' (nan)' if model else ''}; write a benchbench id (benchbench list models) "
@@ -290,6 +344,14 @@ def _row(line: int, record: Mapping[str, str], aliases: Mapping[str, tuple[str, 
         raise ValueError(f"unknown metric {metric!r}" + (f"; did you mean {near!r}?" if near else
                          f"; known: {', '.join(sorted(metrics)[:12])}{', ...' if len(metrics) > 12 else ''}"))
     value = _number(_text(record.get("value")), "value")
+    tol = tolerance(_text(record.get("tolerance")))
+    if is_accuracy(metric, accuracies):
+        if not 0 <= value <= 1:
+            raise ValueError(f"value {value:g} of {metric}: {not_a_fraction(value)}")
+        _accuracy_tolerance(metric, _text(record.get("tolerance")), tol, value)
+    elif tol.unit == "pt":
+        raise ValueError(f"tolerance {_text(record.get('tolerance'))!r}: points (pt) are for accuracies, and {metric} "
+                         f"is not one; write it in {metric}'s units or relative (1%)")
     try:
         resolution = _resolution(record.get("resolution"))
     except ValueError as exc:
@@ -298,8 +360,7 @@ def _row(line: int, record: Mapping[str, str], aliases: Mapping[str, tuple[str, 
     return Row(line=line, model=model, names=tuple(dict.fromkeys(names)), dataset=_text(record.get("dataset")) or None,
                protocol=_text(record.get("protocol")) or None, resolution=resolution,
                settings=_settings(_text(record.get("settings"))), metric=metric, value=value,
-               tolerance=tolerance(_text(record.get("tolerance"))), source=_text(record.get("source")),
-               note=_text(record.get("note")))
+               tolerance=tol, source=_text(record.get("source")), note=_text(record.get("note")))
 
 
 def _disagreements(path: Path, rows: Iterable[Row]) -> list[str]:

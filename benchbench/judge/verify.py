@@ -1,16 +1,23 @@
 """A published table checked row by row against runs: each reference row matched to cells and judged.
 
+A row is judged once per configuration it matches in each run: the cells that differ only by their seed
+are pooled, their mean judged and their seeds listed.
+
 - Compute figures (params, MACs, FLOPs, exaFLOPs, device-days; any metric that is not an accuracy)
   `pass` when |measured - published| <= the row's tolerance, else `fail`.
-- Accuracies (benchbench.judge.rule's: top1, top5, *_top1, *_top5, what a record declares): the measured
-  value's Wilson 95 % interval over the cell's test images (`eval_images`). `fail` when the published
-  value lies outside it; `pass` when inside and the interval is narrower than twice the tolerance;
-  else `inconclusive` (too few images to tell).
-- `unmatched`: no successful cell of the runs is the row's figure (its nearest cell said), or the cell
-  lacks the metric.
+- Accuracies (benchbench.judge.rule's: top1, top5, *_top1, *_top5, what a record declares): an
+  equivalence test (two one-sided tests at 5 % each, in interval form) of the measured value against the
+  band published +/- tolerance. The interval is 90 % two-sided: one seed's is Wilson's over the test
+  images (`eval_images`); several seeds' mean has Wilson's interval at that mean widened by the seeds'
+  spread (a t interval over the seeds, the two half-widths added in quadrature: MOVER, Zou & Donner 2008).
+  `pass` when the whole interval lies inside the band, `fail` when it lies wholly outside, else
+  `inconclusive`: too few images (or seeds) for the tolerance when the interval is wider than the band,
+  else it straddles one of the band's edges.
+- `unmatched`: no successful cell of the runs is the row's figure (its nearest cell said), or the cells
+  it matches lack the metric.
 
-A row gets a check per cell it matches (seeds, or the same cell in several runs). Two rows that give
-one cell's figure different values are an error naming both.
+Two rows that give one cell's figure different values, an accuracy recorded outside [0, 1], and the seeds
+of one configuration tested on different numbers of images are errors naming the row and cell.
 """
 
 from __future__ import annotations
@@ -18,22 +25,29 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import NormalDist, fmean, stdev
 from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
-from benchbench.judge import rule as judge
-
 from benchbench.store import results
 from benchbench.errors import BenchError, nearest_matches
-from benchbench.judge.reference import ACCURACY_METRICS, COMPUTE_METRICS, Reference, Row, read
-from benchbench.judge.stats import wilson
+from benchbench.judge.reference import (ACCURACY_METRICS, COMPUTE_METRICS, Reference, Row, is_accuracy,
+                                        not_a_fraction, read)
+from benchbench.judge.stats import t_cdf, wilson
 from benchbench.store.rundir import RECORDS
 
 VERDICTS = ("pass", "fail", "inconclusive", "unmatched")
+# Exit statuses of `benchbench verify` (`exit_status`; its --help lists them).
+EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_UNDECIDED = 0, 1, 2, 3
 # Metrics counted from MACs: a cell whose count is not verified (its flops_status) says so beside them.
 MAC_METRICS = ("macs", "gmacs", "gflops", "gmacs_fvcore", "train_exaflops", "pretrain_exaflops")
+# A record the store refused for an accuracy outside [0, 1] (benchbench.store.values.accuracies_problem's
+# words): verify will not check runs holding one, whose cell would otherwise be silently missing.
+REFUSED_ACCURACY = "an accuracy outside [0, 1]"
 SLACK = 1e-9  # relative: a difference of exactly the tolerance passes despite float rounding
+CONFIDENCE = 0.90  # two-sided: its bounds are the two one-sided tests at 5 % of an equivalence test (TOST)
+Z = NormalDist().inv_cdf(1 - (1 - CONFIDENCE) / 2)  # 1.6448536269514722
 
 
 @dataclass(frozen=True)
@@ -47,14 +61,16 @@ class Check:
     row: Row
     verdict: str
     test: str  # what was tested, or why there was nothing to test
-    measured: float | None = None
+    measured: float | None = None  # the mean over `seeds`
     accuracy: bool = False
-    allowed: float | None = None  # compute rows: the tolerance in the metric's units
-    interval: tuple[float, float] | None = None  # accuracy rows: Wilson 95 %
+    allowed: float | None = None  # the tolerance in the metric's units
+    interval: tuple[float, float] | None = None  # accuracy rows: 90 %, seeds pooled
     images: int | None = None
     run: str | None = None
-    cell: dict[str, Any] = field(default_factory=dict)  # the matched cell; for unmatched rows the nearest
+    cell: dict[str, Any] = field(default_factory=dict)  # the matched cell(s); for unmatched rows the nearest
     nearest: str | None = None  # unmatched rows: the nearest cell, in words
+    seeds: tuple = ()  # the seeds pooled (their cells' `seed`)
+    seed_sd: float | None = None  # accuracy rows of 2+ seeds: the sample standard deviation over seeds
 
     @property
     def difference(self) -> float | None:
@@ -65,15 +81,22 @@ class Check:
         d = self.difference
         return None if d is None or self.row.value == 0 else d / abs(self.row.value)
 
+    @property
+    def band(self) -> tuple[float, float] | None:
+        """published -/+ tolerance: where the whole interval must lie for an accuracy to pass."""
+        return None if self.allowed is None else (self.row.value - self.allowed, self.row.value + self.allowed)
+
     def to_json(self) -> dict[str, Any]:
         r = self.row
         return {"line": r.line, "model": r.model, "dataset": r.dataset, "protocol": r.protocol,
                 "resolution": r.resolution, "settings": dict(r.settings), "metric": r.metric, "value": r.value,
                 "tolerance": str(r.tolerance), "measured": self.measured, "difference": self.difference,
                 "relative_difference": self.relative_difference, "verdict": self.verdict, "test": self.test,
-                "allowed": self.allowed, "interval": None if self.interval is None else list(self.interval),
-                "images": self.images, "run": self.run, "cell": self.cell or None, "nearest": self.nearest,
-                "source": r.source, "note": r.note or None}
+                "allowed": self.allowed, "band": None if self.band is None or not self.accuracy else list(self.band),
+                "interval": None if self.interval is None else list(self.interval),
+                "confidence": CONFIDENCE if self.interval is not None else None, "images": self.images,
+                "seeds": list(self.seeds), "seed_sd": self.seed_sd, "run": self.run, "cell": self.cell or None,
+                "nearest": self.nearest, "source": r.source, "note": r.note or None}
 
 
 def load_runs(paths: Iterable[str | Path]) -> list[Run]:
@@ -91,42 +114,53 @@ def known_metrics(runs: Sequence[Run]) -> set[str]:
     the runs' records hold."""
     fixed = set(results.COLUMNS) | {"contender"}
     seen = {c for run in runs for c in run.frame.columns if c not in fixed and not c.startswith("setting.")}
-    declared = {m for run in runs if "accuracies" in run.frame for a in run.frame["accuracies"]
-                if isinstance(a, dict) for m in a}
-    return set(COMPUTE_METRICS) | set(ACCURACY_METRICS) | seen | declared
+    return set(COMPUTE_METRICS) | set(ACCURACY_METRICS) | seen | declared_accuracies(runs)
+
+
+def declared_accuracies(runs: Sequence[Run]) -> set[str]:
+    """The metrics the runs' records declare accuracies (beyond the rule's names)."""
+    return {m for run in runs if "accuracies" in run.frame for a in run.frame["accuracies"]
+            if isinstance(a, dict) for m in a}
 
 
 def verify_paths(reference: str | Path, runs: Sequence[str | Path], *,
                  aliases: str | Path | None = None) -> tuple[Reference, list[Run], list[Check]]:
     """Read the runs, then the reference (its metrics checked against theirs), and check every row."""
     loaded = load_runs(runs)
-    ref = read(reference, aliases=aliases, metrics=known_metrics(loaded))
+    refused = [p.removesuffix("; ignored") for r in loaded for p in r.frame.attrs.get("problems", ())
+               if REFUSED_ACCURACY in p]
+    if refused:
+        raise BenchError("\nerror: ".join(f"{p}: verify checks no run holding it (accuracies are fractions in "
+                                           "[0, 1]; write 0.80 for 80 %)" for p in refused))
+    ref = read(reference, aliases=aliases, metrics=known_metrics(loaded), accuracies=declared_accuracies(loaded))
     return ref, loaded, check(ref, loaded)
 
 
-def is_accuracy(metric: str, accuracies: Iterable[str] = ()) -> bool:
-    """An accuracy as every judging view sees it (benchbench.judge.rule)."""
-    return judge.kind_of(metric, accuracies) is judge.ACCURACY
-
-
 def check(reference: Reference, runs: Sequence[Run]) -> list[Check]:
-    """A check per (row, matched cell), in the reference's order; an unmatched row gets one."""
+    """A check per (row, run, configuration matched: its seeds pooled), in the reference's order; an
+    unmatched row gets one."""
     cells = [(run.label, c) for run in runs for c in _ok(run.frame)]
     out: list[Check] = []
     claimed: dict[tuple, Row] = {}
-    problems = []
+    problems: list[str] = []
     for row in reference.rows:
         matched = [(label, c) for label, c in cells if _matches(row, c)]
         if not matched:
             out.append(_unmatched(row, cells))
             continue
+        groups: dict[tuple, list[dict[str, Any]]] = {}
         for label, c in matched:
             other = claimed.setdefault((label, c["key"], row.metric), row)
             if other is not row and (other.value, other.tolerance) != (row.value, row.tolerance):
                 problems.append(f"{reference.path}:{row.line}: {row.label} and line {other.line} ({other.label}) "
                                 f"give the figure {row.metric} of one cell ({_describe(c)} in {label}) different "
                                 f"values, {row.value:g} and {other.value:g}; keep one")
-            out.append(_judge(row, label, c))
+            groups.setdefault((label, *_configuration(c)), []).append(c)
+        for (label, *_), group in groups.items():
+            said = _problems(reference, row, label, group)
+            problems += said
+            if not said:
+                out.append(_judge(row, label, group))
     if problems:
         raise BenchError("\nerror: ".join(problems))
     return out
@@ -139,12 +173,34 @@ def summary(checks: Sequence[Check]) -> dict[str, int]:
     return counts
 
 
-def exit_status(checks: Sequence[Check]) -> int:
-    """0 when no matched row fails, 1 when one does, 2 when no row matched a cell at all."""
+def exit_status(checks: Sequence[Check], *, allow_inconclusive: bool = False, allow_unmatched: bool = False) -> int:
+    """EXIT_PASS when every check passes (the inconclusive and unmatched allowed aside), EXIT_FAIL when
+    one fails, EXIT_UNDECIDED when none fails but one is inconclusive or unmatched, EXIT_ERROR when no
+    row could be checked at all."""
     counts = summary(checks)
     if counts["unmatched"] == len(checks):
-        return 2
-    return 1 if counts["fail"] else 0
+        return EXIT_ERROR
+    if counts["fail"]:
+        return EXIT_FAIL
+    if (counts["inconclusive"] and not allow_inconclusive) or (counts["unmatched"] and not allow_unmatched):
+        return EXIT_UNDECIDED
+    return EXIT_PASS
+
+
+def nothing_checked(reference: Reference, checks: Sequence[Check]) -> str:
+    """Why no row could be checked (every check unmatched), in words: rows that match no successful
+    cell, rows whose cells lack the metric."""
+    lacking = {c.row.line: c.row.metric for c in checks if c.measured is None and c.nearest is None and c.cell}
+    none = len({c.row.line for c in checks} - set(lacking))
+    parts = []
+    if none:
+        parts.append(f"{none} row{'s' if none != 1 else ''} match{'es' if none == 1 else ''} no successful cell "
+                     "of the runs given")
+    if lacking:
+        metrics = ", ".join(dict.fromkeys(lacking.values()))
+        parts.append(f"{len(lacking)} row{'s' if len(lacking) != 1 else ''} matched cells that lack "
+                     f"{'its' if len(lacking) == 1 else 'their'} metric ({metrics})")
+    return f"{reference.path}: no row could be checked: " + "; ".join(parts)
 
 
 # --- matching ---------------------------------------------------------------------------------------------
@@ -226,48 +282,146 @@ def _cell(cell: dict[str, Any]) -> dict[str, Any]:
             "settings": {k[len("setting."):]: v for k, v in cell.items() if k.startswith("setting.")}}
 
 
+def _cells(group: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The matched cells as a check records them: one cell's fields; several seeds' keys and seeds."""
+    out = _cell(group[0])
+    if len(group) > 1:
+        for one in ("key", "seed"):
+            out.pop(one, None)
+        out.update(keys=[c.get("key") for c in group], seeds=[c.get("seed") for c in group])
+    return out
+
+
+def _configuration(cell: dict[str, Any]) -> tuple:
+    """What a cell is a figure of, its seed aside: cells alike in all of it are seeds of one configuration."""
+    fixed = tuple(repr(cell.get(k)) for k in ("contender", "model", "dataset", "protocol", "resolution"))
+    return fixed + tuple(sorted((k, repr(v)) for k, v in cell.items() if k.startswith("setting.")))
+
+
+def _problems(reference: Reference, row: Row, label: str, group: Sequence[dict[str, Any]]) -> list[str]:
+    """Lines for what makes an accuracy row's cells unjudgeable: a value outside [0, 1] (a plugin that
+    records percent), seeds tested on different numbers of images."""
+    if not is_accuracy(row.metric, group[0].get("accuracies") or {}):
+        return []
+    out = []
+    for c in group:
+        v = c.get(row.metric)
+        if _number(v) and not 0 <= v <= 1:
+            out.append(f"{label}/{RECORDS}: cell {c.get('key')} ({_describe(c)}, seed {c.get('seed', '-')}): "
+                       f"{row.metric} {v:g} (checked by {reference.path}:{row.line}): {not_a_fraction(v)}; the "
+                       "plugin that measured it records percent")
+    images = {c.get("seed"): c.get("eval_images") for c in group if _number(c.get(row.metric))}
+    if len(set(images.values())) > 1:
+        sizes = "; ".join(f"seed {s}: {_num(n) if _number(n) else 'none recorded'}" for s, n in images.items())
+        out.append(f"{reference.path}:{row.line}: {row.label}: the seeds of {_describe(group[0])} in {label} were "
+                   f"tested on different numbers of images ({sizes}); seeds are pooled over one test set: rerun "
+                   "them on one, or tell them apart by settings")
+    return out
+
+
 # --- judging ----------------------------------------------------------------------------------------------
 
 
-def _judge(row: Row, label: str, cell: dict[str, Any]) -> Check:
-    where = dict(run=label, cell=_cell(cell))
-    measured = cell.get(row.metric)
-    if not isinstance(measured, (int, float)) or isinstance(measured, bool) or not math.isfinite(measured):
-        return Check(row, "unmatched", f"its cell ({_describe(cell)}) has no {row.metric}"
-                     + (" (its records predate that metric)" if measured is None else f" number ({measured!r})"),
-                     **where)
-    measured = float(measured)
-    if is_accuracy(row.metric, cell.get("accuracies") or {}):
-        return _judge_accuracy(row, measured, cell, where)
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _judge(row: Row, label: str, group: Sequence[dict[str, Any]]) -> Check:
+    """The row against the seeds of one configuration in one run: their mean."""
+    having = [c for c in group if _number(c.get(row.metric))]
+    if not having:
+        value = group[0].get(row.metric)
+        return Check(row, "unmatched", f"its cell ({_describe(group[0])}) has no {row.metric}"
+                     + (" (its records predate that metric)" if value is None else f" number ({value!r})"),
+                     run=label, cell=_cells(group), seeds=tuple(c.get("seed") for c in group))
+    values = [float(c[row.metric]) for c in having]
+    where = dict(run=label, cell=_cells(having), seeds=tuple(c.get("seed") for c in having))
+    if is_accuracy(row.metric, having[0].get("accuracies") or {}):
+        return _judge_accuracy(row, values, having[0].get("eval_images"), where)
+    measured = fmean(values)
     allowed = row.tolerance.allowed(row.value)
     within = abs(measured - row.value) <= allowed + SLACK * max(abs(measured), abs(row.value))
     rule = f"{row.tolerance} of {row.value:g}" if row.tolerance.relative else ""
     test = (f"|difference| {'<=' if within else '>'} {_num(allowed)}" + (f" ({rule})" if rule else ""))
-    status = cell.get("flops_status")
+    if len(values) > 1:
+        test += f"; the mean of {len(values)} seeds" + (
+            f" ({_num(min(values))} to {_num(max(values))})" if min(values) != max(values) else "")
+    status = having[0].get("flops_status")
     if row.metric in MAC_METRICS and status not in (None, "ok"):  # the count itself is in doubt: say so
         test += f"; the cell's flops_status: {status}"
     return Check(row, "pass" if within else "fail", test, measured=measured, allowed=allowed, **where)
 
 
-def _judge_accuracy(row: Row, measured: float, cell: dict[str, Any], where: dict) -> Check:
-    images = cell.get("eval_images")
-    if not isinstance(images, (int, float)) or images <= 0 or not 0 <= measured <= 1:
-        return Check(row, "inconclusive", "no test-image count (eval_images) in the record: no interval",
-                     measured=measured, accuracy=True, **where)
-    n = int(images)
-    low, high = wilson(measured * n, n)
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile: the t with P(T <= t) = p (0.5 < p < 1), by bisection of stats.t_cdf."""
+    low, high = 0.0, 1.0
+    while t_cdf(high, df) < p:
+        low, high = high, high * 2
+    for _ in range(200):
+        mid = (low + high) / 2
+        low, high = (mid, high) if t_cdf(mid, df) < p else (low, mid)
+        if high - low < 1e-12 * high:
+            break
+    return (low + high) / 2
+
+
+def interval(values: Sequence[float], images: int) -> tuple[float, float, float | None]:
+    """(low, high, seed sd) at CONFIDENCE of the mean accuracy of seeds tested on `images` images.
+
+    One seed: Wilson's score interval. Several: Wilson's interval at the mean (the test set's sampling,
+    shared by the seeds, so not shrunk by them) and the t interval of the seeds' spread,
+    +/- t(df = seeds - 1) sd / sqrt(seeds), combined by MOVER (Zou & Donner 2008): each bound's distance
+    from the mean the root sum of squares of the two."""
+    mean = fmean(values)
+    low, high = wilson(mean * images, images, Z)
+    if len(values) < 2:
+        return low, high, None
+    sd = stdev(values)
+    half = t_quantile(1 - (1 - CONFIDENCE) / 2, len(values) - 1) * sd / math.sqrt(len(values))
+    return (max(0.0, mean - math.hypot(mean - low, half)), min(1.0, mean + math.hypot(high - mean, half)), sd)
+
+
+def _judge_accuracy(row: Row, values: Sequence[float], images: Any, where: dict) -> Check:
+    measured = fmean(values)
     allowed = row.tolerance.allowed(row.value)
-    width = high - low
-    interval = f"Wilson 95 % [{low * 100:.2f}, {high * 100:.2f}] % over {n:,} images"
-    if not low <= row.value <= high:
-        verdict, test = "fail", f"{row.value * 100:.2f} % outside {interval}"
-    elif width < 2 * allowed:
-        verdict, test = "pass", f"inside {interval}, {width * 100:.2f} pts wide < 2 x {allowed * 100:.2f}"
+    if not _number(images) or images <= 0:
+        return Check(row, "inconclusive", "no test-image count (eval_images) in the record, so no "
+                     "interval", measured=measured, accuracy=True, allowed=allowed, **where)
+    n = int(images)
+    low, high, sd = interval(values, n)
+    band_low, band_high = row.value - allowed, row.value + allowed
+    eps = SLACK * max(1.0, abs(row.value))
+    pts = f"{CONFIDENCE * 100:.0f} % [{low * 100:.2f}, {high * 100:.2f}] %"
+    shown = (f"Wilson {pts} over {n:,} images" if sd is None else
+             f"{pts} over {n:,} images and {len(values)} seeds (Wilson's, widened by the seeds' sd "
+             f"{sd * 100:.2f} pts)")
+    band = (f"the band {row.value * 100:.2f} +/- {_tolerance(row, allowed)} = "
+            f"[{band_low * 100:.2f}, {band_high * 100:.2f}] %")
+    if band_low - eps <= low and high <= band_high + eps:
+        verdict, test = "pass", f"{shown} inside {band}: reproduces"
+    elif high < band_low or low > band_high:
+        side = "below" if high < band_low else "above"
+        verdict, test = "fail", f"{shown} wholly {side} {band}: does not reproduce"
+    elif high - low > band_high - band_low + eps:
+        few = "images" if sd is None else "images or seeds"
+        verdict, test = "inconclusive", (f"{shown}, {(high - low) * 100:.2f} pts wide, is wider than "
+                                         f"{band}: too few {few} for this tolerance")
     else:
-        verdict, test = "inconclusive", (f"inside {interval}, {width * 100:.2f} pts wide >= 2 x {allowed * 100:.2f}: "
-                                         "too few images to tell")
+        edge = f"lower edge {band_low * 100:.2f} %" if low < band_low else f"upper edge {band_high * 100:.2f} %"
+        verdict, test = "inconclusive", f"{shown} straddles the {edge} of {band}"
     return Check(row, verdict, test, measured=measured, accuracy=True, allowed=allowed, interval=(low, high),
-                 images=n, **where)
+                 images=n, seed_sd=sd, **where)
+
+
+def _tolerance(row: Row, allowed: float) -> str:
+    """An accuracy's tolerance in points, with how the row wrote it where that was not in points."""
+    tol = row.tolerance
+    pts = f"{allowed * 100:.2f} pts"
+    if tol.unit == "pt":
+        return pts
+    if tol.relative:
+        return f"{pts} ({tol.amount:g} % of the value)"
+    return f"{pts} (tolerance {tol})"
 
 
 # --- showing ----------------------------------------------------------------------------------------------
@@ -285,7 +439,13 @@ def _signed(x: float, spec: str = ".6g") -> str:
     return ("+" if x >= 0 else "") + _num(x, spec)
 
 
-HEADERS = ["Line", "Model", "Of", "Metric", "Published", "Measured", "Difference", "Test", "Verdict"]
+HEADERS = ["Line", "Model", "Of", "Metric", "Published", "Measured", "Seeds", "Difference", "Test", "Verdict"]
+
+
+def seeds_text(seeds: Sequence[Any]) -> str:
+    """The seeds a check pooled, count and which: "2 (0, 1)"; "-" for none recorded."""
+    known = [_num(s) for s in seeds if s is not None and not _missing(s)]
+    return f"{len(known)} ({', '.join(known)})" if known else "-"
 
 
 def display_row(c: Check, runs: int = 1) -> list[str]:
@@ -299,7 +459,7 @@ def display_row(c: Check, runs: int = 1) -> list[str]:
         diff = "-" if c.difference is None else _signed(c.difference, ".4g") + (
             f" ({c.relative_difference * 100:+.2f} %)" if c.relative_difference is not None else "")
     where = r.where + (f" [{c.run}]" if runs > 1 and c.run else "")
-    return [str(r.line), r.model, where, r.metric, published, measured, diff, c.test, c.verdict]
+    return [str(r.line), r.model, where, r.metric, published, measured, seeds_text(c.seeds), diff, c.test, c.verdict]
 
 
 def notes(checks: Sequence[Check]) -> list[str]:
