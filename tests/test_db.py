@@ -218,7 +218,8 @@ def test_a_version_2_database_gains_the_contender_and_version_3_metric_columns(t
     from benchbench.store.record import SCHEMA
 
     old = tmp_path / "v2.db"
-    v2 = Table("records", MetaData(), *(c._copy() for c in schema.records.columns if c.name not in schema.V3_COLUMNS),
+    v2 = Table("records", MetaData(), *(c._copy() for c in schema.records.columns
+                                        if c.name not in schema.V3_COLUMNS + schema.V4_COLUMNS),
                UniqueConstraint("suite", "run_id", "key", "job"))
     engine = create_engine(f"sqlite:///{old}")
     plain = make_record("vit-a", top1=0.5)
@@ -236,7 +237,7 @@ def test_a_version_2_database_gains_the_contender_and_version_3_metric_columns(t
             conn.execute(insert(v2).values(**row))
     engine.dispose()
     open_database(f"sqlite:///{old}", write=True).close()
-    assert _sql(old, "select version from schema_version") == [(3,)]
+    assert _sql(old, "select version from schema_version") == [(schema.VERSION,)]
     assert _sql(old, "select model, contender, gmacs_fvcore, energy_train_j, energy_eval_j, cost_usd from records "
                      "order by id") == [("vit-a", "vit-a", None, None, None, None),
                                         ("vit-b", "vit-b@vit_ti.augreg", None, None, None, None),
@@ -248,6 +249,39 @@ def test_a_version_2_database_gains_the_contender_and_version_3_metric_columns(t
         db.close()
     assert [(r.contender, r.schema) for r in back] == [("vit-a", SCHEMA), ("vit-b@vit_ti.augreg", SCHEMA),
                                                       ("vit-c@vit-base-patch16-224@main", SCHEMA)]
+
+
+def test_a_version_3_database_gains_the_numerics_columns_filled_from_each_rows_env(tmp_path, make_record):
+    """Version 4: `cpu_capability` and `suite_sha256` from a schema-5 record's env, `torch_version` with
+    torch's local tag; an older record's row keeps NULL and its torch version."""
+    from sqlalchemy import MetaData, Table, UniqueConstraint, create_engine, insert
+
+    from benchbench.db.migrate import MIGRATIONS
+    from benchbench.db.rows import record_row
+
+    old = tmp_path / "v3.db"
+    v3 = Table("records", MetaData(), *(c._copy() for c in schema.records.columns if c.name not in schema.V4_COLUMNS),
+               UniqueConstraint("suite", "run_id", "key", "job"))
+    engine = create_engine(f"sqlite:///{old}")
+    new = replace(make_record("vit-a", top1=0.5), env={
+        "versions": {"torch": "2.14.1"}, "suite_sha256": "ab" * 32,
+        "numerics": {"torch": "2.14.1+cu130", "cpu_capability": "AVX2", "cpu_model": "AMD EPYC", "deterministic": False}})
+    older = replace(make_record("vit-b", top1=0.5), env={"versions": {"torch": "2.13.0"}})
+    with engine.begin() as conn:
+        MIGRATIONS[1](conn)
+        conn.exec_driver_sql("DROP TABLE records")
+        v3.create(conn)
+        MIGRATIONS[2](conn)
+        conn.execute(schema.schema_version.insert().values(version=3))
+        for i, rec in enumerate((new, older)):
+            row = {k: v for k, v in record_row(replace(rec, run_id=f"r{i}")).items() if k in v3.c}
+            row["torch_version"] = rec.env["versions"]["torch"]  # what version 3 stored
+            conn.execute(insert(v3).values(**row))
+    engine.dispose()
+    open_database(f"sqlite:///{old}", write=True).close()
+    assert _sql(old, "select version from schema_version") == [(4,)]
+    assert _sql(old, "select model, torch_version, cpu_capability, suite_sha256 from records order by id") == [
+        ("vit-a", "2.14.1+cu130", "AVX2", "ab" * 32), ("vit-b", "2.13.0", None, None)]
 
 
 def test_bad_databases_are_one_line_and_leave_everything_as_it_was(report_runs, tmp_path, capsys):

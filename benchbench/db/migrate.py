@@ -56,8 +56,34 @@ def _v3(conn: Connection) -> None:
         conn.execute(table.update().where(table.c.id == bindparam("row")).values(contender=bindparam("name")), names)
 
 
+def _v4(conn: Connection) -> None:
+    """Columns `cpu_capability` and `suite_sha256`, filled from each row's `env` (records of schema 5 carry
+    them; older ones leave them NULL), and `torch_version` becomes torch's full version where the record
+    has it (its local tag: `2.14.1+cu130`). A table `_v1` made at this version has the columns already."""
+    have = {c["name"] for c in inspect(conn).get_columns("records")}
+    for name in schema.V4_COLUMNS:
+        if name not in have:
+            column = schema.records.c[name]
+            conn.execute(text(f"ALTER TABLE records ADD COLUMN {name} {column.type.compile(dialect=conn.dialect)}"))
+    table = schema.records
+    updates = []
+    for row_id, env, torch_version in conn.execute(select(table.c.id, table.c.env, table.c.torch_version)).all():
+        numerics = env.get("numerics") if isinstance(env, dict) else None
+        if not isinstance(numerics, dict):
+            continue
+        updates.append({"row": row_id, "cap": _short(numerics.get("cpu_capability"), 32),
+                        "sha": _short(env.get("suite_sha256"), 64), "torch": _short(numerics.get("torch"), 100) or torch_version})
+    if updates:
+        conn.execute(table.update().where(table.c.id == bindparam("row")).values(
+            cpu_capability=bindparam("cap"), suite_sha256=bindparam("sha"), torch_version=bindparam("torch")), updates)
+
+
+def _short(value: object, limit: int) -> str | None:
+    return value if isinstance(value, str) and len(value) <= limit else None
+
+
 # version -> the step that makes a database of version - 1 that version (0: an empty database)
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2, 3: _v3}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2, 3: _v3, 4: _v4}
 assert max(MIGRATIONS) == schema.VERSION
 PG_LOCK = 0x62656E6368  # the advisory lock key of benchbench's migrations on PostgreSQL
 

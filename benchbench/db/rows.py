@@ -138,6 +138,7 @@ def row_values(record: Record, run_dir: str = "", nth: int = 0) -> tuple:
     rest = _line_part(record, _REST, _REST_OPTIONAL)  # the line's other keys
     env = record.env or {}
     versions = env.get("versions")
+    numerics = env.get("numerics") if isinstance(env.get("numerics"), dict) else {}
     metrics = record.metrics
     typed = []
     for name, big in _METRICS:
@@ -153,7 +154,8 @@ def row_values(record: Record, run_dir: str = "", nth: int = 0) -> tuple:
         *typed,
         record.device or None, env.get("device_name"), record.devices, record.precision,
         _json_safe(record.execution), env.get("git_commit"),
-        versions.get("torch") if isinstance(versions, dict) else None,
+        numerics.get("torch") or (versions.get("torch") if isinstance(versions, dict) else None),
+        numerics.get("cpu_capability"), env.get("suite_sha256"),
         _time(record.started_at), _time(record.finished_at), _number(record.wall_seconds), record.error,
         record.quick, record.executor, record.node, record.job_id, run_dir or None,
         record.settings, record.env, metrics, rest,

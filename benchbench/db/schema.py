@@ -18,7 +18,7 @@ from __future__ import annotations
 from sqlalchemy import (JSON, BigInteger, Boolean, Column, DateTime, Float, Index, Integer, MetaData, String, Table,
                         Text, UniqueConstraint)
 
-VERSION = 3  # the layout this code writes; the history of versions is benchbench.db.migrate.MIGRATIONS
+VERSION = 4  # the layout this code writes; the history of versions is benchbench.db.migrate.MIGRATIONS
 
 metadata = MetaData()
 
@@ -37,6 +37,8 @@ METRIC_COLUMNS = {
     "gmacs_fvcore": Float,  # MACs in fvcore's (timm's) convention
     "energy_train_j": Float, "energy_eval_j": Float, "cost_usd": Float,
 }
+# The columns version 4 added: what a record of schema 5 says its numerics depend on (NULL before).
+V4_COLUMNS = ("cpu_capability", "suite_sha256")
 # The columns version 3 added (its migration adds them to an older table; `contender` is filled there).
 V3_COLUMNS = ("contender", "gmacs_fvcore", "energy_train_j", "energy_eval_j", "cost_usd")
 
@@ -61,7 +63,9 @@ records = Table(
     Column("precision", String(32)),
     Column("execution", JSON),
     Column("git_commit", String(100)),
-    Column("torch_version", String(100)),
+    Column("torch_version", String(100)),  # torch's full version (record schema 5's env.numerics.torch)
+    Column("cpu_capability", String(32)),  # the CPU instruction set torch chose kernels for ("AVX2", ...)
+    Column("suite_sha256", String(64)),  # the suite file's hash
     Column("started_at", DateTime(timezone=True)),
     Column("finished_at", DateTime(timezone=True)),
     Column("wall_seconds", Float),

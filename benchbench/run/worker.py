@@ -197,10 +197,12 @@ def _count(spec, model, meta, shape: dict, cache: dict) -> MacCount:
 
 
 def record_env(env: dict, catalog: Catalog, record: Record) -> dict:
-    """What each record carries of its environment: versions, device, suite commit, the cell's CPU
-    threads, and the package and version of the plugins that provided its model, dataset and protocol."""
+    """What each record carries of its environment: versions, device, what its numerics depend on
+    (envinfo.numerics), benchbench's commit and the suite file's hash, the cell's CPU threads, and the
+    package and version of the plugins that provided its model, dataset and protocol."""
     out = {"versions": {k: env["versions"].get(k) for k in ("benchbench", "torch", "torchvision")},
-           "device_name": env.get("device_name"), "git_commit": env.get("git_commit"), **(record.env or {})}
+           "device_name": env.get("device_name"), "git_commit": env.get("git_commit"),
+           **{k: env[k] for k in ("numerics", "suite_sha256") if env.get(k) is not None}, **(record.env or {})}
     for kind, plugin in (("model", record.model_plugin), ("dataset", record.dataset_plugin),
                          ("protocol", record.protocol_plugin)):
         if plugin:

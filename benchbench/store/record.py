@@ -2,7 +2,13 @@
 
 On disk a record is one JSON object per line of records.jsonl (flat, as below). Its `schema` says
 which version wrote it:
-- 4 (current): adds `contender`, the name of the model with its weights (benchbench.store.contender: the
+- 5 (current): `env` says what the numerics depend on and which code and settings made them: `numerics`
+  (benchbench.runtime.envinfo.numerics: torch's full version with its local tag, the CPU's model and
+  instruction set (`cpu_capability`), deterministic algorithms; on CUDA, CUDA, cuDNN, compute
+  capability and their flags), `suite_sha256` (the suite file's hash), and `git_commit` is benchbench's
+  own commit wherever the suite lies (up to 4: the commit of the suite file's folder, null for a suite
+  outside a git checkout). Older records read without them.
+- 4: adds `contender`, the name of the model with its weights (benchbench.store.contender: the
   suite's name for it, else `<model>@<init>`, else the model id); not part of the cell's key. Records
   of schema 3 and older are given their default name when read. Also optional in 4 (absent when not
   measured): `energy_method` (which energy counters were read, or "unmeasured: <why>"),
@@ -50,7 +56,7 @@ from benchbench.store.values import (CHOICE_PREFIX, MetricError, accuracies_prob
 
 __all__ = ["CHOICE_PREFIX", "MetricError", "Record", "RecordError", "check_metrics", "upgrade"]
 
-SCHEMA = 4
+SCHEMA = 5
 STATUSES = ("ok", "failed")
 OPTIONAL = ("env", "executor", "node", "job_id", "attempts", "precision", "checkpoint", "preprocessing",
             "predictions", "contender", "energy_method", "energy_domains", "price")  # left out of the JSON when None
