@@ -2,6 +2,8 @@
 # Installs what the `browser` tests need, idempotently: Debian's headless-capable Chromium and its
 # WebDriver (chromium, chromium-driver) and selenium in .venv (benchbench's `browser` extra). The
 # tests start Chromium only through chromedriver; nothing is downloaded at test time.
+# `--system-only`: only what touches neither .venv nor the source tree (the Debian packages); .ci/run runs that part
+# while the default tests run, and the whole script after them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +15,7 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
     --no-install-recommends chromium chromium-driver fonts-dejavu-core
 fi
+[ "${1:-}" = --system-only ] && exit 0
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[browser]"
 echo "ci-setup-browser: $(chromium --version 2>/dev/null), $(chromedriver --version | head -1), selenium" \
      "$(.venv/bin/python -c 'import selenium; print(selenium.__version__)')"

@@ -2,6 +2,8 @@
 # Installs what the `cluster` tests need: a single-node Slurm with accounting (slurm-wlm, munge,
 # slurmdbd, mariadb-server from Debian) and the executors' Python packages (submitit, ray) into
 # .venv through benchbench's extras. Idempotent; scripts/cluster.sh starts and stops the daemons.
+# `--system-only`: only what touches neither .venv nor the source tree (the Debian packages); .ci/run runs that part
+# while the default tests run, and the whole script after them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +16,7 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmdbd >/dev/null || ! co
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
     slurm-wlm slurm-client slurmdbd munge mariadb-server >/dev/null
 fi
+[ "${1:-}" = --system-only ] && exit 0
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test,slurm,ray]"
 echo "ci-setup-cluster: slurm $(slurmctld -V | awk '{print $2}'), $(.venv/bin/python -c \
   'import submitit, ray; print(f"submitit {submitit.__version__}, ray {ray.__version__}")')"

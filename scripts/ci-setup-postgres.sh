@@ -4,6 +4,8 @@
 # psycopg 3 driver in .venv (benchbench's `postgres` extra), plus the reporters' extras that
 # tests/test_export.py uses. The Debian package's own cluster is not used: each test module runs
 # initdb in a private directory and starts and stops its own server by PID.
+# `--system-only`: only what touches neither .venv nor the source tree (the Debian packages); .ci/run runs that part
+# while the default tests run, and the whole script after them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +17,7 @@ if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
     --no-install-recommends postgresql
 fi
+[ "${1:-}" = --system-only ] && exit 0
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[postgres,mlflow,wandb]"
 echo "ci-setup-postgres: $(ls -d /usr/lib/postgresql/*/bin/postgres | tail -1) " \
      "$($(ls -d /usr/lib/postgresql/*/bin/postgres | tail -1) --version)," \

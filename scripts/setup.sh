@@ -9,7 +9,10 @@ FMNIST=/usr/share/datasets/fashion-mnist
 if [ ! -f "$FMNIST/t10k-labels-idx1-ubyte.gz" ]; then
   SUDO=""
   if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
-  if command -v apt-get >/dev/null && $SUDO apt-get update -qq && $SUDO apt-get install -y -qq dataset-fashion-mnist; then
+  # Another apt-get may hold dpkg's lock (CI's setup scripts, unattended upgrades): wait for it up to
+  # 10 minutes rather than go on without the data.
+  APT=(apt-get -o DPkg::Lock::Timeout=600)
+  if command -v apt-get >/dev/null && $SUDO "${APT[@]}" update -qq && $SUDO "${APT[@]}" install -y -qq dataset-fashion-mnist; then
     echo "setup: Fashion-MNIST installed in $FMNIST"
   else
     echo "setup: warning: could not install Debian's dataset-fashion-mnist; give benchbench the data with" \
