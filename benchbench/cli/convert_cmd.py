@@ -9,7 +9,14 @@ import sys
 from pathlib import Path
 
 from benchbench.store.atomic import output_errors
-from benchbench.cli.common import build_model, catalog
+from benchbench.cli.common import MAX_CLASSES, MAX_RESOLUTION, build_model, catalog, check_model_size
+from benchbench.errors import BenchError
+
+# Input channels: 1 grey, 3 RGB, 4 RGBA, 13 for Sentinel-2, a few hundred for a hyperspectral imager (AVIRIS:
+# 224 bands). More is a typo: torch would try to allocate the first convolution (ViT-Mu/7 at 2**31: 27 TB) or
+# overflow in C++ (2**64 and up), and ViT-H/14's patch embedding at 1,024 channels already holds 257M weights.
+MAX_IN_CHANS = 1024
+IN_CHANS_RANGE = f"1 to {MAX_IN_CHANS:,}: 1 grey, 3 RGB, up to a few hundred spectral bands"
 
 
 def add_parser(sub, parent) -> None:
@@ -22,12 +29,13 @@ def add_parser(sub, parent) -> None:
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="OUT.safetensors or OUT.pt (its folder is "
                    "made where it does not exist)")
     p.add_argument("--resolution", type=int, metavar="R", help="build the model at this resolution (position "
-                   "embeddings are interpolated); default: the model's default")
-    p.add_argument("--num-classes", type=int, default=1000, metavar="K", help="classes of the checkpoint's head (default 1000)")
+                   f"embeddings are interpolated); default: the model's default; 1 to {MAX_RESOLUTION:,}")
+    p.add_argument("--num-classes", type=int, default=1000, metavar="K",
+                   help=f"classes of the checkpoint's head (default 1000; 1 to {MAX_CLASSES:,})")
     p.add_argument("--in-chans", type=int, metavar="C", help="input channels of the model to write: the "
                    "checkpoint's first convolution is adapted where it takes others (to 1: summed over its "
                    "channels, as timm's adapt_input_conv); default: the model's fixed channels, else the "
-                   "checkpoint's")
+                   f"checkpoint's; {IN_CHANS_RANGE}")
     p.add_argument("--drop-head", action="store_true",
                    help="keep a fresh zero head of --num-classes instead of the checkpoint's head")
     p.add_argument("--allow-nonfinite", action="store_true",
@@ -38,19 +46,18 @@ def add_parser(sub, parent) -> None:
 
 def run(args) -> int:
     from benchbench.weights.checkpoints import NONFINITE_META, SAVE_SUFFIXES, checkpoint_in_chans, load_weights, save_checkpoint
-    from benchbench.errors import BenchError
 
     out = Path(args.output)
     if out.suffix.lower() not in SAVE_SUFFIXES:
         raise BenchError(f"convert: -o {args.output}: unknown suffix; allowed: {', '.join(SAVE_SUFFIXES)}")
-    for name, value in (("--resolution", args.resolution), ("--num-classes", args.num_classes),
-                        ("--in-chans", args.in_chans)):
-        if value is not None and value < 1:
-            raise BenchError(f"convert: {name} {value}: must be at least 1")
+    check_in_chans(args.in_chans, "convert: ")
     _check_target(out)  # before the work: a file or a non-folder in the way
     cat = catalog(args)
     spec = cat.models.get(args.model)
-    resolution = args.resolution or spec.default_resolution
+    resolution = spec.default_resolution if args.resolution is None else args.resolution
+    # every size that reaches torch, before anything is read or built (reading a checkpoint's channels
+    # builds the model on the meta device at these sizes)
+    check_model_size(resolution, args.num_classes, "convert")
     in_chans = args.in_chans or spec.in_chans or checkpoint_in_chans(
         args.source, spec, num_classes=args.num_classes, image_size=resolution) or 3
     model = build_model(spec, "convert", num_classes=args.num_classes, image_size=resolution, in_chans=in_chans)
@@ -76,6 +83,13 @@ def run(args) -> int:
               f"are averaged into one for the {in_chans}-channel model (exact where the channels share them)",
               file=sys.stderr)
     return 0
+
+
+def check_in_chans(value: int | None, where: str = "") -> None:
+    """Refuses --in-chans outside 1..MAX_IN_CHANS in one line, before a model is built (None: not given)."""
+    if value is not None and not 1 <= value <= MAX_IN_CHANS:
+        raise BenchError(f"{where}--in-chans {str(value)[:40]}: expected a whole number of input channels from "
+                         f"{IN_CHANS_RANGE}; give one in that range")
 
 
 def _check_target(path: Path) -> None:

@@ -1,4 +1,4 @@
-"""`benchbench cost MODEL (--images N | --dataset D) --epochs E [--num-classes K] [--resolution R]
+"""`benchbench cost MODEL (--images N | --dataset D) --epochs E [--num-classes K] [--resolution R] [--in-chans C]
 [--device D --precision P [--eager]] [--json]`.
 
 The paper's compute columns for one schedule: pre-training exaFLOPs, and with --device the
@@ -6,17 +6,21 @@ device-days projected from the training throughput measured there, run as benchb
 policy picks (on CUDA compiled, fused AdamW, channels-last where the family prefers it; `--eager`: none
 of it). How it ran is printed beside the figure, and the compile time apart from it (never in img/s
 or device-days). The head's classes are said in the output: --num-classes, else the --dataset's
-classes, else 1000.
+classes, else 1000; so are its input channels, decided as `run` decides them
+(benchbench.specs.input_shape): the model's fixed channels, else --in-chans, else the --dataset's (a
+grey data set's model is a 1-channel one), else 3.
 """
 
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 from benchbench.runtime import threads
 from benchbench.choices import PRECISION_CHOICES, PRECISION_DEFAULT, PRECISION_HELP
-from benchbench.cli.common import (catalog, check_precision, execution_fields, execution_for, execution_lines,
-                                   progress_line, threads_fields, threads_line)
+from benchbench.cli.common import (catalog, check_model_size, check_precision, execution_fields, execution_for,
+                                   execution_lines, progress_line, threads_fields, threads_line)
+from benchbench.cli.convert_cmd import IN_CHANS_RANGE, check_in_chans
 from benchbench.errors import BenchError
 
 
@@ -31,6 +35,9 @@ def add_parser(sub, parent) -> None:
     p.add_argument("--resolution", type=int, metavar="R", help="default: the model's default")
     p.add_argument("--num-classes", type=int, metavar="K",
                    help="classes of the head (default: the --dataset's, else 1000)")
+    p.add_argument("--in-chans", type=int, metavar="C",
+                   help="input channels of the model (default: its fixed channels, else the --dataset's, as `run` "
+                        f"builds it: 1 for grey images; else 3); {IN_CHANS_RANGE}")
     p.add_argument("--device", metavar="D", help="measure training throughput here (cpu | cuda | cuda:N) to project device-days")
     p.add_argument("--precision", default=PRECISION_DEFAULT, choices=PRECISION_CHOICES, metavar="P",
                    help=f"precision of that measurement: {PRECISION_HELP} (default {PRECISION_DEFAULT})")
@@ -62,24 +69,28 @@ def cost(args) -> dict:
         raise BenchError("--eager says how the training throughput is measured; add --device D to measure it")
     if images <= 0 or args.epochs <= 0:
         raise BenchError(f"--images and --epochs must be > 0, got {images} and {args.epochs}")
-    num_classes, head = ((args.num_classes, "--num-classes") if args.num_classes else
+    check_in_chans(args.in_chans)
+    in_chans, chans_from = _channels(spec, data, args.in_chans)
+    num_classes, head = ((args.num_classes, "--num-classes") if args.num_classes is not None else
                          (data.num_classes, f"the classes of {data.name}") if data else (1000, "the default"))
+    resolution = spec.default_resolution if args.resolution is None else args.resolution
+    check_model_size(resolution, num_classes, "cost")  # a typo would reach torch's allocator (or its C++)
     device = precision = None
     if args.device:  # a precision it cannot run is refused before anything is built
         from benchbench.runtime.envinfo import pick_device
 
         device = pick_device(args.device)
         precision = check_precision(args, device)
-    resolution = args.resolution or spec.default_resolution
     try:
-        model, meta = build_for_counting(spec, num_classes=num_classes, image_size=resolution, in_chans=3)
+        model, meta = build_for_counting(spec, num_classes=num_classes, image_size=resolution, in_chans=in_chans)
     except ValueError as exc:
         raise BenchError(f"{spec.id} at {resolution} px: {exc}") from None
-    macs = count_macs(model, resolution, 3, meta_model=meta)
+    macs = count_macs(model, resolution, in_chans, meta_model=meta)
     seen = images * args.epochs
-    out = {"id": spec.id, "name": spec.name, "resolution": resolution, "num_classes": num_classes,
-           "num_classes_from": head, "dataset": data.id if data else None, "images": images, "epochs": args.epochs, "images_seen": seen, "gmacs": macs.gmacs,
-           "gflops": macs.gflops, "train_exaflops": training_exaflops(macs.macs, seen),
+    out = {"id": spec.id, "name": spec.name, "resolution": resolution, "in_chans": in_chans,
+           "in_chans_from": chans_from, "num_classes": num_classes, "num_classes_from": head,
+           "dataset": data.id if data else None, "images": images, "epochs": args.epochs, "images_seen": seen,
+           "gmacs": macs.gmacs, "gflops": macs.gflops, "train_exaflops": training_exaflops(macs.macs, seen),
            "flops_status": macs.status}
     if device is not None:
         from benchbench.meters.compute import achieved_flops_per_s
@@ -92,12 +103,12 @@ def cost(args) -> dict:
         chosen = threads.apply()
         # compiled or eager as a `run` cell projecting the same schedule (the `measure` protocol) decides it:
         # by the break-even of the projected run's `seen` images, not of this measurement's few seconds
-        steps = compile_costs.Steps(precision=precision.name, resolution=resolution, in_chans=3,
+        steps = compile_costs.Steps(precision=precision.name, resolution=resolution, in_chans=in_chans,
                                     num_classes=num_classes, batch_size=args.batch_size or 0)
         expect = compile_costs.for_cell(spec, model, device, steps, train_images=lambda: float(seen), gmacs=macs.gmacs)
         execution = execution_for(spec, device, model, Request(eager=args.eager), expect=expect)
         result = compile_costs.remembered(spec, model, device, steps, execution, lambda: measure_throughput(
-            model, Inputs(resolution, 3, num_classes, str(device)), mode="train", precision=precision,
+            model, Inputs(resolution, in_chans, num_classes, str(device)), mode="train", precision=precision,
             batch_size=args.batch_size, execution=execution, timing=Timing(report=progress_line)))
         peak = peak_flops_per_s(result.device_name, precision.name)
         out.update(device=result.device, device_name=result.device_name, precision=precision.name, mode="train",
@@ -107,6 +118,20 @@ def cost(args) -> dict:
                    **execution_fields(result), **threads_fields(chosen))
         out.update(_projected_cost(args.price, out))
     return out
+
+
+def _channels(spec, data, given: int | None) -> tuple[int, str]:
+    """The counted model's input channels and where they come from, as benchbench.specs.input_shape
+    decides a `run` cell's: the model's fixed channels (--in-chans may only repeat them), else --in-chans,
+    else the --dataset's, else 3."""
+    if spec.in_chans is not None:
+        if given is not None and given != spec.in_chans:
+            raise BenchError(f"{spec.id} takes {spec.in_chans} input channels only; leave out --in-chans (a "
+                             "grey data set's images are replicated to them)")
+        return spec.in_chans, "the model's fixed channels"
+    if given is not None:
+        return given, "--in-chans"
+    return (data.in_chans, f"the channels of {data.name}") if data else (3, "the default")
 
 
 def _projected_cost(given: list[str], out: dict) -> dict:
@@ -126,7 +151,8 @@ def _projected_cost(given: list[str], out: dict) -> dict:
 
 
 def render(out: dict) -> str:
-    lines = [f"{out['name']} at {out['resolution']} px, a head of {out['num_classes']:,} classes "
+    channels = f"{out['in_chans']} input channel{'' if out['in_chans'] == 1 else 's'} ({out['in_chans_from']})"
+    lines = [f"{out['name']} at {out['resolution']} px, {channels}, a head of {out['num_classes']:,} classes "
              f"({out['num_classes_from']}): {out['gmacs']:.4g} GMACs forward ({out['flops_status']})",
              f"  {out['images']:,} images x {out['epochs']:g} epochs: {out['train_exaflops']:.4g} exaFLOPs "
              "(3 x forward FLOPs per image seen)"]
@@ -135,7 +161,7 @@ def render(out: dict) -> str:
         lines.append(f"  on {out['device_name']} ({out['precision']}, batch {out['batch_size']}): "
                      f"{out['train_img_per_s']:.1f} img/s{mfu_text} -> {out['projected_device_days']:.4g} device-days")
         if "projected_cost_usd" in out:
-            lines.append(f"  projected cost ${out['projected_cost_usd']:,.2f}: {out['projected_device_days']:.4g} "
+            lines.append(f"  projected cost {usd(out['projected_cost_usd'])}: {out['projected_device_days']:.4g} "
                          f"device-days x 24 h x ${out['price']['usd_per_hour']:g} per device-hour "
                          f"(--price {out['price']['device']}; a projection, not a bill)")
         elif "price" in out:
@@ -143,6 +169,15 @@ def render(out: dict) -> str:
         lines += execution_lines(out)
         lines.append(threads_line(out))
     return "\n".join(lines) + "\n"
+
+
+def usd(amount: float) -> str:
+    """Dollars as a reader takes them: cents from $1 up ($1,234.50); below $1, two significant digits
+    ($0.0033, $0.50), which cents would round to nothing."""
+    if not 0 < amount < 1:
+        return f"${amount:,.2f}"
+    rounded = Decimal(f"{amount:.1e}")  # two significant digits, exactly as printed
+    return f"${amount:,.2f}" if rounded >= 1 else f"${rounded:f}"
 
 
 def run(args) -> int:
