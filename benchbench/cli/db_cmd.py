@@ -134,7 +134,7 @@ def run_info(args) -> int:
     return 0
 
 
-PARTIAL_MARK = ".benchbench-dump-partial"  # inside a dump's temporary folder: ours to remove
+PARTIAL_MARK = ".benchbench-dump-partial"  # inside a dump's temporary folder: ours to remove; never removed without it
 
 
 def run_dump(args) -> int:
@@ -149,6 +149,8 @@ def run_dump(args) -> int:
     check_directory(out, "dump folder")
     if out.is_dir() and any(out.iterdir()):
         raise BenchError(f"{out}: not empty; name a new or empty folder (runs are written whole, never merged)")
+    partial = out.parent / f".{out.name}.dump-partial"
+    _clear_partial(partial, out)  # before the database is read: a folder of that name not ours is refused
     db = open_database(db_url(args), write=False)
     try:
         found = select_runs(db, Filters(runs=tuple(args.runs), by_row=True))
@@ -159,32 +161,24 @@ def run_dump(args) -> int:
     runs: dict[tuple[str, str], list] = {}
     for suite, run_id, record in found:
         runs.setdefault((suite or "unnamed", run_id), []).append(record)
-    partial = out.parent / f".{out.name}.dump-partial"
+    target = None  # where this dump writes, once it has a place: its own marked folder, or DIR itself
     try:
-        try:
-            _clear_partial(partial)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            partial.mkdir()
-            (partial / PARTIAL_MARK).touch()
-        except OSError:  # DIR's folder is read-only: into DIR itself, where it exists
-            if not out.is_dir():
-                raise
-            partial = out
-        written = _write_runs(partial, runs, out)
-        if partial != out:
-            (partial / PARTIAL_MARK).unlink()
+        target = _make_partial(partial, out)
+        written = _write_runs(target, runs, out)
+        if target != out:
+            (target / PARTIAL_MARK).unlink()
             if out.is_dir():  # an empty folder (perhaps someone's working directory): filled, not replaced
-                for child in partial.iterdir():
+                for child in target.iterdir():
                     os.rename(child, out / child.name)
-                partial.rmdir()
+                target.rmdir()
             else:
-                os.rename(partial, out)
+                os.rename(target, out)
     except OSError as error:
-        _remove_dump(partial, out)
+        _remove_dump(target, out)
         raise BenchError(f"db dump {out}: cannot write: {error.strerror or error}; nothing was left in {out}: free "
                          "space (or name another folder), then run the same command again") from None
     except BaseException:
-        _remove_dump(partial, out)
+        _remove_dump(target, out)
         raise
     print(f"{out}: {plural(written, 'record')} of {plural(len(runs), 'run')} written from {db.where}")
     return 0
@@ -220,18 +214,61 @@ def _write_runs(folder: Path, runs: dict, out: Path) -> int:
     return written
 
 
-def _clear_partial(partial: Path) -> None:
-    """The temporary folder of a dump that was killed: removed where it has our mark (never another folder)."""
-    if (partial / PARTIAL_MARK).is_file():
-        shutil.rmtree(partial)
-        print(f"note: removed {partial}, left by a dump that did not finish", file=sys.stderr)
+def _clear_partial(partial: Path, out: Path) -> None:
+    """The temporary folder of a dump that was killed: removed where it has our mark (or, killed between
+    making and marking it, holds nothing). Anything else of that name is someone's: kept, and the dump
+    refused in one line."""
+    if not (partial.exists() or partial.is_symlink()):
+        return
+    try:
+        if partial.is_dir() and not partial.is_symlink():
+            if (partial / PARTIAL_MARK).is_file():
+                shutil.rmtree(partial)
+                print(f"note: removed {partial}, left by a dump that did not finish", file=sys.stderr)
+                return
+            if not any(partial.iterdir()):
+                partial.rmdir()
+                return
+    except OSError as error:
+        raise BenchError(f"db dump {out}: cannot remove {partial}, left by a dump that did not finish: "
+                         f"{error.strerror or error}; remove it, then run the same command again") from None
+    raise BenchError(_not_ours(partial, out))
 
 
-def _remove_dump(partial: Path, out: Path) -> None:
+def _not_ours(partial: Path, out: Path) -> str:
+    return (f"db dump {out}: {partial} exists and is not a dump's temporary folder (it has no {PARTIAL_MARK} "
+            "inside), so it is kept: move or rename it, or name another DIR, then run the command again")
+
+
+def _make_partial(partial: Path, out: Path) -> Path:
+    """The folder the dump writes into: its temporary folder, made by it and marked; where DIR's folder
+    is read-only, DIR itself if it exists (it is empty)."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial.mkdir()
+    except FileExistsError:
+        if partial.exists() or partial.is_symlink():  # made since _clear_partial looked: not ours
+            raise BenchError(_not_ours(partial, out)) from None
+        raise
+    except OSError:
+        if not out.is_dir():
+            raise
+        return out
+    try:
+        (partial / PARTIAL_MARK).touch()
+    except OSError:
+        partial.rmdir()  # made by this dump a moment ago, and empty
+        raise
+    return partial
+
+
+def _remove_dump(target: Path | None, out: Path) -> None:
     """What a failed dump wrote: its temporary folder, or (written into DIR itself) DIR's contents, which
-    were none when it began."""
-    if partial != out:
-        shutil.rmtree(partial, ignore_errors=True)
+    were none when it began; nothing where it had made no place yet."""
+    if target is None:
+        return
+    if target != out:
+        shutil.rmtree(target, ignore_errors=True)
         return
     for child in out.iterdir() if out.is_dir() else ():
         shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
