@@ -248,3 +248,44 @@ def test_the_shipped_constants_are_what_the_script_fits_from_the_shipped_tables(
         assert got == (pytest.approx(value, rel=1e-5) if isinstance(value, float) else value), name
     assert calibration.inflation == pytest.approx(shipped["calibration"]["inflation"], rel=1e-5)
     assert fitted_on["files"] == shipped["fitted_on"]["files"] and not any("5090" in f for f in fitted_on["files"])
+
+
+def _run_of_one_record(tmp_path, make_record):
+    import json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    record = make_record("vit-mu7", train_images_seen=60_000, train_img_per_s=200.0)
+    (run / "records.jsonl").write_text(json.dumps(record.to_json()) + "\n")
+    return run
+
+
+def test_project_prices_the_projected_device_days_with_their_interval(tmp_path, make_record, capsys):
+    """Issue 41: "what would this cost?": cost = device-days x 24 x the price, its interval the
+    device-days' interval priced the same way; a target without a price has no cost."""
+    import json
+
+    from benchbench.cli import main
+
+    run = _run_of_one_record(tmp_path, make_record)
+    assert main(["project", str(run), "--to", "h100,a100-80gb", "--price", "h100=2.49", "--json"]) == 0
+    rows = {r["target"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    h100 = rows["h100"]
+    assert h100["projected_device_days"] == pytest.approx(60_000 / h100["projected_train_img_per_s"] / 86400)
+    assert h100["projected_cost_usd"] == pytest.approx(h100["projected_device_days"] * 24 * 2.49)
+    lo, hi = h100["device_days_interval_80"]
+    assert h100["cost_interval_80_usd"] == pytest.approx([lo * 24 * 2.49, hi * 24 * 2.49])
+    assert h100["price"]["usd_per_hour"] == 2.49 and "projected_cost_usd" not in rows["a100-80gb"]
+    assert main(["project", str(run), "--to", "h100", "--price", "h100=2.49"]) == 0
+    out = capsys.readouterr().out
+    assert "cost (USD)" in out and "$" in out
+
+
+def test_a_price_for_no_target_is_one_line(tmp_path, make_record, capsys):
+    from benchbench.cli import main
+
+    run = _run_of_one_record(tmp_path, make_record)
+    assert main(["project", str(run), "--to", "h100", "--price", "h200=2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--price h200=2: prices none of the targets (h100)" in err and "did you mean 'h100'?" in err
+    assert err.count("\n") == 0

@@ -30,6 +30,10 @@ def add_parser(sub, parent) -> None:
                         "fp32_tflops, mem_bw_gb_per_s, sms, memory_gb); docs/compute.md")
     p.add_argument("--min-gmacs", type=float, default=0.5, metavar="G",
                    help="validate: the models counted in the summary have more than G GMACs (default 0.5)")
+    p.add_argument("--price", action="append", default=[], metavar="DEVICE=USD_PER_HOUR",
+                   help="the price of one device-hour of a target (DEVICE: its id, e.g. h100, or a part of its "
+                        "name); the projected device-days then cost device-days x 24 x the price, with the "
+                        "same 80 %% interval (repeat for several targets)")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=run)
 
@@ -104,10 +108,18 @@ def project_runs(args, extra) -> int:
     from benchbench.projection.catalog import resolve
 
     targets = [resolve(name, extra) for name in args.to.split(",") if name.strip()]
+    prices = target_prices(args.price, targets)  # before any model is counted: a typo costs nothing
     catalog = load_catalog(args)  # to count each model's activations on the meta device
     rows = []
     for run_dir in args.what:
         rows += project_run(run_dir, targets, catalog)
+    for row in rows:
+        price = prices.get(row["target"])
+        if price is not None:
+            row["price"] = price.field()
+            days, span = row["projected_device_days"], row["device_days_interval_80"]
+            row["projected_cost_usd"] = None if days is None else days * 24 * price.usd_per_hour
+            row["cost_interval_80_usd"] = None if span is None else [d * 24 * price.usd_per_hour for d in span]
     if not rows:
         raise BenchError("no ok record with its counts in " + ", ".join(args.what))
     if args.json:
@@ -115,6 +127,26 @@ def project_runs(args, extra) -> int:
     else:
         sys.stdout.write(render_rows(rows))
     return 0
+
+
+def target_prices(given: list[str], targets) -> dict:
+    """{target id: Price} of the --price options: each names a target by its id or a part of its name
+    (the first matching price wins for a target); one that names none of them is a BenchError."""
+    from benchbench.errors import BenchError, did_you_mean
+    from benchbench.meters.prices import from_cli
+
+    out = {}
+    for price in from_cli(given):
+        wanted = price.device.lower()
+        hits = [t for t in targets if wanted == t.id.lower() or wanted in t.name.lower()]
+        if not hits:
+            hint = did_you_mean(price.device, [t.id for t in targets])
+            raise BenchError(f"--price {price.device}={price.usd_per_hour:g}: prices none of the targets "
+                             f"({', '.join(t.id for t in targets)})" + (f"; did you mean {hint!r}?" if hint else "")
+                             + "; name a target of --to by its id")
+        for target in hits:
+            out.setdefault(target.id, price)
+    return out
 
 
 def project_run(run_dir: str, targets, catalog) -> list[dict]:
@@ -196,5 +228,14 @@ def render_rows(rows: list[dict]) -> str:
               "-" if r["device_days_interval_80"] is None else
               f"[{r['device_days_interval_80'][0]:.4g}, {r['device_days_interval_80'][1]:.4g}]", r["how"]]
              for r in rows]
-    return tabulate(table, headers=["model", "protocol", "projected on", "train img/s", "80 % interval",
-                                    "device-days", "80 % interval", "how"], tablefmt="github") + "\n"
+    headers = ["model", "protocol", "projected on", "train img/s", "80 % interval", "device-days", "80 % interval",
+               "how"]
+    if any("price" in r for r in rows):
+        from benchbench.cli.cost_cmd import usd
+
+        headers[-1:-1] = ["cost (USD)", "80 % interval (USD)"]
+        for line, r in zip(table, rows):
+            cost, span = r.get("projected_cost_usd"), r.get("cost_interval_80_usd")
+            line[-1:-1] = ["-" if cost is None else usd(cost),
+                           "-" if span is None else f"[{usd(span[0])}, {usd(span[1])}]"]
+    return tabulate(table, headers=headers, tablefmt="github") + "\n"
