@@ -65,6 +65,10 @@ def cost(args) -> dict:
                          if data else "give --images N (images per epoch) or --dataset D (its training split's size)")
     if args.price and not args.device:
         raise BenchError("--price prices the projected device-days, which need a throughput: add --device D")
+    if args.price:  # read before anything is measured: a bad price costs nothing
+        from benchbench.meters.prices import from_cli
+
+        from_cli(args.price)
     if args.eager and not args.device:
         raise BenchError("--eager says how the training throughput is measured; add --device D to measure it")
     if images <= 0 or args.epochs <= 0:

@@ -107,6 +107,9 @@ def detect(y: Sequence[float]) -> list[Segment]:
     n = len(y)
     if n < 2:
         return _segments(y, [n]) if n else []
+    scale = float(np.max(np.abs(y)))
+    if math.isfinite(scale) and scale > 1e150:  # distances of values near the largest float overflow: fit
+        return [Segment(g.start, g.stop, g.value * scale, g.error * scale) for g in detect(y / scale)]  # scaled
     table = _dist_table(y, min(n, WINDOW))
     g0 = _dist(y, 0, n) or 1.0
     beta = 4 * math.log(n) / n
@@ -122,4 +125,4 @@ def detect(y: Sequence[float]) -> list[Segment]:
         objective = beta * len(segments) + math.log(max(1e-300, floor) + residual)
         if objective < best:
             chosen, best = segments, objective
-    return chosen
+    return chosen if chosen is not None else _segments(y, [n])  # no finite objective (infinite values): one segment

@@ -32,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchbench.judge import paired
+from benchbench.judge.stats import mean
 from benchbench.errors import BenchError
 from benchbench.judge.rule import (DEFAULT_GATES, GROUPS, VERDICTS, Rules, configuration, describe, judge, judge_paired,
                               kind_of, mean_std, numbers, with_holm)
@@ -84,7 +85,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, threshold: float = 5.0, *,
             va, vb = numbers(cells_a[metric]), numbers(cells_b[metric])
             if not va or not vb:
                 continue
-            extra = {"diff": (math.fsum(vb) / len(vb) - math.fsum(va) / len(va)), "diff_ci95": None,
+            extra = {"diff": mean(vb) - mean(va), "diff_ci95": None,
                      "n_images": None}
             j = judge(va, vb, kind, rules, images=images)
             if kind.group == "accuracy" and kept and metric in accuracies:  # a declared top-1: its predictions

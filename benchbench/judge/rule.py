@@ -44,7 +44,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from benchbench.store.contender import WEIGHTS_COLUMN
 from benchbench.errors import BenchError
-from benchbench.judge.stats import holm, student_one, two_proportions, welch
+from benchbench.judge.stats import holm, student_one, sum_sq, two_proportions, welch
+from benchbench.judge.stats import mean as stats_mean
 
 # "significant, below the minimum effect (<floor> <unit>)": a change the test finds, too small to count
 VERDICTS = ("regression", "better", "same", "significant, below the minimum effect", "within noise", "unjudged")
@@ -195,8 +196,8 @@ def describe(configs: Iterable[str], *, contender: bool) -> dict[str, str]:
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
     """Mean and sample standard deviation (NaN for one value)."""
     n = len(values)
-    mean = math.fsum(values) / n
-    std = math.sqrt(math.fsum((x - mean) ** 2 for x in values) / (n - 1)) if n > 1 else math.nan
+    mean = stats_mean(values)
+    std = math.sqrt(sum_sq(values, mean) / (n - 1)) if n > 1 else math.nan
     return mean, std
 
 

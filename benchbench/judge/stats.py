@@ -22,6 +22,20 @@ import numpy as np
 _EPS, _TINY, _MAX_ITER = 3e-16, 1e-300, 500
 
 
+def mean(values: Sequence[float]) -> float:
+    """The mean of finite floats, exact as math.fsum and never overflowing: a sum of values near the
+    largest float (1.7e308, reachable in a hand-edited or absurdly priced record) overflows where their
+    mean does not."""
+    n = len(values)
+    return math.fsum(x / n for x in values)
+
+
+def sum_sq(values: Sequence[float], centre: float) -> float:
+    """The sum of squared deviations from `centre`: inf where they overflow, never an OverflowError
+    (`x ** 2` raises one beyond 1.3e154)."""
+    return math.fsum((x - centre) * (x - centre) for x in values)
+
+
 def _beta_continued_fraction(a: float, b: float, x: float) -> float:
     qab, qap, qam = a + b, a + 1.0, a - 1.0
     c, d = 1.0, 1.0 - qab * x / qap
@@ -75,9 +89,9 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Welch | None:
     na, nb = len(a), len(b)
     if na < 2 or nb < 2:
         return None
-    ma, mb = math.fsum(a) / na, math.fsum(b) / nb
-    va = math.fsum((x - ma) ** 2 for x in a) / (na - 1)
-    vb = math.fsum((x - mb) ** 2 for x in b) / (nb - 1)
+    ma, mb = mean(a), mean(b)
+    va = sum_sq(a, ma) / (na - 1)
+    vb = sum_sq(b, mb) / (nb - 1)
     sa, sb = va / na, vb / nb
     if sa + sb == 0:
         return None
@@ -96,11 +110,11 @@ def student_one(a: Sequence[float], b: Sequence[float]) -> Welch | None:
     k = len(many)
     if len(one) != 1 or k < 2:
         return None
-    mean = math.fsum(many) / k
-    var = math.fsum((x - mean) ** 2 for x in many) / (k - 1)
+    centre = mean(many)
+    var = sum_sq(many, centre) / (k - 1)
     if var == 0:
         return None
-    ma, mb = (one[0], mean) if one is a else (mean, one[0])
+    ma, mb = (one[0], centre) if one is a else (centre, one[0])
     t = (mb - ma) / math.sqrt(var * (1 + 1 / k))
     return Welch(t=t, df=k - 1, p_lower=t_cdf(t, k - 1))
 

@@ -48,6 +48,11 @@ class Price:
                 "given_by": self.given_by}
 
 
+# A bound on what one device-hour costs: cloud accelerators rent for a few dollars an hour, a whole 8-GPU
+# node for under 100; 10,000 leaves room for any device, and keeps every cost a figure can hold.
+MAX_USD_PER_HOUR = 10_000
+
+
 def _amount(value: Any, where: str, example: str) -> float:
     if isinstance(value, str):
         try:
@@ -56,6 +61,9 @@ def _amount(value: Any, where: str, example: str) -> float:
             value = None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise BenchError(f"{where}: expected a positive number of US dollars per device-hour, e.g. {example}")
+    if value > MAX_USD_PER_HOUR:
+        raise BenchError(f"{where}: {value:g} US dollars per device-hour is beyond any device's price (at most "
+                         f"{MAX_USD_PER_HOUR:,}); the price of one device for an hour, e.g. {example}")
     return float(value)
 
 

@@ -18,10 +18,16 @@ from benchbench.judge.history import Series  # noqa: E402
 
 SUFFIXES = (".png", ".svg", ".pdf")
 REGRESSION_COLOR = "#c0392b"
+DRAWABLE = 1e300  # the largest |value| drawn: beyond, the ticks' arithmetic overflows
 
 
 def history_figure(series: Sequence[Series], metric: str, title: str = "") -> plt.Figure:
-    """The figure: one panel per series, stacked."""
+    """The figure: one panel per series, stacked. BenchError where a value is beyond what an axis can hold
+    (about 1e300: matplotlib's ticks overflow), naming the largest; the history's table holds them."""
+    largest = max((abs(p.value) for s in series for p in s.points if abs(p.value) != float("inf")), default=0.0)
+    if largest > DRAWABLE:
+        raise BenchError(f"no figure of {metric}: its values reach {largest:.3g}, beyond what a figure's axis can "
+                         f"hold (about {DRAWABLE:g}); the table holds them")
     fig, axes = plt.subplots(len(series), 1, figsize=(8, 2.6 * len(series) + 0.6), squeeze=False)
     for ax, s in zip(axes[:, 0], series):
         xs = range(len(s.points))

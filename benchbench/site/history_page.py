@@ -74,8 +74,12 @@ def history_groups(runs: Sequence[Run]) -> list[Group]:
             series.sort(key=lambda s: (not s.regressions, -len(s.points), s.key, s.environment))
             shown = series[:MAX_PANELS]
             group = Group(model, dataset, protocol, metric, tuple(series), len(shown), Markup(""))
-            fig = history_figure(shown, metric, group.title)
-            out.append(replace(group, svg=svg_markup(fig, f"history:{group.anchor}", f"History of {group.title}")))
+            try:
+                fig = history_figure(shown, metric, group.title)
+                svg = svg_markup(fig, f"history:{group.anchor}", f"History of {group.title}")
+            except BenchError as exc:  # values near the largest float: no axis holds them
+                svg = Markup("<p>{}.</p>").format(str(exc)[0].upper() + str(exc)[1:])
+            out.append(replace(group, svg=svg))
     return out
 
 
