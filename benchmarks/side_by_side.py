@@ -242,7 +242,18 @@ def mfu_datasheet(img_per_s: float, gmacs: float, mode: str, device: torch.devic
     return mfu(achieved_flops_per_s(img_per_s, 2 * gmacs, mode), peak_flops_per_s(device_name(device), precision.name))
 
 
-def compare(timm, pair: Pair, spec, mode: str, compile: bool, args, device: torch.device, gmacs: float) -> dict:
+@dataclass(frozen=True)
+class Setup:
+    """What every comparison of one invocation shares: timm, the parsed arguments, the device, the log."""
+
+    timm: object
+    args: argparse.Namespace
+    device: torch.device
+    log: JsonLines
+
+
+def compare(setup: Setup, pair: Pair, spec, mode: str, compile: bool, gmacs: float) -> dict:
+    timm, args, device = setup.timm, setup.args, setup.device
     timm_side = TimmRunner(timm, pair, mode, device, args.precision, args.batch_size, compile, args.timm_opt,
                            args.warmup, args.steps)
     ours = spec.build(num_classes=pair.num_classes, image_size=pair.image_size, in_chans=3)
@@ -263,13 +274,16 @@ def compare(timm, pair: Pair, spec, mode: str, compile: bool, args, device: torc
         return result.img_per_s
 
     timm_ips, ours_ips = [], []
+    sides = {"timm": (timm_side.run, timm_ips), "benchbench": (benchbench_side, ours_ips)}
     for r in range(args.rounds):
-        if r % 2 == 0:  # alternate who goes first: timm, ours | ours, timm | ...
-            timm_ips.append(timm_side.run())
-            ours_ips.append(benchbench_side())
-        else:
-            ours_ips.append(benchbench_side())
-            timm_ips.append(timm_side.run())
+        # alternate who goes first: timm, ours | ours, timm | ... (--first benchbench: ours, timm | ...)
+        order = ("timm", "benchbench") if (r % 2 == 0) == (args.first == "timm") else ("benchbench", "timm")
+        for side in order:
+            measure, values = sides[side]
+            values.append(measure())
+            if args.jsonl_runs:
+                setup.log.write("run", {"model": pair.benchbench_id, "mode": mode, "compiled": compile, "round": r,
+                                        "side": side, "img_per_s": values[-1]})
     ratios = [o / t for o, t in zip(ours_ips, timm_ips)]
     del timm_side, ours
     if device.type == "cuda":
@@ -353,6 +367,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="also append to FILE, as each is known, a JSON line for the run's header, each model's "
                         "check and each measured row (kind: header | check | row): a run stopped midway keeps "
                         "what it measured (scripts/gpu-check.sh)")
+    p.add_argument("--jsonl-runs", action="store_true",
+                   help="with --jsonl, also a line per side's timed run as it ends (kind: run; its round and "
+                        "img/s): a row stopped before its last round keeps the runs it had")
+    p.add_argument("--first", default="timm", choices=("timm", "benchbench"),
+                   help="the side that runs first in the first round (default timm); benchbench: its compiled "
+                        "figure comes before timm's compile, where a cap may cut it")
     args = p.parse_args(argv)
     try:
         import timm
@@ -384,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
               "loadavg": os.getloadavg()}
     log = JsonLines(args.jsonl)
     log.write("header", header)
+    setup = Setup(timm, args, device, log)
     if not args.json:
         print(f"# {header['device_name']} ({device}), {args.precision}, batch {args.batch_size}, "
               f"{args.rounds} rounds x {args.steps} steps (+{args.warmup} warm-up); torch {torch.__version__}, "
@@ -400,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{check['params_timm']:,} ({'equal' if check['params_equal'] else 'DIFFER'}); {logits}", flush=True)
         for mode in modes:
             for compile in compiles:
-                rows.append(row := compare(timm, pair, spec, mode, compile, args, device, check["gmacs"]))
+                rows.append(row := compare(setup, pair, spec, mode, compile, check["gmacs"]))
                 log.write("row", row)
                 print(f"  {pair.benchbench_id} {mode} {'compiled' if compile else 'eager'}: ratio "
                       f"{row['ratio_median']:.3f} ({len(row['ratio'])} rounds)", file=sys.stderr, flush=True)

@@ -1,6 +1,7 @@
 """scripts/gpu-check.sh, the one GPU check: each step capped (a step that ignores SIGTERM is killed, and
-what a step leaves behind is stopped), its files where a GPU machine hands them back, and its CPU mode
-for real (marked slow), so that the check cannot rot between the GPUs that run it."""
+what a step leaves behind is stopped), what a step measured kept in its files also when it was cut, those
+files where a GPU machine hands them back, and its CPU mode for real (marked slow), so that the check
+cannot rot between the GPUs that run it."""
 
 from __future__ import annotations
 
@@ -20,8 +21,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "gpu-check.sh"
 FILES = {"commands.txt", "steps.jsonl", "log.txt", "env.json", "quickstart.jsonl", "side_by_side.jsonl",
-         "pytest.jsonl", "profile.json"}  # at most 8: what the device tool hands back
-STEPS = ["setup", "env", "quickstart", "quickstart-eager", "pytest-gpu", "sbs-vit-mu4", "sbs-bit-r50x1", "profile"]
+         "pytest.jsonl", "profile.jsonl"}  # at most 8: what the device tool hands back
+STEPS = ["setup", "env", "quickstart", "quickstart-eager", "sbs-eager", "sbs-vit-mu4-compiled", "profile", "pytest-gpu",
+         "sbs-bit-r50x1-compiled"]
+CAPS = ["setup", "env", "quickstart", "quickstart-eager", "sbs-eager", "sbs-vit-compiled", "profile", "pytest-gpu",
+        "sbs-bit-compiled"]  # the keys of GPU_CHECK_CAP_<KEY>
 
 
 @pytest.fixture
@@ -74,12 +78,43 @@ step late 20 'echo never'
     (["--device", "tpu", "--out", "x"], "--device tpu: allowed: cuda, cpu"),
     (["--budget", "5m", "--out", "x"], "--budget 5m: a whole number of seconds"),
     (["--steps", "pytest", "--out", "x"], "--steps: no step 'pytest' on cuda (steps: quickstart, quickstart-eager, "
-                                          "pytest-gpu, sbs-vit-b16, sbs-bit-r50x1, profile)"),
+                                          "sbs-eager, sbs-vit-b16-compiled, profile, pytest-gpu, "
+                                          "sbs-bit-r50x1-compiled)"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(args, message):
     proc = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.startswith(f"gpu-check: {message}")
     assert len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_a_cap_that_is_not_seconds_is_one_line_and_writes_nothing(tmp_path):
+    env = {**os.environ, "GPU_CHECK_CAP_SBS_EAGER": "5m"}
+    proc = subprocess.run(["bash", str(SCRIPT), "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert (proc.returncode, proc.stderr) == (2, "gpu-check: GPU_CHECK_CAP_SBS_EAGER=5m: a whole number of seconds\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_step_cut_at_its_cap_still_copies_what_it_wrote(tmp_path):
+    """A `run` step writes its records to the work folder as each cell ends; cut at its cap, its follow-up
+    (the script's own copy_records) still brings them to OUT, and a run that wrote none leaves an empty file."""
+    record = '{"model": "bit-r20x1-small", "status": "ok"}'
+    (tmp_path / "record.json").write_text(record + "\n")
+    cut, failed, empty = steps_in_shell(tmp_path, """
+export WORK=$PWD/work
+step cut 1 'mkdir -p $WORK/q/quickstart/r1; cp record.json $WORK/q/quickstart/r1/records.jsonl; sleep 60' \
+  "$(copy_records "$WORK/q" "$OUT/quickstart.jsonl")"
+step failed 20 'mkdir -p $WORK/qe/quickstart/r2; cp record.json $WORK/qe/quickstart/r2/records.jsonl; exit 3' \
+  "$(copy_records "$WORK/qe" "$OUT/quickstart.jsonl")"
+step empty 20 'true' "$(copy_records "$WORK/none" "$OUT/none.jsonl")"
+""")
+    assert (cut["status"], cut["rc"], cut["follow_rc"]) == ("timed_out", 124, 0)
+    assert (failed["status"], failed["rc"], failed["follow_rc"]) == ("failed", 3, 0)
+    assert (empty["status"], empty["follow_rc"]) == ("ok", 0)
+    assert (tmp_path / "quickstart.jsonl").read_text() == f"{record}\n{record}\n"
+    assert (tmp_path / "none.jsonl").read_text() == ""
+    commands = (tmp_path / "commands.txt").read_text()
+    assert "# -> timed_out, exit status 124" in commands and "# cut, then, whatever its status (cap 30 s):" in commands
 
 
 def test_a_folder_with_files_in_it_is_refused(tmp_path):
@@ -155,17 +190,40 @@ def test_only_the_wheels_this_python_takes_are_installed(gpu_check, tmp_path):
     assert gpu_check.installable([pure, other]) == ([pure], [other])
 
 
-@pytest.mark.slow
-def test_cpu_mode_runs_every_step_and_writes_its_files(tmp_path, real_fashion_mnist):
+def _prepared(tmp_path: Path, real_fashion_mnist: Path) -> Path:
+    """A --from folder: one pure wheel (as the GPU's), Fashion-MNIST's four files."""
     prepared = tmp_path / "prepared"
     (prepared / "wheels").mkdir(parents=True)
     _wheel(prepared / "wheels", "gpu_check_probe", "py3-none-any")
     (prepared / "data" / "fashion-mnist").mkdir(parents=True)
     for f in real_fashion_mnist.glob("*.gz"):
         (prepared / "data" / "fashion-mnist" / f.name).symlink_to(f)
-    out = tmp_path / "out"
+    return prepared
+
+
+@pytest.mark.slow  # ~70 s: the whole script, each step after setup cut at 2 s
+def test_every_step_cut_at_its_cap_still_returns_its_file(tmp_path, real_fashion_mnist):
+    prepared, out = _prepared(tmp_path, real_fashion_mnist), tmp_path / "out"
+    env = {**os.environ, **{f"GPU_CHECK_CAP_{key.upper().replace('-', '_')}": "2" for key in CAPS[1:]}}
     proc = subprocess.run(["bash", str(SCRIPT), "--device", "cpu", "--out", str(out), "--from", str(prepared)],
-                          capture_output=True, text=True, timeout=1500, cwd=ROOT)
+                          capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    assert proc.returncode == 1, proc.stderr
+    steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == STEPS and steps[0]["status"] == "ok"
+    assert all(s["cap_s"] == 2 and s["status"] in ("timed_out", "ok") and s["follow_rc"] == 0 for s in steps[1:])
+    assert steps[2]["status"] == "timed_out"  # a compile alone takes longer
+    assert {p.name for p in out.iterdir()} == FILES  # each, with whatever its step had written
+    for name in FILES - {"commands.txt", "log.txt", "env.json"}:
+        assert all(json.loads(line) for line in (out / name).read_text().splitlines())
+    env_json = json.loads((out / "env.json").read_text())  # written after the cut
+    assert env_json["device_name"] == "cpu" and env_json["packages"]["torch"]
+
+
+@pytest.mark.slow
+def test_cpu_mode_runs_every_step_and_writes_its_files(tmp_path, real_fashion_mnist):
+    prepared, out = _prepared(tmp_path, real_fashion_mnist), tmp_path / "out"
+    proc = subprocess.run(["bash", str(SCRIPT), "--device", "cpu", "--out", str(out), "--from", str(prepared)],
+                          capture_output=True, text=True, timeout=1800, cwd=ROOT)
     steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
     assert [(s["step"], s["status"]) for s in steps] == [(name, "ok") for name in STEPS], proc.stderr
     assert proc.returncode == 0
@@ -176,15 +234,22 @@ def test_cpu_mode_runs_every_step_and_writes_its_files(tmp_path, real_fashion_mn
 
     env = json.loads((out / "env.json").read_text())
     assert env["device_name"] == "cpu" and env["packages"]["torch"] and env["benchbench_device"]["device"] == "cpu"
+    # the quickstart's first cell as the suite asks (cuda: compile = true; here false: a cold CPU compile
+    # takes minutes), then the same cell --eager
+    assert "compile = false/' suites/quickstart.toml" in commands
     records = [json.loads(line) for line in (out / "quickstart.jsonl").read_text().splitlines()]
     assert [(r["model"], r["status"], r["device"], r["quick"]) for r in records] == [
-        (m, "ok", "cpu", True) for m in ("bit-r20x1-small", "vit-mu7") * 2]
-    assert records[2]["metrics"]["exec_compile"] is False
+        ("bit-r20x1-small", "ok", "cpu", True)] * 2
+    assert records[0]["key"] == records[1]["key"]
+    assert [r["metrics"]["exec_compile"] for r in records] == [False, False]
     lines = [json.loads(line) for line in (out / "side_by_side.jsonl").read_text().splitlines()]
-    assert [(w["kind"], w.get("model")) for w in lines] == [
-        ("header", None), ("check", "vit-mu4"), ("row", "vit-mu4"), ("header", None), ("check", "bit-r50x1"),
-        ("row", "bit-r50x1")]
+    run = [("run", "benchbench"), ("run", "timm")]  # one round; --first benchbench in the compiled steps
+    assert [(w["kind"], w.get("side", w.get("model"))) for w in lines] == [
+        ("header", None), ("check", "vit-mu4"), ("run", "timm"), ("run", "benchbench"), ("row", "vit-mu4"),
+        ("check", "bit-r50x1"), ("run", "timm"), ("run", "benchbench"), ("row", "bit-r50x1"),
+        ("header", None), ("check", "vit-mu4"), *run, ("row", "vit-mu4"),
+        ("header", None), ("check", "bit-r50x1"), *run, ("row", "bit-r50x1")]
     tests = [json.loads(line) for line in (out / "pytest.jsonl").read_text().splitlines()]
     assert len(tests) >= 20 and {t["outcome"] for t in tests} == {"skipped"}  # no CUDA here
-    profile = json.loads((out / "profile.json").read_text())
-    assert profile["id"] == "vit-mu4" and len(profile["candidates"]) == 1
+    profile = [json.loads(line) for line in (out / "profile.jsonl").read_text().splitlines()]
+    assert [(p["kind"], p["id"], p["mode"]) for p in profile] == [("profile", "vit-mu4", "train")]

@@ -1,5 +1,5 @@
 """`benchbench profile MODEL [--device D] [--precision P] [--batch-size B] [--mode infer|train] [--devices N]
-... [--best] [--eager] [--json]`.
+... [--best] [--eager] [--json] [--jsonl FILE]`.
 
 By default a model runs as benchbench.execution's policy picks for the device (on CUDA compiled, fused
 AdamW, channels-last where the family prefers it; eager on the CPU); `--eager` turns it all off and
@@ -66,7 +66,18 @@ def add_parser(sub, parent) -> None:
                    help="N > 1: training img/s data-parallel on N devices (DDP, one process each) and on one, and "
                         "the scaling efficiency; --batch-size is per device (default 32)")
     p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument("--jsonl", metavar="FILE",
+                   help="also append to FILE a JSON line as each result is known: with --best one per candidate "
+                        "(kind: candidate), then the whole (kind: best); else the profile (kind: profile): a "
+                        "search stopped midway keeps the candidates it measured (scripts/gpu-check.sh)")
     p.set_defaults(func=run)
+
+
+def _append(path: str | None, kind: str, fields: dict) -> None:
+    """--jsonl: one line, appended and closed at once, so a process stopped later keeps it."""
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"kind": kind, **fields}) + "\n")
 
 
 def scaling(args) -> dict:
@@ -231,9 +242,11 @@ def run(args) -> int:
         return 0
     if args.best:
         row = best(args)
+        _append(args.jsonl, "best", row)
         print(json.dumps(row) if args.json else render_best(row), end="\n" if args.json else "")
         return 0
     row = profile(args)
+    _append(args.jsonl, "profile", row)
     print(json.dumps(row) if args.json else render(row), end="\n" if args.json else "")
     return 0
 
@@ -295,6 +308,8 @@ def best(args) -> dict:
             del model
             rows.append({"batch_size": r.batch_size, "oom_retries": r.oom_retries, **execution_fields(r),
                          "img_per_s": r.img_per_s, "step_ms": r.step_ms, "peak_mem_mb": r.peak_mem_mb})
+            _append(args.jsonl, "candidate", {"id": spec.id, "mode": args.mode, "precision": precision.name,
+                                              **rows[-1]})
     winner = max(range(len(rows)), key=lambda i: rows[i]["img_per_s"])
     return {"id": spec.id, "name": spec.name, "resolution": resolution, "num_classes": args.num_classes,
             "device": str(device), "device_name": device_name(device), "precision": precision.name, "mode": args.mode,
