@@ -89,7 +89,7 @@ def test_a_bad_devices_file_is_one_line_naming_file_device_and_key(tmp_path, edi
 
 
 def test_a_devices_file_that_is_no_file_or_no_toml(tmp_path):
-    for content, words in (("[devices]\n", r"expected tables \[devices.<id>\]"), ("x = [", "cannot read it"),
+    for content, words in (("[devices]\n", r"expected tables \[devices.<id>\]"), ("x = [", "cannot be read as TOML"),
                            ("[other.x]\na = 1\n", r"expected tables \[devices.<id>\]")):
         path = tmp_path / "d.toml"
         path.write_text(content)
@@ -221,7 +221,7 @@ def test_the_projection_of_a_compute_bound_model_follows_the_tensor_peaks():
     (["validate", "a.csv", "--from", "h100", "--to", "h100"], "usage: benchbench project validate"),
     (["validate", "a.csv", "b.csv", "--from", "h10", "--to", "h100"], "did you mean 'h100'?"),
     (["somewhere"], "--to DEVICE"),
-    (["validate", "nothere.csv", "b.csv", "--from", "h100", "--to", "h100"], "nothere.csv: not a regular file"),
+    (["validate", "nothere.csv", "b.csv", "--from", "h100", "--to", "h100"], "nothere.csv: cannot be read (no such file)"),
 ])
 def test_project_refuses_bad_input_in_one_line(capsys, argv, words):
     from benchbench.cli import main

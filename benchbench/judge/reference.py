@@ -12,7 +12,11 @@ The columns (docs/compute.md, "Checking a published table"):
   refused as ambiguous: points or relative?); empty is 0;
 - `source`: the paper and table, or the URL;
 and optionally `settings` (`epochs=7`, several separated by ";": the cell's settings must have these
-values), `note` (a known gap and what explains it, shown with the row's verdict) and `aliases`.
+values), `convention` (which MAC count a figure counted from MACs is checked against: `paper`, the
+matmul-like work, `gmacs`; `fvcore`, timm's, `gmacs_fvcore`; `xla`, XLA's, no convolution tap over
+padding, `gmacs_xla`; `reparameterized`, `gmacs_reparameterized`, on timm's inference form; empty:
+the metric as recorded), `note` (a known gap and what explains it, shown with the row's verdict) and
+`aliases`.
 
 Every problem is named by its line in the file, all of them at once: a missing column, an unknown
 metric, a value that is not a number, an empty or "nan" model, two rows giving one figure different
@@ -30,17 +34,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Collection, Iterable, Mapping
 
+from benchbench import outside
 from benchbench.errors import BenchError, did_you_mean
 from benchbench.judge import rule as judge
 
 COLUMNS = ("model", "dataset", "protocol", "resolution", "metric", "value", "tolerance", "source")
-OPTIONAL = ("settings", "note", "aliases")
+OPTIONAL = ("settings", "convention", "note", "aliases")
 # The compute figures benchbench records (checked within their tolerance); accuracies are checked by
 # an equivalence test of their confidence interval instead (benchbench.judge.verify).
 COMPUTE_METRICS = ("params", "macs", "gmacs", "gflops", "gmacs_fvcore", "train_exaflops", "pretrain_exaflops",
                    "train_device_days", "projected_device_days")
 ACCURACY_METRICS = ("top1", "top5")
+# A reference row's `convention`: the record metric holding one forward pass's GMACs counted that way.
+CONVENTIONS = {"paper": "gmacs", "fvcore": "gmacs_fvcore", "xla": "gmacs_xla",
+               "reparameterized": "gmacs_reparameterized"}
+# The metrics a convention applies to: those counted from the forward MACs.
+COUNTED_FROM_MACS = ("macs", "gmacs", "gflops", "train_exaflops", "pretrain_exaflops")
 RESULTS_CSV = ("model", "top1")  # the columns a timm results CSV has at least
+MAX_BYTES = outside.MAX_BYTES  # a reference table, aliases file or results CSV: timm's largest is under 1 MB
 SEPARATOR = ";"
 _METRIC = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -88,11 +99,18 @@ class Row:
     tolerance: Tolerance
     source: str
     note: str = ""
+    convention: str | None = None  # a key of CONVENTIONS; None: the metric as recorded
 
     @property
     def figure(self) -> tuple:
         """What the row is a figure of: two rows with one figure must agree."""
-        return (self.model.lower(), self.dataset, self.protocol, self.resolution, self.settings, self.metric)
+        return (self.model.lower(), self.dataset, self.protocol, self.resolution, self.settings, self.metric,
+                self.convention)
+
+    @property
+    def counted(self) -> str:
+        """The metric and the count it is checked in: "pretrain_exaflops (xla)"."""
+        return self.metric + (f" ({self.convention})" if self.convention else "")
 
     @property
     def where(self) -> str:
@@ -103,7 +121,7 @@ class Row:
 
     @property
     def label(self) -> str:
-        return f"{self.model} {self.metric} ({self.where})"
+        return f"{self.model} {self.counted} ({self.where})"
 
 
 @dataclass(frozen=True)
@@ -208,16 +226,7 @@ def read_any(path: str | Path) -> Reference:
 
 def _csv(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
     """(header, [(line, row)]) of a CSV; blank lines skipped; one line for a file that cannot be read."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise BenchError(f"{path}: cannot be read (no such file)") from None
-    except IsADirectoryError:
-        raise BenchError(f"{path}: cannot be read (a folder, not a CSV file)") from None
-    except UnicodeDecodeError as exc:
-        raise BenchError(f"{path}: cannot be read as UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise BenchError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    text = outside.read_text(path, max_bytes=MAX_BYTES)  # never a FIFO's wait, nor /dev/zero's end
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         header = [h.strip() for h in next(reader, [])]
@@ -356,11 +365,27 @@ def _row(line: int, record: Mapping[str, str], aliases: Mapping[str, tuple[str, 
         resolution = _resolution(record.get("resolution"))
     except ValueError as exc:
         raise ValueError(f"resolution {exc}") from None
+    convention = _convention(_text(record.get("convention")), metric)
     names = (model.lower(), *_names(record.get("aliases")), *aliases.get(model.lower(), ()))
     return Row(line=line, model=model, names=tuple(dict.fromkeys(names)), dataset=_text(record.get("dataset")) or None,
                protocol=_text(record.get("protocol")) or None, resolution=resolution,
                settings=_settings(_text(record.get("settings"))), metric=metric, value=value,
-               tolerance=tol, source=_text(record.get("source")), note=_text(record.get("note")))
+               tolerance=tol, source=_text(record.get("source")), note=_text(record.get("note")),
+               convention=convention)
+
+
+def _convention(text: str, metric: str) -> str | None:
+    """The row's convention (None when empty); ValueError naming the allowed ones."""
+    if not text:
+        return None
+    if text.lower() not in CONVENTIONS:
+        near = did_you_mean(text.lower(), CONVENTIONS)
+        raise ValueError(f"convention {text!r} is none of {', '.join(CONVENTIONS)}"
+                         + (f"; did you mean {near!r}?" if near else "") + " (empty: the metric as recorded)")
+    if metric not in COUNTED_FROM_MACS:
+        raise ValueError(f"convention {text!r} on {metric}: a convention chooses the MAC count of a figure counted "
+                         f"from MACs ({', '.join(COUNTED_FROM_MACS)}); leave it empty")
+    return text.lower()
 
 
 def _disagreements(path: Path, rows: Iterable[Row]) -> list[str]:

@@ -29,10 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from benchbench import outside
 from benchbench.execution import CUDAGRAPHS, Execution, Expected
 from benchbench.meters.cache import cache_dir
 
 FILE = "compile-times.jsonl"
+WHAT = "the compile-time store"
+MAX_STORE_BYTES = 64 << 20  # a line of about 300 bytes a measurement: 200,000 of them
 
 # The least fraction of a training step compiling saved where it was measured (issue 18, an H100, bf16,
 # batch 256, benchbench's own step): ViT-B/16 eager 2498 against compiled 3173 img/s (BiT-R50x1: 1976
@@ -144,6 +147,7 @@ def workload(model_spec, model, device, steps: Steps, *, train_images: float | N
 # --- inductor's on-disk cache ------------------------------------------------------------------------------
 
 CACHE_MARK = ".benchbench-cache-id"  # a file of ours in inductor's cache folder: it goes when the folder is cleared
+MAX_MARK_BYTES = 4096  # it holds 32 hex digits
 
 
 def inductor_cache(mark: bool = False) -> str | None:
@@ -159,12 +163,10 @@ def inductor_cache(mark: bool = False) -> str | None:
         return None
     path = os.path.abspath(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir())
     marker = os.path.join(path, CACHE_MARK)
-    try:
-        with open(marker) as f:
-            return f"{path}#{f.read().strip()}"
-    except OSError:
-        if not mark or not os.path.isdir(path):
-            return None
+    if (ident := cache_id(marker)) is not None:
+        return f"{path}#{ident}"
+    if not mark or not os.path.isdir(path) or os.path.lexists(marker):
+        return None
     try:
         ident = uuid.uuid4().hex
         with open(marker, "x") as f:
@@ -173,6 +175,18 @@ def inductor_cache(mark: bool = False) -> str | None:
     except FileExistsError:  # another process marked it first
         return inductor_cache()
     except OSError:
+        return None
+
+
+def cache_id(marker: str | Path) -> str | None:
+    """The id written in the mark file `marker`; None where there is none, or where something else is
+    there (a FIFO, a link, a device, another file: with a warning naming it, and the cache taken as cold)."""
+    if not os.path.lexists(marker):
+        return None
+    try:
+        return outside.read_text(marker, max_bytes=MAX_MARK_BYTES, follow_links=False).strip()
+    except outside.OutsideFileError as exc:
+        outside.warn_once(f"{exc}; inductor's cache is taken to be cold (remove it: a new mark is written)")
         return None
 
 
@@ -201,41 +215,70 @@ _READ: dict[Path, tuple[tuple[int, int], list[dict[str, Any]]]] = {}  # path: ((
 
 
 def read(path: Path | None = None) -> list[dict[str, Any]]:
-    """Every remembered measurement; lines that are not one (a torn write) are skipped. Parsed once per
-    version of the file in a process (a plan asks for every cell)."""
+    """Every remembered measurement. Lines that are not one (a torn write, other bytes, a figure that is
+    not a number) are skipped, and a store that cannot be read (not a regular file, a link, too large)
+    is none; either with one warning naming it, never an error (the decision then estimates). Parsed once
+    per version of the file in a process (a plan asks for every cell)."""
     path = path or store_path()
-    try:
-        st = path.stat()
-        if (known := _READ.get(path)) is not None and known[0] == (st.st_size, st.st_mtime_ns):
-            return list(known[1])
-        text = path.read_text()
-    except OSError:
+    if not os.path.lexists(path):
         return []
-    entries = _parse(text)
-    _READ[path] = ((st.st_size, st.st_mtime_ns), entries)
+    try:
+        with outside.opened(path, what=WHAT, follow_links=False) as (f, st):
+            version = (st.st_size, st.st_mtime_ns)
+            if (known := _READ.get(path)) is not None and known[0] == version:
+                return list(known[1])
+            data = outside.read_from(f, path, what=WHAT, max_bytes=MAX_STORE_BYTES)
+    except outside.OutsideFileError as exc:
+        outside.warn_once(f"{exc}; compile decisions estimate instead (remove it: a new store is started)")
+        return []
+    entries, skipped = _parse(data, path)
+    if skipped:
+        lines = ", ".join(map(str, skipped[:3])) + (", ..." if len(skipped) > 3 else "")
+        outside.warn_once(f"{WHAT} {path}: {len(skipped)} line{'' if len(skipped) == 1 else 's'} not a measurement "
+                          f"(line {lines}: not UTF-8, not JSON, or a figure that is not a positive number); skipped "
+                          "(remove them to be rid of this warning)")
+    _READ[path] = (version, entries)
     return list(entries)
 
 
-def _parse(text: str) -> list[dict[str, Any]]:
-    out = []
-    for line in text.splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
+def _parse(data: bytes, path: Path) -> tuple[list[dict[str, Any]], list[int]]:
+    """The measurements among `data`'s lines, and the numbers of the non-blank lines that are none."""
+    out, skipped = [], []
+    for number, line in enumerate(data.split(b"\n"), 1):
+        if not line.strip():
             continue
-        if isinstance(entry, dict) and isinstance(entry.get("seconds"), (int, float)) and entry["seconds"] > 0:
+        try:
+            entry = outside.parsed_json(line, path, what=WHAT)
+        except outside.OutsideFileError:
+            entry = None
+        if entry is not None and _measurement(entry):
             out.append(entry)
-    return out
+        else:
+            skipped.append(number)
+    return out, skipped
+
+
+def _positive(value: Any) -> bool:
+    """A number in (0, 1e12]: seconds and tensor counts are; nan, inf and a 400-digit int (which no float
+    holds) are not."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1e12
+
+
+def _measurement(entry: dict[str, Any]) -> bool:
+    """Whether a line's object is a measurement `expect` can weigh: its figures positive numbers."""
+    return _positive(entry.get("seconds")) and ("param_tensors" not in entry or _positive(entry["param_tensors"]))
 
 
 def _append(entry: dict[str, Any], path: Path | None = None) -> None:
     path = path or store_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as f:  # one short line in one write: whole, whichever process appends
-            f.write(json.dumps(entry, sort_keys=True) + "\n")
     except OSError:
-        pass  # a read-only home: the policy estimates instead
+        return  # a read-only home: the policy estimates instead
+    try:  # one short line in one write: whole, whichever process appends; never through a link
+        outside.append(path, (json.dumps(entry, sort_keys=True) + "\n").encode(), what=WHAT)
+    except outside.OutsideFileError as exc:
+        outside.warn_once(f"{exc}; this measurement is not remembered")
 
 
 def _key(work: Workload) -> dict[str, Any]:

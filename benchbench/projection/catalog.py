@@ -9,11 +9,11 @@ accumulate, the non-tensor FP32 FLOP/s, memory bandwidth, SMs (cores) and memory
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from benchbench import outside
 from benchbench.errors import BenchError, did_you_mean, unknown_message
 from benchbench.meters.peaks import Peak, lookup
 
@@ -102,14 +102,7 @@ def read_devices(path: str | Path) -> dict[str, Device]:
     Every figure finite and positive; an unknown key, a missing or bad figure: one line naming the file,
     the device and the key."""
     path = Path(path)
-    try:
-        if not path.is_file():
-            raise BenchError(f"--devices {path}: not a regular file")
-        if path.stat().st_size > MAX_DEVICES_FILE_BYTES:
-            raise BenchError(f"--devices {path}: larger than {MAX_DEVICES_FILE_BYTES} bytes; a device file is a page")
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise BenchError(f"--devices {path}: cannot read it: {exc}") from None
+    data = outside.read_toml(path, what="--devices", max_bytes=MAX_DEVICES_FILE_BYTES)
     if set(data) != {"devices"} or not isinstance(data["devices"], dict) or not data["devices"]:
         raise BenchError(f"--devices {path}: expected tables [devices.<id>] and nothing else, got "
                          f"{', '.join(sorted(data)) or 'nothing'}")

@@ -11,12 +11,14 @@ how many were skipped is said once.
 
 from __future__ import annotations
 
+import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from benchbench import outside
 from benchbench.errors import BenchError
 
 MAX_TABLE_BYTES = 64 << 20  # timm's largest table is under 1 MB
@@ -53,13 +55,10 @@ def read_table(path: str | Path) -> Table:
     """A benchmark file, checked: a regular file under MAX_TABLE_BYTES, UTF-8 CSV with the columns of an
     inference or a training table; a BenchError (one line naming the file) otherwise."""
     path = Path(path)
+    text = outside.read_text(path, max_bytes=MAX_TABLE_BYTES)
     try:
-        if not path.is_file():
-            raise BenchError(f"{path}: not a regular file (a timm benchmark CSV)")
-        if path.stat().st_size > MAX_TABLE_BYTES:
-            raise BenchError(f"{path}: larger than {MAX_TABLE_BYTES >> 20} MiB; not a benchmark table")
-        frame = pd.read_csv(path, dtype={"model": str}, encoding="utf-8")
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        frame = pd.read_csv(io.StringIO(text), dtype={"model": str})
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise BenchError(f"{path}: cannot read it as CSV: {str(exc).splitlines()[0] if str(exc) else exc}") from None
     training = "train_samples_per_sec" in frame.columns
     need = TRAIN_COLUMNS if training else INFER_COLUMNS

@@ -24,10 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from benchbench import outside
 from benchbench.store import timing
 INDEX = ".records.index.json"
 FORMAT = 2  # 2 adds the timings; an index of format 1 is rebuilt
 MIN_LINES = 1000  # lines parsed beyond the index before it is written again
+MAX_INDEX_BYTES = 64 << 20  # read beyond the records' own size: an index holds a key and a few figures of each
+WHAT = "the records index"
 
 
 class Entry(NamedTuple):
@@ -74,19 +77,27 @@ def digest(data: bytes, size: int) -> str:
 
 def load(run_dir: Path, data: bytes, records: tuple | None = None) -> Index | None:
     """The run's index if it describes the start of `data` (the records file's bytes), else None (no
-    index, one of another format, unreadable, or describing other bytes). `records`: the records file's
-    identity (`records_identity`) as `data` was read, for `checked`."""
+    index, one of another format, or describing other bytes; or, with one warning, one that cannot be
+    read: not a regular file, a link, too large, not JSON). `records`: the records file's identity
+    (`records_identity`) as `data` was read, for `checked`."""
     global _last, _checked
     path = Path(run_dir) / INDEX
-    try:
-        with open(path, "rb") as f:
-            identity = _identity(path, os.fstat(f.fileno()))
+    if not os.path.lexists(path):
+        return None
+    try:  # never a link, a FIFO (a resume would wait for ever) or a device (/dev/zero: read until memory ends)
+        with outside.opened(path, what=WHAT, follow_links=False) as (f, st):
+            identity = _identity(path, st)
             if _last is not None and _last[0] == identity:
                 index, sha256 = _last[1], _last[2]
             else:
-                index, sha256 = _parse(json.loads(f.read()))
+                raw = outside.read_from(f, path, what=WHAT, max_bytes=MAX_INDEX_BYTES + len(data))
+                index, sha256 = _parse(outside.parsed_json(raw, path, what=WHAT))
                 _last = (identity, index, sha256)
-    except (OSError, ValueError, TypeError, KeyError, RecursionError):
+    except outside.OutsideFileError as exc:
+        outside.warn_once(f"{exc}; ignored: the run's keys are read from its records (remove it: it is written "
+                          "anew)")
+        return None
+    except (ValueError, TypeError, KeyError):  # JSON of another shape, or an index of another format
         return None
     size = index.size
     if not size <= len(data) or (size and data[size - 1:size] != b"\n") or digest(data, size) != sha256:
