@@ -185,7 +185,7 @@ def test_timms_convention_adds_fvcores_norm_terms(formulas, patch):
     assert count.macs == formulas.vit_macs(hidden, depth, 128, patch, 28, in_chans=1, classes=10)
     assert count.macs_fvcore == count.macs + (2 * depth + 1) * tokens * hidden * 5
     assert count.metrics() == {"macs": count.macs, "gmacs": count.macs / 1e9, "gflops": 2 * count.macs / 1e9,
-                               "gmacs_fvcore": count.macs_fvcore / 1e9}
+                               "gmacs_fvcore": count.macs_fvcore / 1e9, "gmacs_xla": count.macs / 1e9}
 
 
 

@@ -321,3 +321,85 @@ def test_a_count_not_verified_says_so_beside_its_verdict(tmp_path, make_record, 
     assert [r["test"] for r in out["rows"]] == [
         "|difference| <= 0.005; the cell's flops_status: incomplete: aten::lstm", "|difference| <= 0"]
     assert status == 0
+
+
+# --- conventions: which MAC count a row is checked in ---------------------------------------------------------
+
+
+@pytest.fixture
+def counted_run(tmp_path, make_record):
+    """bit-x: gmacs 4.1246 (paper), 4.2634 (fvcore), 3.9837 (xla), 52.4896 pre-training exaFLOPs; bit-old:
+    recorded before gmacs_xla; bit-ft: pre-trained as another model (pretrain_macs)."""
+    records = [
+        replace(make_record("bit-x", dataset="jft-300m", protocol="measure", key="x", macs=4_124_600_000,
+                            gmacs=4.1246, gmacs_fvcore=4.2634, gmacs_xla=3.9837, pretrain_exaflops=52.4896),
+                resolution=224),
+        replace(make_record("bit-old", dataset="jft-300m", protocol="measure", key="o", gmacs=4.1246,
+                            pretrain_exaflops=52.4896), resolution=224),
+        replace(make_record("bit-ft", dataset="jft-300m", protocol="measure", key="f", macs=4e9, gmacs=4.0,
+                            gmacs_xla=3.9, pretrain_macs=8e9, pretrain_exaflops=100.0), resolution=224)]
+    d = tmp_path / "counted"
+    d.mkdir()
+    (d / "records.jsonl").write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
+    return d
+
+
+def test_a_rows_convention_chooses_the_count_it_is_checked_in(tmp_path, counted_run, capsys):
+    """xla: gmacs is the cell's gmacs_xla, gflops twice it, macs 1e9 times it, exaFLOPs the recorded ones
+    scaled by gmacs_xla / gmacs; paper and an empty convention: the metric as recorded; fvcore: gmacs_fvcore."""
+    header = HEADER.replace("metric", "convention,metric")
+    path = ref(tmp_path, "bit-x,,,,xla,gmacs,3.9837,0,p", "bit-x,,,,xla,gflops,7.9674,0,p",
+               "bit-x,,,,xla,macs,3983700000,1,p", "bit-x,,,,xla,pretrain_exaflops,50,1%,p",
+               "bit-x,,,,paper,pretrain_exaflops,50,1%,p", "bit-x,,,,,pretrain_exaflops,50,1%,p",
+               "bit-x,,,,fvcore,gmacs,4.2634,0,p", "bit-x,,,,XLA,train_exaflops,1,0,p", header=header)
+    status, out = verify_json(capsys, path, counted_run)
+    rows = out["rows"]
+    assert [(r["convention"], r["metric"], r["verdict"]) for r in rows] == [
+        ("xla", "gmacs", "pass"), ("xla", "gflops", "pass"), ("xla", "macs", "pass"),
+        ("xla", "pretrain_exaflops", "fail"), ("paper", "pretrain_exaflops", "fail"),
+        (None, "pretrain_exaflops", "fail"), ("fvcore", "gmacs", "pass"), ("xla", "train_exaflops", "unmatched")]
+    assert rows[3]["measured"] == pytest.approx(52.4896 * 3.9837 / 4.1246)  # 50.6961: +1.39 %
+    assert rows[3]["test"] == "|difference| > 0.5 (1% of 50); in the xla count (gmacs_xla)"
+    assert rows[4]["measured"] == rows[5]["measured"] == 52.4896 and rows[4]["test"] == "|difference| > 0.5 (1% of 50)"
+    assert rows[7]["test"] == "its cell (bit-x, jft-300m, measure, 224 px) has no train_exaflops (its records predate that metric)"
+    assert status == 1
+    assert main(["verify", str(path), str(counted_run)]) == 1
+    assert "| pretrain_exaflops (xla) " in capsys.readouterr().out  # the Metric column names the count
+
+
+def test_a_count_the_cell_lacks_leaves_the_row_unmatched_saying_which(tmp_path, counted_run, capsys):
+    header = HEADER.replace("metric", "convention,metric")
+    path = ref(tmp_path, "bit-old,,,,xla,pretrain_exaflops,50,1%,p", "bit-ft,,,,xla,pretrain_exaflops,97.5,1%,p",
+               "bit-ft,,,,xla,gmacs,3.9,0,p", "bit-x,,,,reparameterized,gmacs,4,1%,p", header=header)
+    status, out = verify_json(capsys, path, counted_run)
+    assert [(r["verdict"], r["test"]) for r in out["rows"]] == [
+        ("unmatched", "its cell (bit-old, jft-300m, measure, 224 px) has no gmacs_xla (its records predate that metric)"),
+        ("unmatched", "its cell (bit-ft, jft-300m, measure, 224 px) was pre-trained as another model (its "
+                      "pretrain_macs), whose xla count it does not record"),
+        ("pass", "|difference| <= 0; in the xla count (gmacs_xla)"),
+        ("unmatched", "its cell (bit-x, jft-300m, measure, 224 px) has no gmacs_reparameterized (its records "
+                      "predate that metric)")]
+    assert status == 3
+
+
+def test_a_convention_that_is_none_is_named_with_its_line(tmp_path, counted_run, capsys):
+    header = HEADER.replace("metric", "convention,metric")
+    path = ref(tmp_path, "bit-x,,,,xl,gmacs,4,1%,p", "bit-x,,,,fvcore,params,1,1%,p", "bit-x,,,,tpu,gmacs,4,1%,p",
+               header=header)
+    assert main(["verify", str(path), str(counted_run)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"error: {path}:2: convention 'xl' is none of paper, fvcore, xla, reparameterized; did you mean 'xla'? "
+        "(empty: the metric as recorded)",
+        f"error: {path}:3: convention 'fvcore' on params: a convention chooses the MAC count of a figure counted "
+        "from MACs (macs, gmacs, gflops, train_exaflops, pretrain_exaflops); leave it empty",
+        f"error: {path}:4: convention 'tpu' is none of paper, fvcore, xla, reparameterized "
+        "(empty: the metric as recorded)"]
+
+
+def test_rows_in_two_conventions_are_two_figures(tmp_path, counted_run, capsys):
+    """One cell's gmacs in the paper's count and in XLA's: different values, not a disagreement."""
+    header = HEADER.replace("metric", "convention,metric")
+    path = ref(tmp_path, "bit-x,,,,,gmacs,4.1246,0,p", "bit-x,,,,xla,gmacs,3.9837,0,p", header=header)
+    status, out = verify_json(capsys, path, counted_run)
+    assert status == 0 and [r["measured"] for r in out["rows"]] == [4.1246, 3.9837]

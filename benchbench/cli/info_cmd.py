@@ -1,5 +1,6 @@
 """`benchbench info MODEL [--resolution R] [--num-classes K] [--json]`: params and FLOPs of one model, MACs in
-both conventions (the paper's matmul-like work, and timm's: fvcore's, norms and pooling too)."""
+three conventions (the paper's matmul-like work; timm's: fvcore's, norms and pooling too; XLA's:
+convolutions without their taps over padding)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ def run(args) -> int:
         # timm's convention (its benchmark CSVs): fvcore's default handles, attention unfused (docs/compute.md)
         "macs_fvcore": count.macs_fvcore, "gmacs_fvcore": count.gmacs_fvcore,
         "macs_fvcore_terms": count.fvcore_terms,
+        # XLA's convention (the paper's JAX/TPU figures): no convolution tap over padding (docs/compute.md)
+        "macs_xla": count.macs_xla, "gmacs_xla": count.gmacs_xla, "macs_xla_padding": count.padding_macs,
     }
     if args.json:
         print(json.dumps(info, indent=2))
@@ -51,5 +54,7 @@ def run(args) -> int:
     print(f"  by operator  " + ", ".join(f"{op} {n / 1e9:.4g}" for op, n in count.by_operator.items()) + " GMACs")
     print(f"  fvcore       {count.gmacs_fvcore:.4g} GMACs in timm's convention (norms, pooling, upsampling too: "
           + (", ".join(f"{op} {n / 1e9:.4g}" for op, n in count.fvcore_terms.items()) or "none here") + ")")
+    saved = f"{count.padding_macs / 1e9:.4g} GMACs of taps over padding left out" if count.padding_macs else "no padding"
+    print(f"  xla          {count.gmacs_xla:.4g} GMACs in XLA's convention (convolutions: {saved})")
     print(f"  flops_status {count.status}")
     return 0

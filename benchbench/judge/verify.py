@@ -13,8 +13,11 @@ are pooled, their mean judged and their seeds listed.
   `pass` when the whole interval lies inside the band, `fail` when it lies wholly outside, else
   `inconclusive`: too few images (or seeds) for the tolerance when the interval is wider than the band,
   else it straddles one of the band's edges.
+- A row's `convention` chooses the MAC count a figure counted from MACs is checked in (`counted_value`):
+  `gmacs` under `xla` is the cell's `gmacs_xla`, `macs` and `gflops` follow from it, and exaFLOPs
+  (3 x 2 x MACs x images) are the cell's, scaled by that count over `gmacs`.
 - `unmatched`: no successful cell of the runs is the row's figure (its nearest cell said), or the cells
-  it matches lack the metric.
+  it matches lack the metric (or the count its convention names).
 
 Two rows that give one cell's figure different values, an accuracy recorded outside [0, 1], and the seeds
 of one configuration tested on different numbers of images are errors naming the row and cell.
@@ -32,8 +35,8 @@ import pandas as pd
 
 from benchbench.store import results
 from benchbench.errors import BenchError, nearest_matches
-from benchbench.judge.reference import (ACCURACY_METRICS, COMPUTE_METRICS, Reference, Row, is_accuracy,
-                                        not_a_fraction, read)
+from benchbench.judge.reference import (ACCURACY_METRICS, COMPUTE_METRICS, CONVENTIONS, Reference, Row,
+                                        is_accuracy, not_a_fraction, read)
 from benchbench.judge.stats import t_cdf, wilson
 from benchbench.store.rundir import RECORDS
 
@@ -41,7 +44,7 @@ VERDICTS = ("pass", "fail", "inconclusive", "unmatched")
 # Exit statuses of `benchbench verify` (`exit_status`; its --help lists them).
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_UNDECIDED = 0, 1, 2, 3
 # Metrics counted from MACs: a cell whose count is not verified (its flops_status) says so beside them.
-MAC_METRICS = ("macs", "gmacs", "gflops", "gmacs_fvcore", "train_exaflops", "pretrain_exaflops")
+MAC_METRICS = ("macs", "gmacs", "gflops", "gmacs_fvcore", "gmacs_xla", "train_exaflops", "pretrain_exaflops")
 # A record the store refused for an accuracy outside [0, 1] (benchbench.store.values.accuracies_problem's
 # words): verify will not check runs holding one, whose cell would otherwise be silently missing.
 REFUSED_ACCURACY = "an accuracy outside [0, 1]"
@@ -89,7 +92,8 @@ class Check:
     def to_json(self) -> dict[str, Any]:
         r = self.row
         return {"line": r.line, "model": r.model, "dataset": r.dataset, "protocol": r.protocol,
-                "resolution": r.resolution, "settings": dict(r.settings), "metric": r.metric, "value": r.value,
+                "resolution": r.resolution, "settings": dict(r.settings), "metric": r.metric,
+                "convention": r.convention, "value": r.value,
                 "tolerance": str(r.tolerance), "measured": self.measured, "difference": self.difference,
                 "relative_difference": self.relative_difference, "verdict": self.verdict, "test": self.test,
                 "allowed": self.allowed, "band": None if self.band is None or not self.accuracy else list(self.band),
@@ -150,7 +154,7 @@ def check(reference: Reference, runs: Sequence[Run]) -> list[Check]:
             continue
         groups: dict[tuple, list[dict[str, Any]]] = {}
         for label, c in matched:
-            other = claimed.setdefault((label, c["key"], row.metric), row)
+            other = claimed.setdefault((label, c["key"], row.metric, row.convention), row)
             if other is not row and (other.value, other.tolerance) != (row.value, row.tolerance):
                 problems.append(f"{reference.path}:{row.line}: {row.label} and line {other.line} ({other.label}) "
                                 f"give the figure {row.metric} of one cell ({_describe(c)} in {label}) different "
@@ -190,7 +194,7 @@ def exit_status(checks: Sequence[Check], *, allow_inconclusive: bool = False, al
 def nothing_checked(reference: Reference, checks: Sequence[Check]) -> str:
     """Why no row could be checked (every check unmatched), in words: rows that match no successful
     cell, rows whose cells lack the metric."""
-    lacking = {c.row.line: c.row.metric for c in checks if c.measured is None and c.nearest is None and c.cell}
+    lacking = {c.row.line: c.row.counted for c in checks if c.measured is None and c.nearest is None and c.cell}
     none = len({c.row.line for c in checks} - set(lacking))
     parts = []
     if none:
@@ -326,15 +330,54 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def counted_value(row: Row, cell: dict[str, Any]) -> float | None:
+    """The cell's figure for `row`: its metric as recorded, or under the row's convention the same figure
+    counted from that convention's MACs (`CONVENTIONS`); None when the cell cannot give it (`_lacking`)."""
+    value = cell.get(row.metric)
+    count = CONVENTIONS.get(row.convention or "paper")
+    if count == "gmacs":  # the paper's convention: the metric as recorded
+        return float(value) if _number(value) else None
+    gmacs = cell.get(count)
+    if not _number(gmacs):
+        return None
+    per_image = {"gmacs": gmacs, "macs": gmacs * 1e9, "gflops": 2 * gmacs}
+    if row.metric in per_image:
+        return float(per_image[row.metric])
+    base = cell.get("gmacs")  # exaFLOPs (3 x 2 x MACs x images): in proportion to the MACs
+    if not _number(value) or not _number(base) or base <= 0 or _pretrained_elsewhere(row, cell):
+        return None
+    return float(value * gmacs / base)
+
+
+def _pretrained_elsewhere(row: Row, cell: dict[str, Any]) -> bool:
+    """A fine-tuning cell's pre-training exaFLOPs count another model's MACs (pretrain_macs), whose count
+    in another convention the cell does not hold."""
+    other = cell.get("pretrain_macs")
+    return row.metric == "pretrain_exaflops" and _number(other) and other != cell.get("macs")
+
+
+def _lacking(row: Row, cell: dict[str, Any]) -> str:
+    """Why `counted_value` gave nothing for the cell: "has no gmacs_xla (its records predate that metric)"."""
+    name = row.metric
+    if row.convention and CONVENTIONS[row.convention] != "gmacs":
+        if not _number(cell.get(CONVENTIONS[row.convention])):
+            name = CONVENTIONS[row.convention]
+        elif _pretrained_elsewhere(row, cell):
+            return (f"was pre-trained as another model (its pretrain_macs), whose {row.convention} count it does "
+                    "not record")
+        elif _number(cell.get(row.metric)):  # no gmacs to scale by
+            name = "gmacs"
+    value = cell.get(name)
+    return f"has no {name}" + (" (its records predate that metric)" if value is None else f" number ({value!r})")
+
+
 def _judge(row: Row, label: str, group: Sequence[dict[str, Any]]) -> Check:
     """The row against the seeds of one configuration in one run: their mean."""
-    having = [c for c in group if _number(c.get(row.metric))]
-    if not having:
-        value = group[0].get(row.metric)
-        return Check(row, "unmatched", f"its cell ({_describe(group[0])}) has no {row.metric}"
-                     + (" (its records predate that metric)" if value is None else f" number ({value!r})"),
+    pairs = [(c, v) for c in group if (v := counted_value(row, c)) is not None]
+    if not pairs:
+        return Check(row, "unmatched", f"its cell ({_describe(group[0])}) {_lacking(row, group[0])}",
                      run=label, cell=_cells(group), seeds=tuple(c.get("seed") for c in group))
-    values = [float(c[row.metric]) for c in having]
+    having, values = [c for c, _ in pairs], [v for _, v in pairs]
     where = dict(run=label, cell=_cells(having), seeds=tuple(c.get("seed") for c in having))
     if is_accuracy(row.metric, having[0].get("accuracies") or {}):
         return _judge_accuracy(row, values, having[0].get("eval_images"), where)
@@ -346,6 +389,8 @@ def _judge(row: Row, label: str, group: Sequence[dict[str, Any]]) -> Check:
     if len(values) > 1:
         test += f"; the mean of {len(values)} seeds" + (
             f" ({_num(min(values))} to {_num(max(values))})" if min(values) != max(values) else "")
+    if row.convention and CONVENTIONS[row.convention] != "gmacs":
+        test += f"; in the {row.convention} count ({CONVENTIONS[row.convention]})"
     status = having[0].get("flops_status")
     if row.metric in MAC_METRICS and status not in (None, "ok"):  # the count itself is in doubt: say so
         test += f"; the cell's flops_status: {status}"
@@ -459,7 +504,7 @@ def display_row(c: Check, runs: int = 1) -> list[str]:
         diff = "-" if c.difference is None else _signed(c.difference, ".4g") + (
             f" ({c.relative_difference * 100:+.2f} %)" if c.relative_difference is not None else "")
     where = r.where + (f" [{c.run}]" if runs > 1 and c.run else "")
-    return [str(r.line), r.model, where, r.metric, published, measured, seeds_text(c.seeds), diff, c.test, c.verdict]
+    return [str(r.line), r.model, where, r.counted, published, measured, seeds_text(c.seeds), diff, c.test, c.verdict]
 
 
 def notes(checks: Sequence[Check]) -> list[str]:

@@ -1,12 +1,15 @@
 """Forward multiply-accumulates per image, counted by fvcore with the handles it lacks.
 
-Two conventions from one trace (docs/compute.md, "Two MAC conventions"):
+Three conventions (docs/compute.md, "MAC conventions"), two from one trace:
 - `macs`, the paper's and benchbench's default: matmul-like work only: convolutions, linear layers,
   matmul/bmm/einsum and the two products inside attention (Q K^T and A V). Norms, activations,
   pooling and element-wise ops are not counted. `gflops = 2 * gmacs`.
 - `macs_fvcore`, timm's (its benchmark CSVs): fvcore's default handles, which add norm, pooling,
   upsampling and grid-sampling terms, on the model with attention unfused (the handles for fused
   attention count exactly the two matmuls fvcore sees in unfused attention).
+- `macs_xla`, XLA's (the ViT paper's figures, computed with JAX on TPU): `macs` with each convolution
+  counted over the kernel taps inside the unpadded input only (benchbench.meters.xla_macs), from the
+  shapes of a forward pass of the meta model.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from benchbench.meters.xla_macs import padding_macs
 from benchbench.runtime.deadline import shielded
 
 with warnings.catch_warnings():  # fvcore's imports call the deprecated torch.jit.script
@@ -109,6 +113,7 @@ class MacCount:
     uncounted_ops: tuple[str, ...]  # MAC-carrying operators seen without a handle
     second_macs: int | None = None  # torch_count_macs; None when not taken
     fvcore_terms: dict[str, int] = field(default_factory=dict)  # what fvcore adds: norms, pooling, resampling
+    padding_macs: int = 0  # convolution taps over zero padding: in `macs`, not in XLA's count
 
     @property
     def gmacs(self) -> float:
@@ -127,9 +132,19 @@ class MacCount:
     def gmacs_fvcore(self) -> float:
         return self.macs_fvcore / 1e9
 
+    @property
+    def macs_xla(self) -> int:
+        """XLA's convention: `macs` less the convolution taps over padding."""
+        return self.macs - self.padding_macs
+
+    @property
+    def gmacs_xla(self) -> float:
+        return self.macs_xla / 1e9
+
     def metrics(self) -> dict[str, int | float]:
-        """The record's compute metrics of one forward pass, both conventions."""
-        return {"macs": self.macs, "gmacs": self.gmacs, "gflops": self.gflops, "gmacs_fvcore": self.gmacs_fvcore}
+        """The record's compute metrics of one forward pass, the three conventions."""
+        return {"macs": self.macs, "gmacs": self.gmacs, "gflops": self.gflops, "gmacs_fvcore": self.gmacs_fvcore,
+                "gmacs_xla": self.gmacs_xla}
 
     @property
     def status(self) -> str:
@@ -165,19 +180,16 @@ def _count_macs(model: nn.Module, image_size: int, in_chans: int, *, cross_check
             warnings.filterwarnings("ignore", message=".*torch.jit.*")  # deprecation, from the tracer
             counted = {op: int(n) for op, n in analysis.by_operator().items() if n}
             unsupported = analysis.unsupported_ops()
-        if not cross_check:
-            second = None
-        elif meta_model is not None:
-            second = torch_count_macs(meta_model.eval(), x)
-        else:
-            second = torch_count_macs(model, x)
+        shapes = model if meta_model is None else meta_model.eval()  # the meta model: shapes for free
+        padded = padding_macs(shapes, x)
+        second = torch_count_macs(shapes, x) if cross_check else None
     finally:
         model.train(was_training)
     missing = tuple(sorted(op for op in unsupported if op in MAC_OPS))
     by_op = {op: n for op, n in counted.items() if op not in _NOT_MATMUL_NAMES}
     terms = {op: n for op, n in counted.items() if op in _NOT_MATMUL_NAMES}
     return MacCount(macs=sum(by_op.values()), by_operator=by_op, uncounted_ops=missing, second_macs=second,
-                    fvcore_terms=terms)
+                    fvcore_terms=terms, padding_macs=padded)
 
 
 def meta_macs(spec, *, num_classes: int, image_size: int, in_chans: int) -> int:
