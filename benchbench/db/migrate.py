@@ -57,8 +57,8 @@ def _v3(conn: Connection) -> None:
 
 
 def _v4(conn: Connection) -> None:
-    """Columns `cpu_capability` and `suite_sha256`, filled from each row's `env` (records of schema 5 carry
-    them; older ones leave them NULL), and `torch_version` becomes torch's full version where the record
+    """Columns `gmacs_xla` (NULL: no record before it counted XLA's MACs), `cpu_capability` and
+    `suite_sha256`, filled from each row's `env` (records of schema 5 carry them; older ones leave them NULL), and `torch_version` becomes torch's full version where the record
     has it (its local tag: `2.14.1+cu130`). A table `_v1` made at this version has the columns already."""
     have = {c["name"] for c in inspect(conn).get_columns("records")}
     for name in schema.V4_COLUMNS:

@@ -36,9 +36,11 @@ METRIC_COLUMNS = {
     # version 3's
     "gmacs_fvcore": Float,  # MACs in fvcore's (timm's) convention
     "energy_train_j": Float, "energy_eval_j": Float, "cost_usd": Float,
+    # version 4's
+    "gmacs_xla": Float,  # MACs in XLA's convention (the ViT paper's Table 6)
 }
 # The columns version 4 added: what a record of schema 5 says its numerics depend on (NULL before).
-V4_COLUMNS = ("cpu_capability", "suite_sha256")
+V4_COLUMNS = ("gmacs_xla", "cpu_capability", "suite_sha256")
 # The columns version 3 added (its migration adds them to an older table; `contender` is filled there).
 V3_COLUMNS = ("contender", "gmacs_fvcore", "energy_train_j", "energy_eval_j", "cost_usd")
 

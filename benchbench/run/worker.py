@@ -114,7 +114,7 @@ def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict 
                 model, meta = build_for_counting(model_spec, **shape)
             metrics["params"] = count_params(model)
             macs = _count(model_spec, model, meta, shape, {} if mac_counts is None else mac_counts)
-            metrics.update(macs.metrics())  # both MAC conventions (benchbench.meters.flops)
+            metrics.update(macs.metrics())  # the three MAC conventions (benchbench.meters.flops)
             flops_status = macs.status
             ctx = protocol_context(job, catalog, device, model, params=metrics["params"], gmacs=metrics.get("gmacs"))
             precision = ctx.precision
