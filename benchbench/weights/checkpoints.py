@@ -341,6 +341,8 @@ def load_checkpoint(model: nn.Module, path: str | os.PathLike, *, drop_head: boo
     try:
         _check_fits(path, model, sd, own, layout_name, model_id=misfit.model_id,
                     fixed_in_chans=misfit.fixed_in_chans)
+    except HeadMisfit:
+        raise  # its fix is for this model, not another architecture
     except BenchError as e:
         specs = misfit.candidates() if callable(misfit.candidates) else misfit.candidates
         if specs and (line := nearest_line(raw, cfg.config, specs, meta, misfit.model_id)):
@@ -578,6 +580,11 @@ def _listed(names: list[str]) -> str:
     return ", ".join(shown) + more if names else "none"
 
 
+class HeadMisfit(BenchError):
+    """A checkpoint that differs from the model in the head only: the fix it names is for this model,
+    so no other architecture is suggested (a parametric model, timm/<name>, is no candidate itself)."""
+
+
 def _check_fits(path: Any, model: nn.Module, sd: Mapping[str, torch.Tensor],
                 own: Mapping[str, torch.Tensor], layout: str = STATE_DICT, *, model_id: str = "MODEL",
                 fixed_in_chans: int | None = None) -> None:
@@ -603,6 +610,7 @@ def _check_fits(path: Any, model: nn.Module, sd: Mapping[str, torch.Tensor],
         keep = f"{convert} --num-classes {classes}` keeps it; " if classes else ""
         lines.append(f"  only the classification head differs: {keep}{convert} --drop-head` gives a fresh zero "
                      "head of --num-classes (what fine-tuning starts from: protocol finetune drops the head itself)")
+        raise HeadMisfit("\n".join(lines))
     elif (channels := in_channel_mismatches(sd, own)):
         theirs, ours = sorted(set(channels.values())), sorted({own[k].shape[1] for k in channels})
         build = (f"{model_id} takes {fixed_in_chans} only" if fixed_in_chans else

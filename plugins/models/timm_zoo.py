@@ -9,7 +9,8 @@ name and tag a loader needs, and for a tag what its weights expect: the default 
 (`input_size`), the evaluation transform (`preprocessing`, and `test_preprocessing` at timm's test
 size) and the head's class space (`pretrained_classes`). The timm model is kept whole under `model.`
 (a timm state dict loads with that prefix added); the wrapper adds `features` (the input of the
-final classifier) and `reset_head`.
+final classifier), `reset_head` and `head_prefixes` (timm's own head names, so that a checkpoint of other
+classes loads with its head dropped).
 """
 
 from __future__ import annotations
@@ -102,15 +103,35 @@ def pretrained_classes_of(cfg: Any) -> PretrainedClasses:
     return PretrainedClasses(num_classes=num_classes, label_offset=offset, imagenet_subset=subset)
 
 
-def _final_layers(head: nn.Module | tuple) -> list[nn.Module]:
-    """The layers that make logits: `get_classifier()`'s result (a layer, or a tuple of them for
-    distilled models' two heads), Linear or Conv2d (1x1-conv heads)."""
-    heads = head if isinstance(head, (tuple, list)) else (head,)
-    return [m for h in heads for m in h.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+def _heads(model: nn.Module) -> tuple[nn.Module, ...]:
+    """`get_classifier()`'s head, or a distilled model's two; none for a timm encoder without one."""
+    head = model.get_classifier() if hasattr(model, "get_classifier") else ()
+    return tuple(head) if isinstance(head, (tuple, list)) else (head,)
+
+
+def _final_layers(model: nn.Module) -> list[nn.Module]:
+    """The layers that make logits: the last Linear or Conv2d (1x1-conv heads) of each module of
+    `classifier_names` (a layer itself, or e.g. MetaFormer's MLP head's last layer)."""
+    modules = dict(model.named_modules())
+    return [layers[-1] for name in classifier_names(model)
+            if (layers := [m for m in modules[name].modules() if isinstance(m, (nn.Linear, nn.Conv2d))])]
+
+
+def classifier_names(model: nn.Module) -> tuple[str, ...]:
+    """The module names of a timm model's head, as timm itself gives them: its `pretrained_cfg["classifier"]`
+    (what timm's loader drops when the classes differ: `fc`, `head`, `head.fc`, `classifier`, `head.fc.fc2`
+    in an MLP head, ...; two for a distilled model's heads, `head` and `head_dist`), then any module of
+    `get_classifier()` that those names miss (the distilled head that levit_384_s8's config leaves out)."""
+    modules = dict(model.named_modules())
+    given = (getattr(model, "pretrained_cfg", None) or {}).get("classifier") or ()
+    names = tuple(n for n in ((given,) if isinstance(given, str) else given) if n in modules)
+    heads = (n for h in _heads(model) for n, m in modules.items() if m is h and n)
+    return names + tuple(h for h in heads if not any(h == n or n.startswith(f"{h}.") or h.startswith(f"{n}.")
+                                                      for n in names))
 
 
 class TimmClassifier(nn.Module):
-    """A timm classifier with `features(x)` and `reset_head(num_classes)`."""
+    """A timm classifier with `features(x)`, `reset_head(num_classes)` and `head_prefixes`."""
 
     def __init__(self, model: nn.Module, timm_name: str):
         super().__init__()
@@ -119,8 +140,15 @@ class TimmClassifier(nn.Module):
 
     @property
     def head(self) -> nn.Module:
-        """The final classifier layer (the first head of a distilled model's two)."""
-        return _final_layers(self.model.get_classifier())[0]
+        """The final classifier layer (the first of several: a distilled model's two heads, CrossViT's
+        one per branch)."""
+        return _final_layers(self.model)[0]
+
+    @property
+    def head_prefixes(self) -> tuple[str, ...]:
+        """The head's tensor names' prefixes (`classifier_names`, under `model.`), for checkpoint loading
+        (`drop_head`): a checkpoint of other classes loads with these dropped, every other tensor kept."""
+        return tuple(f"model.{name}." for name in classifier_names(self.model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)
@@ -133,12 +161,14 @@ class TimmClassifier(nn.Module):
         return f.mean(dim=(2, 3)) if f.ndim == 4 else f.flatten(1)
 
     def reset_head(self, num_classes: int) -> None:
-        """timm's `reset_classifier(num_classes)`, on the old head's device and dtype, weights and
-        biases zero."""
-        old = self.head.weight
+        """timm's `reset_classifier(num_classes)`, on the old head's device and dtype, the final layers'
+        weights and biases zero (an MLP before them keeps timm's fresh init, so gradients reach it)."""
+        old, kept = self.head.weight, {id(t): t for t in self.model.parameters()}  # held: no id is reused
         self.model.reset_classifier(num_classes)
-        for layer in _final_layers(self.model.get_classifier()):
-            layer.to(device=old.device, dtype=old.dtype)
+        for module in (m for h in _heads(self.model) for m in h.modules()):
+            if any(id(t) not in kept for t in module.parameters(recurse=False)):  # made by reset_classifier
+                module.to(device=old.device, dtype=old.dtype)
+        for layer in _final_layers(self.model):
             nn.init.zeros_(layer.weight)
             if layer.bias is not None:
                 nn.init.zeros_(layer.bias)
