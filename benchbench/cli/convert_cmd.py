@@ -63,6 +63,8 @@ def run(args) -> int:
     model = build_model(spec, "convert", num_classes=args.num_classes, image_size=resolution, in_chans=in_chans)
     report = load_weights(model, args.source, spec, drop_head=args.drop_head, allow_nonfinite=args.allow_nonfinite,
                           candidates=lambda: list(cat.models), adapt_in_chans=args.in_chans is not None)
+    if report.head_dropped:  # a fresh zero head of --num-classes, as --help says (not the one built at random)
+        model.reset_head(args.num_classes)
     marked = {NONFINITE_META: True} if args.allow_nonfinite else {}
     provenance = report.provenance.to_json() if report.provenance else {}
     pre = _for_channels(report.preprocessing, in_chans)
