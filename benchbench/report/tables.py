@@ -776,7 +776,11 @@ def render(table: Table, fmt: str = "markdown") -> str:
         lines += [f"% {note}" for note in table.notes]
         return "\n".join(lines) + "\n"
     tablefmt = {"markdown": "github", "html": "html"}[fmt]
-    text = tabulate(table.rows, table.headers, tablefmt=tablefmt, disable_numparse=True, colalign=align) + "\n"
+    rows, headers = table.rows, table.headers
+    if fmt == "markdown":  # a `|` inside a cell ends the cell: escaped, as GitHub's tables read `\|`
+        rows = [[c.replace("|", "\\|") if isinstance(c, str) else c for c in row] for row in rows]
+        headers = [h.replace("|", "\\|") for h in headers]
+    text = tabulate(rows, headers, tablefmt=tablefmt, disable_numparse=True, colalign=align) + "\n"
     if table.notes:
         sep = "<br>\n" if fmt == "html" else "\n"
         text += "\n" + sep.join(table.notes) + "\n"
