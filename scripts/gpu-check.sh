@@ -309,16 +309,25 @@ check() {
   [ "$FAILED" -eq 0 ]
 }
 
+folder_arg() {  # folder_arg OPTION VALUE: VALUE as a path from the caller's folder; a missing or dash value dies
+  case "$2" in
+    ""|-*) die "$1 needs a folder, not '$2'" ;;
+    /*) printf '%s' "$2" ;;
+    *) printf '%s/%s' "$CALLER" "$2" ;;
+  esac
+}
+
 main() {
+  CALLER=$PWD  # folders given relative are the caller's, whatever this script's own folder
   cd "$ROOT"
   ACTION="" OUT="" DEVICE=cuda FROM="$ROOT/.gpu-check" BUDGET_S="" PY="" KEEP="" ONLY=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --prepare) ACTION=prepare ;;
-      --out) ACTION=check; OUT=${2:?--out needs a folder}; shift ;;
-      --keep) ACTION=keep; KEEP=${2:?--keep needs the folder a check wrote}; shift ;;
+      --out) ACTION=check; OUT=$(folder_arg --out "${2:-}") || exit 2; shift ;;
+      --keep) ACTION=keep; KEEP=$(folder_arg --keep "${2:-}") || exit 2; shift ;;
       --device) DEVICE=${2:?--device needs cuda or cpu}; shift ;;
-      --from) FROM=${2:?--from needs a folder}; shift ;;
+      --from) FROM=$(folder_arg --from "${2:-}") || exit 2; shift ;;
       --budget) BUDGET_S=${2:?--budget needs seconds}; shift ;;
       --python) PY=${2:?--python needs an interpreter}; shift ;;
       --steps) ONLY=",${2:?--steps needs step names},"; shift ;;
@@ -330,8 +339,6 @@ main() {
   done
   [ -n "$ACTION" ] || usage
   case "$DEVICE" in cuda|cpu) ;; *) die "--device $DEVICE: allowed: cuda, cpu" ;; esac
-  # Seconds each step may take at most, and the whole check's budget. cuda: the whole ends within 6 minutes
-  # (a GPU is lent for 15 minutes, its start and a rerun included). cpu: tiny sizes, but 2 busy cores.
   # Seconds each step may take at most (the header says why), and the whole check's budget. cuda: the whole
   # ends within 6.5 minutes (a GPU is lent for 15 minutes, its start and a rerun included). cpu: tiny sizes,
   # but 2 busy cores and a cold CPU compile.

@@ -253,3 +253,14 @@ def test_cpu_mode_runs_every_step_and_writes_its_files(tmp_path, real_fashion_mn
     assert len(tests) >= 20 and {t["outcome"] for t in tests} == {"skipped"}  # no CUDA here
     profile = [json.loads(line) for line in (out / "profile.jsonl").read_text().splitlines()]
     assert [(p["kind"], p["id"], p["mode"]) for p in profile] == [("profile", "vit-mu4", "train")]
+
+
+def test_folders_are_the_callers_and_a_dash_is_no_folder(tmp_path):
+    """Issue 44, item 14: --out was resolved against the repository, and `--out -` made a folder `-`."""
+    (tmp_path / "rel").mkdir()
+    (tmp_path / "rel" / "x").write_text("")
+    for argv, words in ((["--out", "-"], "--out needs a folder, not '-'"),
+                        (["--out", "rel", "--device", "cpu"], f"{tmp_path / 'rel'} is not empty")):
+        proc = subprocess.run(["bash", str(SCRIPT), *argv], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert proc.returncode == 2 and words in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rel"]
