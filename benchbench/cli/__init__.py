@@ -23,8 +23,24 @@ COMMANDS = (list_cmd, run_cmd, table_cmd, plot_cmd, compare_cmd, verify_cmd, rep
             project_cmd, device_cmd, convert_cmd, analyze_cmd, db_cmd, history_cmd, export_cmd)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose "invalid choice" (a command, a layout, a format, ...) also says the nearest
+    allowed value; every subcommand's parser is one too (argparse makes them of the parent's class)."""
+
+    def error(self, message: str):
+        import re
+
+        from benchbench.errors import did_you_mean
+
+        bad = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)$", message)
+        if bad:
+            hint = did_you_mean(bad[1], re.findall(r"'([^']*)'", bad[2]))
+            message += f"; did you mean '{hint}'?" if hint else ""
+        super().error(message)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="benchbench", description="Benchmark Vision Transformers against CNNs.")
+    p = Parser(prog="benchbench", description="Benchmark Vision Transformers against CNNs.")
     p.add_argument("--version", action="version", version=f"benchbench {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     parent = plugin_options()
