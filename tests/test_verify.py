@@ -403,3 +403,14 @@ def test_rows_in_two_conventions_are_two_figures(tmp_path, counted_run, capsys):
     path = ref(tmp_path, "bit-x,,,,,gmacs,4.1246,0,p", "bit-x,,,,xla,gmacs,3.9837,0,p", header=header)
     status, out = verify_json(capsys, path, counted_run)
     assert status == 0 and [r["measured"] for r in out["rows"]] == [4.1246, 3.9837]
+
+
+def test_json_on_a_bad_reference_is_a_json_error_object(tmp_path, capsys):
+    """Issue 44, item 7: `verify --json` printed nothing on stdout for a reference it could not read."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "records.jsonl").write_text("")
+    assert main(["verify", str(tmp_path / "absent.csv"), str(tmp_path / "run"), "--json"]) == 2
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["exit_status"] == 2 and "absent.csv: cannot be read (no such file)" in out["error"]
+    assert captured.err.startswith("error: ") and captured.err.count("\n") == 1

@@ -49,8 +49,15 @@ def run(args) -> int:
     from benchbench.judge.verify import (EXIT_ERROR, HEADERS, display_row, exit_status, nothing_checked, notes,
                                          summary, summary_line, verify_paths)
 
+    from benchbench.errors import BenchError
+
     named_plugins(args)
-    reference, runs, checks = verify_paths(args.reference, args.runs, aliases=args.aliases)
+    try:
+        reference, runs, checks = verify_paths(args.reference, args.runs, aliases=args.aliases)
+    except BenchError as exc:  # --json: a reader of stdout gets an object too, not nothing
+        if args.json:
+            print(json.dumps({"reference": str(args.reference), "error": str(exc), "exit_status": EXIT_ERROR}))
+        raise
     for r in runs:
         for problem in r.frame.attrs.get("problems", ()):
             print(f"warning: {problem}", file=sys.stderr)
