@@ -208,3 +208,18 @@ def test_db_query_shows_suite_run_and_contender(tmp_path, make_record, capsys):
     rows = json.loads(capsys.readouterr().out)
     assert [(r["suite"], r["run_id"], r["contender"]) for r in rows] == [("two", runs["a"].name, "vit@a"),
                                                                         ("two", runs["b"].name, "vit@b")]
+
+
+def test_a_control_character_in_an_init_files_name_is_escaped_in_its_default_name(make_record):
+    """Issue 44, item 14: a newline in the init file's name made a name no record may hold, and the run
+    stopped at that cell on every resume."""
+    import json
+    from dataclasses import replace
+
+    from benchbench.store.contender import default_name
+    from benchbench.store.record import Record
+
+    name = default_name("vit-mu7", {"init": "weights/a\nb\x1b.pt"})
+    assert name == "vit-mu7@a\\x0ab\\x1b"
+    record = replace(make_record("vit-mu7", top1=0.5), contender=name)
+    assert Record.from_json(json.loads(json.dumps(record.to_json()))).contender == name

@@ -37,9 +37,14 @@ def init_label(init: Any) -> str:
     return path.stem or path.name or init
 
 
+# A control character in a file name (a newline, an escape) would make a name no record may hold (names are
+# plain text): written as its \xNN escape instead.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def default_name(model: str, settings: Mapping[str, Any] | None) -> str:
     """The name of `model` with the weights its `init` setting loads (see the module docstring)."""
-    label = init_label((settings or {}).get(WEIGHTS))
+    label = _CONTROLS.sub(lambda m: f"\\x{ord(m[0]):02x}", init_label((settings or {}).get(WEIGHTS)))
     return f"{model}@{label}" if label else model
 
 
