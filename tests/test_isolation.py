@@ -37,8 +37,6 @@ def run(ctx):
         ctypes.string_at(0)  # reads address 0: SIGSEGV
     if seed == 1 and how == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
-    if seed == 1 and how == "parent":  # the server that forks the cells
-        os.kill(os.getppid(), signal.SIGKILL)
     if seed == 1 and how == "hang":
         folder = Path(ctx.settings["folder"])
         child = subprocess.Popen(["sleep", "600"])  # something the cell started, that must not outlive it
@@ -97,24 +95,6 @@ def test_a_cell_whose_process_dies_is_a_failed_record_naming_the_signal(run_suit
     again = run_suite.records()
     assert sorted(r.seed for r in again) == [0, 1, 1, 2]
     assert len({r.job_id for r in again}) == 4
-
-
-def test_a_cell_that_kills_the_server_forking_the_cells_fails_no_other_cell(run_suite, capsys):
-    """Issue 44, item 8: the next cell used to crash the driver with an EOFError traceback; the server
-    is started again and every cell is recorded."""
-    from multiprocessing import forkserver
-
-    from benchbench.run.isolated import prestart
-
-    _suite(run_suite, "parent")
-    prestart()
-    server = forkserver._forkserver._forkserver_pid
-    run_suite.run()
-    assert forkserver._forkserver._forkserver_pid != server  # seed 1 killed it; seed 2 had a new one
-    records = {r.seed: r for r in run_suite.records()}
-    assert sorted(records) == [0, 1, 2]
-    assert records[0].ok and records[2].ok, records[2].error
-    assert "Traceback" not in capsys.readouterr().err
 
 
 def test_a_cell_past_its_time_limit_is_ended_with_all_it_started(run_suite, tmp_path):
