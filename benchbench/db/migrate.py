@@ -34,15 +34,21 @@ def _v2(conn: Connection) -> None:
     schema.history_index.create(conn, checkfirst=True)
 
 
+def _add_columns(conn: Connection, names: tuple[str, ...]) -> set[str]:
+    """Adds each of `names` (the table's columns of that name) that `records` lacks; the columns it had."""
+    have = {c["name"] for c in inspect(conn).get_columns("records")}
+    for name in names:
+        if name not in have:
+            column = schema.records.c[name]
+            conn.execute(text(f"ALTER TABLE records ADD COLUMN {name} {column.type.compile(dialect=conn.dialect)}"))
+    return have
+
+
 def _v3(conn: Connection) -> None:
     """Columns `contender` (filled from each row's record: its own name, or its default one), and the
     metrics `gmacs_fvcore`, `energy_train_j`, `energy_eval_j` and `cost_usd` (NULL: no record before
     version 3 measured them). A table `_v1` made at this version has them already."""
-    have = {c["name"] for c in inspect(conn).get_columns("records")}
-    for name in schema.V3_COLUMNS:
-        if name not in have:
-            column = schema.records.c[name]
-            conn.execute(text(f"ALTER TABLE records ADD COLUMN {name} {column.type.compile(dialect=conn.dialect)}"))
+    have = _add_columns(conn, schema.V3_COLUMNS)
     if "contender" in have:
         return
     table = schema.records
@@ -58,13 +64,9 @@ def _v3(conn: Connection) -> None:
 
 def _v4(conn: Connection) -> None:
     """Columns `gmacs_xla` (NULL: no record before it counted XLA's MACs), `cpu_capability` and
-    `suite_sha256`, filled from each row's `env` (records of schema 5 carry them; older ones leave them NULL), and `torch_version` becomes torch's full version where the record
-    has it (its local tag: `2.14.1+cu130`). A table `_v1` made at this version has the columns already."""
-    have = {c["name"] for c in inspect(conn).get_columns("records")}
-    for name in schema.V4_COLUMNS:
-        if name not in have:
-            column = schema.records.c[name]
-            conn.execute(text(f"ALTER TABLE records ADD COLUMN {name} {column.type.compile(dialect=conn.dialect)}"))
+    `suite_sha256`, filled from each row's `env` (records of schema 5 carry them; older ones leave them
+    NULL), and `torch_version` becomes torch's full version where the record has it (`2.14.1+cu130`). A table `_v1` made at this version has the columns already."""
+    _add_columns(conn, schema.V4_COLUMNS)
     table = schema.records
     updates = []
     for row_id, env, torch_version in conn.execute(select(table.c.id, table.c.env, table.c.torch_version)).all():
