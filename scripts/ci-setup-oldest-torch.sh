@@ -8,7 +8,8 @@
 # so the whole of it is installed, about 2.5 GB of wheels and a 4.7 GB venv. pip's own cache keeps
 # nothing on this kind of machine, so the wheels are kept in a wheelhouse of their own
 # ($BENCHBENCH_WHEELHOUSE, default ~/.cache/benchbench-ci/wheels) and fetched only when missing.
-# `--system-only`: only what touches neither .venv nor the source tree (.venv-oldest's torch and torchvision, the wheelhouse); .ci/run runs that part
+# `--system-only`: only what touches neither .venv nor the source tree (.venv-oldest's torch, torchvision and
+# benchbench's requirements, the wheelhouse); .ci/run runs that part
 # while the default tests run, and the whole script after them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,11 +40,15 @@ if [ "$(have)" != "$TORCH $TORCHVISION" ]; then
     "$VENV/bin/python" "${PIP[@]}" --no-index --find-links "$WHEELHOUSE" "torch==$TORCH" "torchvision==$TORCHVISION"
   fi
 fi
+# benchbench's requirements (its test and fp8 extras, as scripts/setup.sh) beside that torch, into
+# .venv-oldest alone: pip keeps the torch above, which satisfies pyproject's range. setuptools >= 70.1
+# builds wheels by itself (the venv's own 65.5 has no bdist_wheel, which tests/test_example_plugin.py
+# needs); torch 2.11 asks for one below 82.
+mapfile -t REQUIREMENTS < <("$VENV/bin/python" scripts/requirements.py base test fp8)
+"$VENV/bin/python" "${PIP[@]}" "${REQUIREMENTS[@]}" "setuptools>=70.1" 2> >(grep -v "^WARNING: Location" >&2)
 [ "${1:-}" = --system-only ] && exit 0
-# benchbench with its test and fp8 extras (as scripts/setup.sh); pip keeps the torch above, which
-# satisfies pyproject's range. setuptools >= 70.1 builds wheels by itself (the venv's own 65.5 has no
-# bdist_wheel, which tests/test_example_plugin.py needs); torch 2.11 asks for one below 82.
-"$VENV/bin/python" "${PIP[@]}" -e ".[test,fp8]" "setuptools>=70.1" 2> >(grep -v "^WARNING: Location" >&2)
+# benchbench itself, editable: its egg-info is written into the source tree, so not while tests run
+"$VENV/bin/python" "${PIP[@]}" --no-deps -e . 2> >(grep -v "^WARNING: Location" >&2)
 if [ "$(have)" != "$TORCH $TORCHVISION" ]; then
   echo "ci-setup-oldest-torch: $VENV has torch/torchvision '$(have)', expected '$TORCH $TORCHVISION'" >&2
   exit 1

@@ -9,6 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "${1:-}" = --system-only ] && exit 0
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[timm]"
+# the extras' requirements, not `pip install -e ".[timm]"`: benchbench is installed already, and
+# rebuilding its editable install costs a minute on a loaded machine (scripts/requirements.py)
+mapfile -t REQUIREMENTS < <(.venv/bin/python scripts/requirements.py timm)
+.venv/bin/python -m pip install -q --disable-pip-version-check "${REQUIREMENTS[@]}"
 echo "ci-setup-timm: timm $(.venv/bin/python -c 'import timm; print(timm.__version__)')," \
      "torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')"

@@ -61,6 +61,15 @@ def pytest_collection_modifyitems(config, items):
         group = next((g for marker, g in SERVER_GROUPS.items() if item.get_closest_marker(marker)), None)
         if group and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
+    # Longest first (the rest in their order): xdist hands tests out in this order, and the quickstart's
+    # 7 minutes collected last would run alone on one worker at the end of CI's slow step.
+    items.sort(key=lambda item: -_expected_seconds(item))
+
+
+def _expected_seconds(item) -> float:
+    """The seconds a test's `expected` marker says it takes on CI; 0 without one."""
+    marker = item.get_closest_marker("expected")
+    return float(marker.kwargs.get("seconds", 0)) if marker else 0.0
 
 
 @pytest.fixture(autouse=True)
@@ -69,6 +78,19 @@ def no_entry_points(monkeypatch, tmp_path_factory):
     Caches go to a temporary folder, not the user's home."""
     monkeypatch.setenv("BENCHBENCH_LOAD_ENTRY_POINTS", "0")
     monkeypatch.setenv("BENCHBENCH_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+@pytest.fixture
+def zoo_cache(monkeypatch, tmp_path_factory) -> Path:
+    """BENCHBENCH_CACHE shared by the whole test run, xdist workers included, for the tests whose commands
+    count the ~110 models of the zoo (`report`'s zoo page): its entries are keyed by the code that counted
+    them, so the zoo is counted once a run, not once a test (minutes of CI). The compile-time store there
+    is shared too: such a test must not read it."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER") and base.name.startswith("popen-gw"):
+        base = base.parent  # each worker's basetemp lies in the run's
+    monkeypatch.setenv("BENCHBENCH_CACHE", str(base / "zoo-cache"))
+    return base / "zoo-cache"
 
 
 @pytest.fixture

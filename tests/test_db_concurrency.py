@@ -19,6 +19,7 @@ def test_eight_concurrent_ingesters_neither_lose_nor_duplicate(tmp_path, make_re
 
 
 @pytest.mark.slow
+@pytest.mark.expected(seconds=111)  # CI, 2 cores (.ci/run starts the longest first)
 def test_eight_concurrent_run_db_drivers_on_sqlite(run_suite, gated, tmp_path, db_writers):
     path = tmp_path / "b.db"
     dirs = db_writers.concurrent_drivers(run_suite, gated, f"sqlite:///{path}")

@@ -146,6 +146,7 @@ def test_eight_concurrent_ingesters_on_postgres(postgres, tmp_path, make_record,
     assert _count(url, "select count(*), count(distinct (suite, run_id, key, job)) from records") == (200, 200)
 
 
+@pytest.mark.expected(seconds=110)  # CI, 2 cores (.ci/run starts the longest first)
 def test_eight_concurrent_run_db_drivers_on_postgres(postgres, run_suite, gated, db_writers):
     helpers = db_writers
     url = postgres.url("drivers")

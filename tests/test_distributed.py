@@ -253,6 +253,7 @@ def test_build_sharded_restores_the_weights_and_every_buffer(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.expected(seconds=72)  # CI, 2 cores (.ci/run starts the longest first)
 def test_a_rank_that_raises_dies_or_exits_fails_its_cell_and_the_suite_goes_on(run_suite, ranks):
     run_suite.plugin(ranks.PLUGIN, "f64.py")
     run_suite.write(ranks.SUITE.format(name="faults", model="vit-f64-raises", devices=2, extra="")

@@ -259,6 +259,7 @@ def _one_error_line(done) -> str:
 
 
 @pytest.mark.slow  # MLflow creates its SQLite schema through alembic's migrations, in four processes: a minute
+@pytest.mark.expected(seconds=96)  # CI, 2 cores (.ci/run starts the longest first)
 def test_mlflow_onto_a_full_disk_leaves_no_running_run_and_the_re_export_completes(one_run, tmp_path, mounts):
     pytest.importorskip("mlflow")
     disk = mounts(tmp_path / "disk", "4m")

@@ -101,7 +101,8 @@ def test_a_plugin_option_naming_a_folder_is_one_line(capsys, tmp_path):
 
 
 @pytest.mark.slow  # about 40 s: five commands in fresh processes, a site built
-def test_results_paths_that_are_not_utf8_work_in_every_command(tmp_path):
+@pytest.mark.expected(seconds=113)  # CI, 2 cores (.ci/run starts the longest first)
+def test_results_paths_that_are_not_utf8_work_in_every_command(tmp_path, zoo_cache):
     plugin = tmp_path / "quick.py"
     plugin.write_text(QUICK_PLUGIN)
     (tmp_path / "quick.toml").write_text(SUITE)

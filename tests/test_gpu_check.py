@@ -220,6 +220,7 @@ def test_every_step_cut_at_its_cap_still_returns_its_file(tmp_path, real_fashion
 
 
 @pytest.mark.slow
+@pytest.mark.expected(seconds=204)  # CI, 2 cores (.ci/run starts the longest first)
 def test_cpu_mode_runs_every_step_and_writes_its_files(tmp_path, real_fashion_mnist):
     prepared, out = _prepared(tmp_path, real_fashion_mnist), tmp_path / "out"
     proc = subprocess.run(["bash", str(SCRIPT), "--device", "cpu", "--out", str(out), "--from", str(prepared)],

@@ -78,6 +78,7 @@ def test_a_launch_on_many_nodes_has_a_name_every_node_gives_it():
 
 
 @pytest.mark.slow
+@pytest.mark.expected(seconds=72)  # CI, 2 cores (.ci/run starts the longest first)
 def test_two_nodes_train_the_weights_one_node_trains_and_node_0_alone_records(run_suite, ranks):
     run_suite.plugin(ranks.PLUGIN, "f64.py")
     cells = {}

@@ -117,7 +117,7 @@ def test_comparison_highlights_exactly_the_regressions(site, report_runs):
     assert "1 regression," in html
 
 
-def test_zoo_counts_match_the_published_fvcore_counts(catalog):
+def test_zoo_counts_match_the_published_fvcore_counts(catalog, zoo_cache):
     """The zoo's params and GMACs (meta device, torch's counter, 1000 classes) against what fvcore
     counted in the paper-compute run published in results/ (an independent counter; JFT-300M's 18,291
     classes): the runs' counts less the larger head, whose input is ViT-B's width 768 (the paper's
@@ -201,7 +201,8 @@ def test_report_command_imports_nothing_heavy_at_module_level():
 
 
 @pytest.mark.slow
-def test_published_site_is_what_the_command_writes_today(tmp_path, run_suite):
+@pytest.mark.expected(seconds=238)  # CI, 2 cores (.ci/run starts the longest first)
+def test_published_site_is_what_the_command_writes_today(tmp_path, run_suite, zoo_cache):
     """results/site is `benchbench report results -o results/site` of today's code and results (a new
     published run, or a change to the pages, means: run that command again and commit the site)."""
     published = REPO / "results" / "site"

@@ -200,7 +200,8 @@ return out;
 """
 
 
-def test_nothing_runs_off_the_right_edge_at_1280_px(browsers, report_runs, catalog, tmp_path):
+@pytest.mark.expected(seconds=89)  # CI, 2 cores (.ci/run starts the longest first)
+def test_nothing_runs_off_the_right_edge_at_1280_px(browsers, report_runs, catalog, tmp_path, zoo_cache):
     """In a 1280 x 720 window, on every page of a site of the published runs (paper-experiments' summary
     and models tables are the widest) and a zoo as long as the real one with its longest ids, names and
     plugin modules, nothing lies beyond the right edge: text wraps (identifiers after their dots and

@@ -38,6 +38,7 @@ def _sh(cwd: Path, argv: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
 
 
+@pytest.mark.expected(seconds=105)  # CI, 2 cores (.ci/run starts the longest first)
 def test_the_tutorial_runs_as_written_and_its_verdict_is_scipys(tmp_path, real_fashion_mnist):
     from scipy.stats import binomtest
 

@@ -384,6 +384,7 @@ def test_a_refusal_through_the_loader_names_the_file_and_feature(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.expected(seconds=67)  # CI, 2 cores (.ci/run starts the longest first)
 def test_the_timm_vits_that_load_are_those_timm_builds_as_the_paper(catalog):
     """Every architecture of timm's vision_transformer module built on the meta device: those our layout
     accepts (with their config: architecture, global_pool) are exactly those whose modules are the paper's

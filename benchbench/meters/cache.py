@@ -48,7 +48,7 @@ def cached_per_model(specs: Iterable, cache: Path, compute: Callable, stamp: Cal
     if changed:
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(".tmp")
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp")  # two processes at once each write their own
             tmp.write_text(json.dumps(known, indent=0, sort_keys=True))
             os.replace(tmp, cache)
         except OSError:
