@@ -23,13 +23,27 @@ under 5 ms at 100,000 records; plan under 10 s at 100,000 records, with cells to
 Each figure is the wall time and, in brackets, the CPU time (user + system) of the measured process:
 on a machine shared with other work the CPU time is what the work costs; the load average is printed.
 Not a test (timings); run it by hand on an idle machine.
+
+    .venv/bin/python benchmarks/store_append.py --sweep 50000 [--before REV] [--after REV]
+
+measures instead the store as a user's sweep makes it (issue 44, item 15): a run of N ok records of one
+model, dataset and protocol (seeds 10,000 on), copies of one real record (written by a real one-cell
+run of the sweep's suite, seconds on a CPU) each with its own seed and key, and a suite with one cell
+left, the next seed. Then, each in a fresh process, as a user types them: `benchbench run SUITE
+--dry-run` on the run as written (no index), again (the run's index read), the resume (`benchbench run
+SUITE`: runs that one cell, in a process of its own, and prints the table), and the same suite run,
+and dry run, into an empty results folder; printed with the ratios to the empty run and the goal
+(resume within 1.3x of the empty run + 2 s). Unlike the runs above, none of the N records is of one of
+the suite's cells: a plan that reads the records of other cells (to key them as today) shows here.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -133,6 +147,114 @@ def measure(code: Path, run_dir: Path, suite: Path) -> dict[str, float]:
             "plan_cpu": plan_cpu, "indexed_cpu": indexed_cpu, "todo_cpu": todo_cpu}
 
 
+SWEEP_SUITE = """
+[suite]
+name = "sweep"
+models = ["vit-mu7"]
+datasets = ["synthetic"]
+protocols = ["scratch"]
+seeds = [{seed}]
+[settings.scratch]
+steps = 1
+resolution = 28
+train_subset = 64
+test_subset = 64
+batch_size = 32
+eval_batch_size = 64
+"""
+SWEEP_FIRST_SEED = 10_000
+SWEEP_RUN = "20260101-000000"  # the sweep's run folder: older than any the measured runs make
+
+
+def timed(env: dict, argv: list[str], cwd: Path, expect: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of it and its children) of `benchbench ARGV`, which must succeed and
+    print `expect`."""
+    before = os.times()
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "benchbench.cli", *argv], env=env, capture_output=True, text=True,
+                          cwd=cwd)
+    seconds = time.perf_counter() - start
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    if done.returncode != 0 or expect not in done.stdout + done.stderr:
+        raise SystemExit(f"benchbench {' '.join(argv)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return seconds, cpu
+
+
+def one_real_record(root: Path, env: dict) -> dict:
+    """The record of a real run of the sweep's suite (one cell, seed 0) into root/real, as JSON."""
+    suite = root / "real.toml"
+    suite.write_text(SWEEP_SUITE.format(seed=0))
+    timed(env, ["run", str(suite), "--results", str(root / "real"), "--device", "cpu", "--no-progress"], root,
+          "ran 1 cell")
+    (records,) = (root / "real").glob("sweep/*/records.jsonl")
+    return json.loads(records.read_text().splitlines()[0])
+
+
+def make_sweep(root: Path, n: int, record: dict) -> Path:
+    """root/sweep.toml (the cell of seed SWEEP_FIRST_SEED + n: the one left) and root/big/sweep/<run>/ with a
+    copy of `record` for each seed before it, keyed as its cell, and the real run's env.json."""
+    from benchbench.plan.cell import key_today
+    from benchbench.plugins import load_catalog
+    from benchbench.store.record import Record
+
+    catalog = load_catalog(entry_points=False)
+    (root / "sweep.toml").write_text(SWEEP_SUITE.format(seed=SWEEP_FIRST_SEED + n))
+    run_dir = root / "big" / "sweep" / SWEEP_RUN
+    run_dir.mkdir(parents=True)
+    real = next((root / "real").glob("sweep/*/env.json"))
+    (run_dir / "env.json").write_bytes(real.read_bytes())
+    template = Record.from_json(record)
+    with open(run_dir / "records.jsonl", "w") as f:
+        for seed in range(SWEEP_FIRST_SEED, SWEEP_FIRST_SEED + n):
+            key = key_today(dataclasses.replace(template, seed=seed), catalog)
+            f.write(json.dumps({**record, "seed": seed, "key": key}, sort_keys=True) + "\n")
+    return run_dir
+
+
+def measure_sweep(code: Path, root: Path) -> dict[str, tuple[float, float]]:
+    """{what: (wall s, CPU s)} of the dry runs and the resume on root/big, the run and dry run into empty folders."""
+    env = {**os.environ, "PYTHONPATH": str(code), "BENCHBENCH_LOAD_ENTRY_POINTS": "0"}
+    suite, common = str(root / "sweep.toml"), ["--device", "cpu"]
+    runs = {"dry run, no index": (["--results", str(root / "big"), "--dry-run"], "1 to run"),
+            "dry run": (["--results", str(root / "big"), "--dry-run"], "1 to run"),
+            "resume": (["--results", str(root / "big"), "--no-progress"], "ran 1 cell"),
+            "empty run": (["--results", str(root / "empty"), "--no-progress"], "ran 1 cell"),
+            "empty dry run": (["--results", str(root / "empty-dry"), "--dry-run"], "1 to run")}
+    return {what: timed(env, ["run", suite, *argv, *common], root, expect) for what, (argv, expect) in runs.items()}
+
+
+def sweep(n: int, codes: dict[str, Path | str]) -> None:
+    """The sweep's measurements (see the module docstring) of each code, on the same pristine run."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        codes = {name: code if isinstance(code, Path) else extract(code, Path(tempfile.mkdtemp(dir=tmp)))
+                 for name, code in codes.items()}
+        env = {**os.environ, "PYTHONPATH": str(codes["after"]), "BENCHBENCH_LOAD_ENTRY_POINTS": "0"}
+        run_dir = make_sweep(root, n, one_real_record(root, env))
+        pristine = (run_dir / "records.jsonl").read_bytes()
+        for name, code in codes.items():
+            for folder in (root / "big" / "sweep", root / "empty", root / "empty-dry"):
+                for other in (p for p in folder.glob("*") if p.name != SWEEP_RUN):
+                    shutil.rmtree(other)
+            (run_dir / "records.jsonl").write_bytes(pristine)
+            for extra in (p for p in run_dir.iterdir() if p.name not in ("records.jsonl", "env.json")):
+                shutil.rmtree(extra) if extra.is_dir() else extra.unlink()
+            m = measure_sweep(code, root)
+            print(f"{name}: {n:,} records of other seeds, a suite of 1 cell; wall s (CPU s)")
+            for what, (wall, cpu) in m.items():
+                print(f"  {what:>18}: {wall:6.2f} ({cpu:6.2f})")
+            _sweep_ratios(m)
+
+
+def _sweep_ratios(m: dict[str, tuple[float, float]]) -> None:
+    """The resume and the dry run against the empty run and dry run, and the goal for the resume."""
+    for what, base in (("resume", "empty run"), ("dry run", "empty dry run"), ("dry run, no index", "empty dry run")):
+        (wall, cpu), (base_wall, base_cpu) = m[what], m[base]
+        goal = "within" if wall <= 1.3 * base_wall + 2 else "beyond"
+        print(f"  {what} / {base}: {wall / base_wall:.2f}x wall ({cpu / base_cpu:.2f}x CPU); {goal} 1.3x + 2 s")
+
+
 def extract(rev: str, into: Path) -> Path:
     """benchbench/ and its built-in plugins (plugins/, imported as benchbench_plugins) of git revision
     `rev`, as a folder to put first on PYTHONPATH: the code of one commit, whatever the working tree holds."""
@@ -149,11 +271,18 @@ def main() -> None:
     parser.add_argument("--before", metavar="REV", help="also measure this git revision's store, and the ratio")
     parser.add_argument("--after", metavar="REV", help="measure this git revision instead of the working tree, or "
                         "a folder holding benchbench/ and benchbench_plugins/ (a revision with one change applied)")
+    parser.add_argument("--sweep", type=int, metavar="N", help="measure a sweep's run of N records of other "
+                        "seeds and a suite with one cell left (see above) instead of --sizes")
     parser.add_argument("--child-append", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_append:
         return child_append(args.child_append)
     print(f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+    if args.sweep:
+        after = Path(args.after) if args.after and Path(args.after).is_dir() else args.after or REPO
+        sweep(args.sweep, {**({"before": args.before} if args.before else {}), "after": after})
+        print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        return None
     columns = ["records", "code", "first append (s)", "append (ms/record)", "plan, first read (s)",
                "plan a resume (s)", "plan a resume, cells to run (s)"]
     print("| " + " | ".join(columns) + " |\n|---:|---|" + "---:|" * (len(columns) - 2))

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from benchbench.runtime import threads
 from benchbench.cli.common import catalog
 from benchbench.errors import BenchError
-from benchbench.plan.preview import cell_states, duration, plan, summary, throughput_history, totals
+from benchbench.plan.preview import duration, plan, summary, throughput_history, totals
+from benchbench.plan.recorded import suite_records, suite_states
 from benchbench.runtime.rendezvous import records_the_cell
-from benchbench.plan.cell import check_parallel, eager, key_today
+from benchbench.plan.cell import check_parallel, eager
 from benchbench.plugins import Plugins
 from benchbench.run.context import RunContext
 from benchbench.settings import varying_cell_settings
@@ -31,7 +32,7 @@ from benchbench.store.rundir import (ENV, RECORDS, DriverLock, RunLock, check_di
                               Keys, read_env, read_keys, repair_torn_tail, run_dirs_under, write_json,
                               writing)
 from benchbench.plan.suite import REPO_SUITES, check_time_limit, load_suite
-from benchbench.text import plural
+from benchbench.text import plural, setting_text
 
 if TYPE_CHECKING:
     import torch
@@ -114,7 +115,7 @@ def github_table(rows: list[list[Any]], headers: list[str]) -> str:
 
 def _dry_run(plans, run_dir: Path | None, notes: tuple[str, ...] = ()) -> None:
     varying, settings = varying_cell_settings(p.cell for p in plans)
-    shown = {k: [s.get(name, "-") for name in varying] for k, s in settings.items()}
+    shown = {k: [setting_text(s[name]) if name in s else "-" for name in varying] for k, s in settings.items()}
     named = any(p.cell.contender not in (None, p.cell.model) for p in plans)  # a contender's name beside its model
     rows = [[p.state, p.cell.model, *[p.cell.contender or p.cell.model] * named, p.cell.dataset, p.cell.protocol, p.cell.seed, *shown[id(p.cell.settings)],
              p.resolution, "-" if p.gmacs is None else f"{p.gmacs:.4g}",
@@ -132,7 +133,7 @@ def _dry_run(plans, run_dir: Path | None, notes: tuple[str, ...] = ()) -> None:
 
 def _states(keys: Keys | None, cat, suite) -> dict[str, str]:
     """{cell key: "done" | "failed"} of the run read as `keys` (None: no run yet)."""
-    return {} if keys is None else cell_states(keys.entries, cat, {c.key for c in suite.cells}, keys.records)
+    return {} if keys is None else suite_states(keys, cat, suite.cells)
 
 
 def _driver_device(name: str, in_process: bool) -> "torch.device":
@@ -487,11 +488,9 @@ def _finish(run_dir: Path, cat, suite, records: list, force_flops: bool) -> int:
     from benchbench.store import results
     from benchbench.report.tables import build_table, render
 
-    df = results.load(run_dir, cell_key=lambda r: key_today(r, cat))
-    order = {c.key: i for i, c in enumerate(suite.cells)}
-    df = df[df["key"].isin(order)]
-    # The suite's order, whichever order the cells finished in (executors run them concurrently).
-    df = df.assign(_order=df["key"].map(order)).sort_values("_order", kind="stable").drop(columns="_order")
+    # The suite's order, whichever order the cells finished in (executors run them concurrently); of the
+    # run's records only those that may be its cells' are read (benchbench.plan.recorded).
+    df = results.frame(suite_records(read_keys(run_dir), cat, suite.cells))
     failed = int((df["status"] != "ok").sum())
     try:
         table = render(build_table(df, suite.table, force_flops=force_flops))

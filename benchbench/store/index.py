@@ -2,7 +2,8 @@
 run of 100,000 records without parsing 250 MB of JSON.
 
 `.records.index.json` describes records.jsonl's first `size` bytes (whole lines): the sha256 of those
-bytes, and for each of their lines that reads as a record its key, status, job id and where the line
+bytes, and for each of their lines that reads as a record its key, status, job id, cell (model,
+dataset, protocol, seed: a resume passes over the records of other cells unread) and where the line
 is; for each line that does not, the store reader's problem; and what a time estimate needs of the ok
 records (benchbench.store.timing: device, pace, settings, img/s, wall time), so that a resume with cells to
 run need not parse them either. It is trusted only while it describes
@@ -27,20 +28,25 @@ from typing import Any, NamedTuple
 from benchbench import outside
 from benchbench.store import timing
 INDEX = ".records.index.json"
-FORMAT = 2  # 2 adds the timings; an index of format 1 is rebuilt
+FORMAT = 3  # 2 adds the timings, 3 each record's cell; an index of an earlier format is rebuilt
 MIN_LINES = 1000  # lines parsed beyond the index before it is written again
 MAX_INDEX_BYTES = 64 << 20  # read beyond the records' own size: an index holds a key and a few figures of each
 WHAT = "the records index"
 
 
 class Entry(NamedTuple):
-    """A record's line: its key, whether its status is ok, its job id, and where the line is."""
+    """A record's line: its key, whether its status is ok, its job id, where the line is, and the cell it
+    names (a resume passes over a record of another model, dataset, protocol or seed without reading it)."""
 
     key: str
     ok: bool
     job_id: str | None
     offset: int
     length: int
+    model: str
+    dataset: str
+    protocol: str
+    seed: int
 
 
 @dataclass(frozen=True)
@@ -97,7 +103,7 @@ def load(run_dir: Path, data: bytes, records: tuple | None = None) -> Index | No
         outside.warn_once(f"{exc}; ignored: the run's keys are read from its records (remove it: it is written "
                           "anew)")
         return None
-    except (ValueError, TypeError, KeyError):  # JSON of another shape, or an index of another format
+    except (ValueError, TypeError, KeyError, IndexError):  # JSON of another shape, or an index of another format
         return None
     size = index.size
     if not size <= len(data) or (size and data[size - 1:size] != b"\n") or digest(data, size) != sha256:
@@ -126,15 +132,20 @@ def checked(run_dir: Path, records: tuple) -> Index | None:
 
 
 def _parse(obj) -> tuple[Index, str]:
-    """An index file's JSON as an Index and the sha256 it gives; ValueError, TypeError or KeyError when
-    it is none (or of another format)."""
+    """An index file's JSON as an Index and the sha256 it gives; ValueError, TypeError, KeyError or
+    IndexError when it is none (or of another format)."""
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise ValueError("not an index of this format")
     size, lines = int(obj["size"]), int(obj["lines"])
     if size < 0:
         raise ValueError("a negative size")
-    entries = [Entry(str(k), bool(ok), None if j is None else str(j), int(o), int(n))
-               for k, ok, j, o, n in obj["entries"]]
+    cells = [(str(m), str(d), str(p)) for m, d, p in obj["cells"]]
+    rows = obj["entries"]
+    numbers = {row[5] for row in rows}  # each row's cell, by its number in `cells`
+    if set(map(type, numbers)) - {int} or (numbers and not 0 <= min(numbers) <= max(numbers) < len(cells)):
+        raise ValueError("an entry's cell number that is no cell's")
+    entries = [Entry(str(k), bool(ok), None if j is None else str(j), int(o), int(n), *cells[c], int(s))
+               for k, ok, j, o, n, c, s in rows]
     problems = [(int(n), str(text)) for n, text in obj["problems"]]
     timing.check_json(obj["timings"])
     return Index(size, lines, entries, problems, obj["timings"]), str(obj["sha256"])
@@ -144,8 +155,11 @@ def save(run_dir: Path, data: bytes, index: Index, mode: int = 0o644) -> None:
     """Write `index` of `data`'s first `index.size` bytes, atomically, with permissions `mode` (the
     records file's); nothing where the run directory cannot take it (read-only, full): the index only
     saves time."""
+    cells: dict[tuple[str, str, str], int] = {}
+    entries = [[e.key, e.ok, e.job_id, e.offset, e.length,
+                cells.setdefault((e.model, e.dataset, e.protocol), len(cells)), e.seed] for e in index.entries]
     obj = {"format": FORMAT, "size": index.size, "lines": index.lines, "sha256": digest(data, index.size),
-           "entries": [list(e) for e in index.entries], "problems": [list(p) for p in index.problems],
+           "cells": [list(c) for c in cells], "entries": entries, "problems": [list(p) for p in index.problems],
            "timings": index.timings_json or timing.to_json([])}
     tmp = None
     try:

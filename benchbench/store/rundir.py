@@ -157,15 +157,29 @@ def read_env(run_dir: Path) -> dict | None:
 
 
 def run_mode(run_dir: Path) -> bool | None:
-    """Whether a run was made with --quick, from env.json or else its records; None when neither says."""
+    """Whether a run was made with --quick, from env.json or else its first record; None when neither says."""
     env = read_env(run_dir)
     if env is not None and isinstance(env.get("quick"), bool):
         return env["quick"]
     try:
-        records = read_records(run_dir).records
+        record = first_record(run_dir)
     except BenchError:
         return None
-    return records[0].quick if records else None
+    return record.quick if record is not None else None
+
+
+def first_record(run_dir: Path) -> Record | None:
+    """The run's first record, as `read_records` would list it first (None when it has none), read up to
+    its line only: a run of 100,000 records says its mode without parsing them. Errors as read_records."""
+    path = records_file(run_dir)
+    with writing(path, "read"), open(path, "rb") as f:
+        number = 0
+        for line in f:  # lines as the reader splits them: at b"\n" only
+            number += 1
+            records, _, _ = _parse(line, number)
+            if records:
+                return records[0]
+    return None
 
 
 def latest_run_dir(results: Path, suite: str, quick: bool) -> Path | None:
@@ -262,6 +276,10 @@ def repair_torn_tail(run_dir: Path) -> str | None:
     path = Path(run_dir) / RECORDS
     if not path.is_file():
         return None
+    with open(path, "rb") as f:  # whole when it ends in a newline (or is empty): its last byte says
+        size = os.fstat(f.fileno()).st_size
+        if size == 0 or os.pread(f.fileno(), 1, size - 1) == b"\n":
+            return None
     data = path.read_bytes()
     if not data or data.endswith(b"\n"):
         return None
@@ -441,12 +459,15 @@ class Keys:
     problems: list[str]
 
     def records(self, entries: Iterable[Entry]) -> Iterator[Record | None]:
-        """The records of `entries`, read again from their lines (None for a line that no longer reads
-        as one: the file was rewritten since)."""
-        with open(self.path, "rb") as f:
+        """The records of `entries`, read again from their lines as the reader reads them (None for a line
+        that no longer reads as one: the file was rewritten since)."""
+        if self.path is None:  # no records file: no entries
+            return
+        with writing(self.path, "read"), open(self.path, "rb") as f:
             for entry in entries:
+                raw = os.pread(f.fileno(), entry.length, entry.offset)
                 try:
-                    yield Record.from_json(json.loads(os.pread(f.fileno(), entry.length, entry.offset)))
+                    yield Record.from_json(json.loads(raw.decode("utf-8")), screened=screened_line(raw))
                 except (ValueError, RecordError, RecursionError):
                     yield None
 
@@ -511,11 +532,12 @@ def _save_index(path: Path, data: bytes, index: "runindex.Index", records: list[
     except OSError:
         return
     groups: dict[timing.Group, timing.Group] = {}
-    timings = index.timings() + [t for r, e in zip(records, entries) if e.offset + e.length < covered
-                                 and (t := timing.of_record(r, groups)) is not None]
-    runindex.save(path.parent, data, runindex.Index(
-        covered, lines, index.entries + [e for e in entries if e.offset + e.length < covered],
-        index.problems + [p for p in numbered if p[0] <= lines], timing.to_json(timings)), mode)
+    with gc_paused():  # a list per entry and timing: no full collections over the records just read
+        timings = index.timings() + [t for r, e in zip(records, entries) if e.offset + e.length < covered
+                                     and (t := timing.of_record(r, groups)) is not None]
+        runindex.save(path.parent, data, runindex.Index(
+            covered, lines, index.entries + [e for e in entries if e.offset + e.length < covered],
+            index.problems + [p for p in numbered if p[0] <= lines], timing.to_json(timings)), mode)
 
 
 def _parse(data: bytes, first: int, base: int = 0) -> tuple[list[Record], list[Entry], list[tuple[int, str]]]:
@@ -549,5 +571,6 @@ def _parse_lines(data: bytes, first: int, base: int) -> tuple[list[Record], list
             problems.append((number, f"not valid JSON ({exc}); ignored"))
         else:
             records.append(record)
-            entries.append(Entry(record.key, record.ok, record.job_id, start, len(raw)))
+            entries.append(Entry(record.key, record.ok, record.job_id, start, len(raw), record.model, record.dataset,
+                                 record.protocol, record.seed))
     return records, entries, problems

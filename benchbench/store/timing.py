@@ -13,6 +13,7 @@ estimate, a pace) is done once.
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ def settings_json(settings: Mapping[str, Any]) -> str:
     few configurations: 100,000 dumps were most of indexing them). The memo's key holds each value's
     type, as 1, 1.0 and True are equal in Python but not in JSON; it is built by C-level calls only."""
     values = tuple(settings.values())
+    if 0.0 in values and any(type(v) is float and v == 0.0 and math.copysign(1.0, v) < 0 for v in values):
+        return json.dumps(settings, sort_keys=True)  # -0.0 equals 0.0, as a memo's key too, but is not its JSON
     key = (tuple(settings), values, tuple(map(type, values)))
     try:
         return _TEXTS[key]
