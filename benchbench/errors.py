@@ -44,6 +44,7 @@ SYNONYMS = (
     ("models", "model", "archs", "arch"),
     ("datasets", "dataset", "data"),
     ("protocols", "protocol"),
+    ("cuda", "gpu"),  # torch's device type, as Lightning and Keras call it ("gpu" is closest to "cpu" or "TPU")
 )
 
 

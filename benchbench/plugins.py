@@ -24,6 +24,7 @@ from benchbench import hookspecs
 from benchbench.errors import BenchError
 from benchbench.hookspecs import KINDS, PREFIX
 from benchbench.registry import Registry
+from benchbench.specs import ModelContractError, ModelSpec, built_class, check_contract
 
 GROUP = "benchbench"
 DISTRIBUTION = "benchbench"  # the distribution whose own entry points are the built-in plugins
@@ -177,9 +178,9 @@ def collect(pm: pluggy.PluginManager, failures: list[PluginFailure] | None = Non
                 catalog.failures.append(PluginFailure(impl.plugin_name, _error_text(exc), traceback.format_exc()))
                 continue  # nothing of a failing plugin is half-registered
             wrong = [spec for spec in specs if not isinstance(spec, KINDS[kind])]
-            if wrong:
-                problem = (f"plugin {impl.plugin_name!r} registered a {type(wrong[0]).__name__} through {hook.name}, "
-                           f"which takes {KINDS[kind].__name__}s")
+            problem = (f"plugin {impl.plugin_name!r} registered a {type(wrong[0]).__name__} through {hook.name}, "
+                       f"which takes {KINDS[kind].__name__}s") if wrong else _contract_problem(specs, impl.plugin_name)
+            if problem:
                 if strict:
                     raise PluginError(problem)
                 catalog.failures.append(PluginFailure(impl.plugin_name, problem, ""))
@@ -187,6 +188,20 @@ def collect(pm: pluggy.PluginManager, failures: list[PluginFailure] | None = Non
             for spec in specs:
                 registry.add(spec, impl.plugin_name)
     return catalog
+
+
+def _contract_problem(specs: list, plugin: str) -> str | None:
+    """Why a model spec of `specs` breaks the model contract, where that shows without building it: its
+    `build` is a class (or a functools.partial of one) that lacks a method. A builder function is checked
+    when a cell first builds its model (benchbench.run.worker)."""
+    for spec in specs:
+        cls = built_class(spec.build) if isinstance(spec, ModelSpec) else None
+        if cls is not None:
+            try:
+                check_contract(spec, cls, plugin)
+            except ModelContractError as exc:
+                return str(exc)
+    return None
 
 
 def plugin_package(plugin: str) -> dict[str, str | None]:

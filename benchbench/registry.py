@@ -102,6 +102,20 @@ class Registry(Generic[T]):
             self.plugin_of[key] = self.plugin_of[base_id]
         return self.bound[key]
 
+    def claimed(self, name: str) -> str | None:
+        """The id of the spec a reader would take `name` for: an id or alias (case-insensitive), a spec's
+        display name, or "<id><sep><arg>" of a parametric spec (not bound: nothing is imported or checked);
+        None where `name` is no spec's. What a name given elsewhere (a suite's contender) must not be."""
+        lowered = name.strip().lower()
+        spec_id = self._names.get(lowered)
+        if spec_id is not None:
+            return spec_id
+        for spec_id, spec in self.specs.items():
+            if str(getattr(spec, "name", "")).strip().lower() == lowered:
+                return spec_id
+        parametric = self._parametric(name)
+        return None if parametric is None else f"{parametric[0]}{_sep(self.specs[parametric[0]])}{parametric[1]}"
+
     def get(self, name: str) -> T:
         spec_id = self.resolve(name)
         return self.bound[spec_id] if spec_id in self.bound else self.specs[spec_id]

@@ -7,10 +7,13 @@ names no built-in plugin, and reads a protocol's settings only through the names
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol, runtime_checkable
+
+from benchbench.errors import BenchError
 
 if TYPE_CHECKING:  # keep `import benchbench` free of torch. The contract names the run layer's values
     # only through the Protocols below, which the run layer fulfils: it imports specs, never the reverse.
@@ -113,6 +116,51 @@ class ClassifierModel(Protocol):
 
     def reset_head(self, num_classes: int) -> None:
         """A new head for `num_classes`, weights and bias zero (the paper's fine-tuning head)."""
+
+
+# The model contract's methods, as a one-line error names them: what to define, and what it does.
+CONTRACT_METHODS = {
+    "forward": ("forward(self, x)", "returning the logits (N, num_classes)"),
+    "features": ("features(self, x)", "returning the pre-logits (N, D) that the head sees (probes of frozen "
+                                      "features read them)"),
+    "reset_head": ("reset_head(self, num_classes)", "putting on a new head of num_classes outputs, weights and "
+                                                    "bias zero (fine-tuning does)"),
+}
+
+
+def contract_gaps(model: Any) -> tuple[str, ...]:
+    """The contract's methods (CONTRACT_METHODS) that `model`, a built model or its class, lacks: `forward`
+    where it keeps nn.Module's placeholder, `features` and `reset_head` where they are missing."""
+    cls = model if isinstance(model, type) else type(model)
+    forward = getattr(cls, "forward", None)
+    missing = ["forward"] if forward is None or getattr(forward, "__name__", "") == "_forward_unimplemented" else []
+    return tuple(missing + [name for name in ("features", "reset_head") if not callable(getattr(model, name, None))])
+
+
+class ModelContractError(BenchError):
+    """A model plugin whose model lacks a method of the contract: its author's to fix."""
+
+
+def check_contract(spec: "ModelSpec", model: Any, plugin: str) -> None:
+    """ModelContractError, one line naming the plugin, the model, the methods it lacks and what to add, where
+    `model` (what `spec.build` returned, or the class it builds) breaks the contract (`ClassifierModel`)."""
+    gaps = contract_gaps(model)
+    if not gaps:
+        return
+    cls = model if isinstance(model, type) else type(model)
+    calls = [CONTRACT_METHODS[g][0].replace("self, ", "") for g in gaps]
+    lacks = calls[0] if len(calls) == 1 else f"{', '.join(calls[:-1])} or {calls[-1]}"
+    add = "; ".join(f"def {CONTRACT_METHODS[g][0]} {CONTRACT_METHODS[g][1]}" for g in gaps)
+    raise ModelContractError(f"plugin {plugin!r}: model {spec.id!r}: its {cls.__name__} has no {lacks}; add {add} "
+                             "(the model contract, benchbench.specs.ClassifierModel; docs/plugins.md)")
+
+
+def built_class(build: Callable[..., Any]) -> type | None:
+    """The class a ModelSpec's `build` makes, where that is known without building: `build` is the class,
+    or a functools.partial of it; None otherwise (a function, a lambda)."""
+    while isinstance(build, functools.partial):
+        build = build.func
+    return build if isinstance(build, type) else None
 
 
 @runtime_checkable

@@ -1,4 +1,5 @@
-"""Wording shared by the messages people read: counted nouns ("1 cell", "2 cells"), and text from
+"""Wording shared by the messages people read: counted nouns ("1 cell", "2 cells"), settings' values
+("14", not "14.0"), and text from
 elsewhere (an engine's error, a library's message) made plain before it is recorded; text that UTF-8
 cannot encode made encodable (a database's column, a table's JSON)."""
 
@@ -14,6 +15,14 @@ _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
     """`n` and the noun in the number it agrees with: plural(1, "cell") -> "1 cell"."""
     return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
+
+
+def setting_text(value: object) -> str:
+    """A setting's value as people read it: a whole float as the integer it is (a suite's `epochs = 14.0`
+    is 14), anything else as str() gives it."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def plain(text: str | None) -> str | None:

@@ -59,6 +59,15 @@ def test_default_names_and_the_suite_s_own(tmp_path, catalog):
     ('[contenders]\nx = { model = "vit-mu7", init = "w/a.safetensors" }\ny = { model = "vit-mu7", init = "w/a.safetensors" }',
      "is named 'x' already"),
     ('[contenders]\nbit-r20x1-small = { model = "vit-mu7", init = "w/a.safetensors" }', "is the id of another model of the suite"),
+    # issue 44, item 14: a model of the catalog that the suite does not run, which `verify` would match
+    ('[contenders]\nvit-b16 = { model = "vit-mu7", init = "w/a.safetensors" }',
+     r"s\.toml: \[contenders\]\.vit-b16: 'vit-b16' names another model of the catalog \(vit-b16\), not this "
+     r"contender's vit-mu7 \(init 'w/a\.safetensors'\): `verify` and --models would take it for vit-b16; choose "
+     r"another name, e\.g\. 'vit-mu7@a'$"),
+    ('[contenders]\n"ViT-B/16" = { model = "vit-mu7", init = "w/a.safetensors" }', r"\[contenders\]\.ViT-B/16: "
+     r"'ViT-B/16' names another model of the catalog \(vit-b16\)"),  # its alias and display name
+    ('[contenders]\n"timm/resnet50" = { model = "vit-mu7", init = "w/a.safetensors" }',
+     r"names another model of the catalog \(timm/resnet50\)"),  # a parametric family's model, never bound
 ])
 def test_bad_names_are_refused_with_their_key_path(tmp_path, catalog, extra, message):
     body = EVAL.replace('["vit-mu7"]', '["vit-mu7", "bit-r20x1-small"]') + """
@@ -67,6 +76,17 @@ def test_bad_names_are_refused_with_their_key_path(tmp_path, catalog, extra, mes
     """ + extra
     with pytest.raises(BenchError, match=message):
         load_suite(_suite(tmp_path, body), catalog)
+
+
+def test_a_contender_may_bear_its_own_model_s_names(tmp_path, catalog):
+    """The check is against other models: a checkpoint of vit-mu7 may be called by vit-mu7's display name."""
+    suite = load_suite(_suite(tmp_path, EVAL + """
+        [sweep.evaluate]
+        init = ["w/a.safetensors", "w/b.safetensors"]
+        [contenders]
+        "ViT-Mu/7" = { model = "vit-mu7", init = "w/a.safetensors" }
+    """), catalog)
+    assert sorted(c.contender for c in suite.cells) == ["ViT-Mu/7", "vit-mu7@b"]
 
 
 def test_two_inits_of_one_stem_must_be_named_apart(tmp_path, catalog):

@@ -79,14 +79,47 @@ def test_samples_between_the_ends_catch_every_wrap():
     finally:
         energy.read_uj = energy_read
     assert span.total_uj == {"package-0": 1_150}
-    assert delta_uj(counter, 900, 50) == 150  # what one interval can tell
+    assert delta_uj(counter, 900, 50, 5.0) == 150  # what one interval can tell
 
 
 def test_a_counter_that_does_not_wrap_going_backwards_is_an_error_naming_its_device():
     gpu = Counter("cuda:1", "nvml", "1", "cuda:1 (NVIDIA H100 80GB HBM3)")
     with pytest.raises(CounterError, match=r"energy counter of cuda:1 \(NVIDIA H100 80GB HBM3\) went backwards "
                                            r"\(2,000 -> 1,000 uJ\)"):
-        delta_uj(gpu, 2_000, 1_000)
+        delta_uj(gpu, 2_000, 1_000, 5.0)
+
+
+def test_a_wrap_is_taken_only_where_it_is_plausible():
+    """Issue 44: a RAPL counter that steps back a little was counted as a wrap (its whole range, 262 kJ in
+    10 s: 26 kW), and one whose readings lie beyond its range as negative joules. A drop is a wrap only with
+    both readings in the range and at most MAX_WRAP_W over the interval; otherwise a CounterError."""
+    package = Counter("package-0", "rapl", "-", "package-0 (intel-rapl:0)", wraps_at_uj=MAX)
+    # a real wrap: 1,500 J in 10 s (150 W)
+    assert delta_uj(package, MAX - 1_000_000_000, 500_000_000, 10.0) == 1_500_000_000
+    with pytest.raises(CounterError, match=r"energy counter of package-0 \(intel-rapl:0\) went backwards \(5,000,000 "
+                                           r"-> 4,999,000 uJ in 10 s\): as a wrap at 262,143,328,850 uJ it would be "
+                                           r"262,143 J, 26,214 W, beyond the 1,000 W .* not a wrap"):
+        delta_uj(package, 5_000_000, 4_999_000, 10.0)
+    misread = Counter("package-0", "rapl", "-", "package-0", wraps_at_uj=1_000)  # readings beyond the range
+    with pytest.raises(CounterError, match=r"went backwards \(5,000 -> 100 uJ\), beyond its range of 1,000 uJ "
+                                           r"\(max_energy_range_uj\): not a wrap"):
+        delta_uj(misread, 5_000, 100, 10.0)  # as a wrap: 100 + 1,000 - 5,000 = -3,900 uJ
+    # readings a moment apart are judged as a second apart (MIN_WRAP_S): a small counter's wrap stands
+    assert delta_uj(Counter("package-0", "rapl", "-", "p", wraps_at_uj=1_000), 900, 100, 0.0) == 200
+
+
+def test_a_counter_stepping_back_leaves_the_span_unmeasured_with_the_reason(monkeypatch, capsys):
+    counter = Counter("package-0", "rapl", "-", "package-0", wraps_at_uj=MAX)
+    plan = energy.EnergyPlan((counter,))
+    span = energy.Span(plan, "training", torch.device("cpu"))
+    readings, clock = iter([5_000_000, 6_000_000, 5_999_000]), iter([100.0, 105.0, 115.0])
+    monkeypatch.setattr(energy, "read_uj", lambda c: next(readings))
+    monkeypatch.setattr(energy, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    for _ in range(3):
+        span._read_all()
+    assert span.joules() is None and span.metrics() == {}  # neither 1 J + 262 kJ nor anything negative
+    assert "went backwards (6,000,000 -> 5,999,000 uJ in 10 s)" in span.problem and "not a wrap" in span.problem
+    assert "j" not in span.summary() and "not a wrap" in span.summary()["problem"]
 
 
 class StubNVML:

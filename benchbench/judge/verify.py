@@ -39,6 +39,7 @@ from benchbench.judge.reference import (ACCURACY_METRICS, COMPUTE_METRICS, CONVE
                                         is_accuracy, not_a_fraction, read)
 from benchbench.judge.stats import t_cdf, wilson
 from benchbench.store.rundir import RECORDS
+from benchbench.text import plural
 
 VERDICTS = ("pass", "fail", "inconclusive", "unmatched")
 # Exit statuses of `benchbench verify` (`exit_status`; its --help lists them).
@@ -531,5 +532,5 @@ def summary_line(reference: Reference, runs: Sequence[Run], checks: Sequence[Che
     noted = sum(1 for c in checks if c.verdict == "fail" and c.row.note)
     parts = [f"{counts['pass']} pass", f"{counts['fail']} fail" + (f" ({noted} with a known gap noted)" if noted else ""),
              f"{counts['inconclusive']} inconclusive", f"{counts['unmatched']} unmatched"]
-    return (f"{reference.name}: {len(reference.rows)} rows, {len(checks)} checks against "
-            f"{len(runs)} run{'s' if len(runs) != 1 else ''}: " + ", ".join(parts))
+    return (f"{reference.name}: {plural(len(reference.rows), 'row')}, {plural(len(checks), 'check')} against "
+            f"{plural(len(runs), 'run')}: " + ", ".join(parts))

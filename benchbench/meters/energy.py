@@ -9,8 +9,10 @@ device clock does), and every SAMPLE_S between, so that a RAPL counter wraps at 
 readings (a package of 262 kJ range at 500 W wraps every 9 minutes). Its joules are the sum over the
 counters: the CPU packages and their DRAM (RAPL) and each of the cell's GPUs (NVML); a multi-device
 cell's rank 0 reads every GPU of its node. No counter, no joules: `energy_method` says
-"unmeasured: <why>", never an estimate. A counter that cannot be read, or goes backwards, during a
-span leaves that span without joules (one warning line naming the device), and never fails the cell.
+"unmeasured: <why>", never an estimate. A counter that cannot be read, or goes backwards (a RAPL
+counter's drop that is no plausible wrap: benchbench.meters.energy_counters.delta_uj), during a span
+leaves that span without joules (one warning line naming the device, and the reason in the record's
+`energy_domains`), and never fails the cell: no negative joules, no wrap's worth of joules it did not use.
 
 The counters see the whole package or GPU, whoever uses it: each span notes the 1-minute load
 average at its start and end (what else ran on the CPUs) and, on GPUs, the processes NVML lists on
@@ -148,7 +150,7 @@ class Span:
         self.plan, self.phase, self.device = plan, phase, device
         self.counters = plan.counters if plan is not None else ()
         self.total_uj: dict[str, int] = {}
-        self.last: dict[str, int] = {}
+        self.last: dict[str, tuple[int, float]] = {}  # a counter's last reading, and when (time.monotonic)
         self.problem: str | None = None
         self.others: dict[str, list[int]] = {}
         self.lock = threading.Lock()
@@ -164,12 +166,13 @@ class Span:
                 return
             try:
                 for c in self.counters:
-                    value = read_uj(c)
+                    value, at = read_uj(c), time.monotonic()
                     if c.domain in self.last:
-                        self.total_uj[c.domain] += delta_uj(c, self.last[c.domain], value)
+                        before, then = self.last[c.domain]
+                        self.total_uj[c.domain] += delta_uj(c, before, value, at - then)
                     else:
                         self.total_uj[c.domain] = 0
-                    self.last[c.domain] = value
+                    self.last[c.domain] = value, at
             except CounterError as exc:
                 self.problem = str(exc)
             for gpu, pids in _others_on_gpus(self.counters).items():

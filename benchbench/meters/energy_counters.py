@@ -3,9 +3,13 @@ package and its DRAM) and NVML's total energy of each NVIDIA GPU; the energy bet
 
 RAPL: a zone `intel-rapl:N` named `package-N`, and its sub-zone named `dram`, under /sys/class/powercap
 (AMD's packages appear under the same driver). `energy_uj` counts up from 0 to `max_energy_range_uj`,
-then starts again from 0: a reading below the one before is a wrap, and the energy between them is
-`after + max_energy_range_uj - before` (the counter is read often enough that it wraps at most once
-between readings: benchbench.meters.energy). A package's energy covers its cores and uncore, not its
+then starts again from 0: a reading below the one before may be a wrap, and the energy between them is
+then `after + max_energy_range_uj - before` (the counter is read often enough that it wraps at most
+once between readings: benchbench.meters.energy). It is taken for a wrap only where both readings lie
+in the counter's range and that energy, over the seconds between the readings, is a power a CPU
+package or its DRAM can draw (MAX_WRAP_W); otherwise the counter went backwards (a reset, a firmware
+that misreports its range) and the span has no joules, rather than negative ones or a range's worth
+(262 kJ in seconds). A package's energy covers its cores and uncore, not its
 DRAM, so package + dram count nothing twice; `psys` (the whole platform, which holds the packages) and
 the MMIO copies of a package zone are left out for the same reason. Since Linux 5.10 (CVE-2020-8694)
 `energy_uj` is readable by root only, and many VMs and containers have no powercap at all.
@@ -159,12 +163,31 @@ def read_uj(counter: Counter) -> int:
         raise CounterError(f"energy counter of {counter.device} could not be read: {exc}") from None
 
 
-def delta_uj(counter: Counter, before: int, after: int) -> int:
-    """Microjoules between two readings of `counter`: one wrap at its `wraps_at_uj` allowed; a reading
-    below the one before on a counter that does not wrap is a CounterError naming the device."""
+# The most a RAPL domain draws: a CPU package is rated at most about 500 W (the largest server parts), its DRAM
+# less. A "wrap" that would mean more, over the time between two readings, is a counter that went backwards.
+MAX_WRAP_W = 1_000.0
+# Readings closer than this are judged as if this far apart: the counters update about every millisecond, and
+# a real counter's range (tens to hundreds of kJ) is still far beyond MAX_WRAP_W over it.
+MIN_WRAP_S = 1.0
+
+
+def delta_uj(counter: Counter, before: int, after: int, seconds: float) -> int:
+    """Microjoules between two readings of `counter` taken `seconds` apart: `after - before`, or one wrap
+    at its `wraps_at_uj` where that is plausible (both readings in its range, and at most MAX_WRAP_W over
+    the interval). A reading below the one before that is no wrap is a CounterError naming the device:
+    never negative joules, never a range's worth of energy the device did not use."""
     if after >= before:
         return after - before
-    if counter.wraps_at_uj:
-        return after + counter.wraps_at_uj - before
-    raise CounterError(f"energy counter of {counter.device} went backwards ({before:,} -> {after:,} uJ): "
-                       "the driver was reloaded or the device reset")
+    went = f"energy counter of {counter.device} went backwards ({before:,} -> {after:,} uJ"
+    if not counter.wraps_at_uj:
+        raise CounterError(f"{went}): the driver was reloaded or the device reset")
+    wraps = counter.wraps_at_uj
+    if not 0 <= after < before <= wraps:
+        raise CounterError(f"{went}), beyond its range of {wraps:,} uJ (max_energy_range_uj): not a wrap")
+    wrapped = after + wraps - before
+    watts = wrapped / 1e6 / max(seconds, MIN_WRAP_S)
+    if watts > MAX_WRAP_W:
+        raise CounterError(f"{went} in {seconds:.3g} s): as a wrap at {wraps:,} uJ it would be "
+                           f"{wrapped / 1e6:,.0f} J, {watts:,.0f} W, beyond the {MAX_WRAP_W:,.0f} W a CPU package or "
+                           "its DRAM draws; not a wrap (the counter was reset)")
+    return wrapped

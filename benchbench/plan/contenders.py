@@ -10,7 +10,9 @@ An entry names the cells of its `model` whose `init` setting is its `init` as wr
 A name is not part of a cell's key: naming or renaming a contender never makes another cell. Refused,
 with the entry's key path: a name that is not plain (benchbench.store.contender.check_name), an entry that
 names no cell of the suite or several contenders, two entries for one contender, two contenders with
-one name (two init files of one stem: name them apart here), and a name that is another model's id.
+one name (two init files of one stem: name them apart here), and a name that another model of the
+catalog goes by (its id, an alias, its display name: `verify` and `--models` would take the name for
+that model, e.g. `vit-b16` for a vit-mu7 checkpoint).
 """
 
 from __future__ import annotations
@@ -64,9 +66,11 @@ def parse(table: Any, where: str, resolve_model: Callable[[str, str], str]) -> l
     return out
 
 
-def name_cells(cells: Sequence, given: Sequence[Given], where: str) -> list:
+def name_cells(cells: Sequence, given: Sequence[Given], where: str,
+               model_named: Callable[[str], str | None] = lambda name: None) -> list:
     """`cells` (benchbench.plan.cell.Cell) each with its contender's name: the one `given` gives it, else
-    its default name; BenchError as the module docstring says."""
+    its default name; BenchError as the module docstring says. `model_named(name)`: the id of the
+    catalog's model a reader would take `name` for, or None (benchbench.registry.Registry.claimed)."""
     contenders = list(dict.fromkeys((c.model, weights(c)) for c in cells))
     names: dict[tuple[str, str], str] = {}
     for g in given:
@@ -91,6 +95,12 @@ def name_cells(cells: Sequence, given: Sequence[Given], where: str) -> list:
         if name in models and name != contender[0]:
             raise BenchError(f"{where}: [contenders].{name}: {name!r} is the id of another model of the suite; "
                              "a name must say one contender on the command line: choose another")
+        other = model_named(name)
+        if other is not None and other != contender[0]:
+            mine = default_name(contender[0], {WEIGHTS: contender[1]})
+            raise BenchError(f"{where}: [contenders].{name}: {name!r} names another model of the catalog ({other}), "
+                             f"not this contender's {contender[0]} (init {contender[1] or '(none)'!r}): `verify` and "
+                             f"--models would take it for {other}; choose another name, e.g. {mine!r}")
         if name in by_name:
             (m1, w1), (m2, w2) = by_name[name], contender
             raise BenchError(f"{where}: two contenders are both named {name!r} ({m1} with init {w1 or '(none)'!r}, "

@@ -419,7 +419,7 @@ def _load(path: Path, doc: dict[str, Any], catalog: Catalog, quick: bool, seeds:
             made_by.setdefault(cell.key, part)
     given = contenders.parse(doc["contenders"], where, lambda model, at: _resolve_ids([model], "models", at, catalog)[0]
                              ) if "contenders" in doc else []
-    cells = {c.key: c for c in contenders.name_cells(list(cells.values()), given, where)}
+    cells = {c.key: c for c in contenders.name_cells(list(cells.values()), given, where, catalog.models.claimed)}
 
     name = check_name(head.get("name", path.stem), where, from_file="name" not in head)
     layout = head.get("table", "models")

@@ -154,7 +154,21 @@ def resolve(name: str, extra: Mapping[str, Device] | None = None) -> Device:
     if key in known:
         return known[key]
     ids = [*known, *extra]
-    nearest = did_you_mean(key, ids)
-    hint = f"; did you mean {nearest!r}?" if nearest else ""
-    raise BenchError(f"unknown device {name!r}{hint} known: {', '.join(ids)}; describe another in a TOML file and "
-                     "pass --devices FILE (docs/compute.md, 'Projected onto another device')")
+    raise BenchError(f"unknown device {name!r}{_hint(key, ids)} known: {', '.join(ids)}; describe another in a TOML "
+                     "file and pass --devices FILE (docs/compute.md, 'Projected onto another device')")
+
+
+# Words for a kind of device, not one: a projection needs one model's datasheet figures.
+GENERIC = ("gpu", "gpus", "cuda", "nvidia", "accelerator")
+
+
+def _hint(key: str, ids: list[str]) -> str:
+    """What to name instead of `key`: one model of a kind named by its kind ("gpu"), the ids of a family
+    named by its first word ("tpu": tpu-v3, tpu-v5e), else the nearest id."""
+    if key in GENERIC:
+        return f": {key!r} is a kind of device, not one; name a GPU model, e.g. h100, a100-80gb or rtx-4090."
+    family = [i for i in ids if i.startswith(f"{key}-")] if key else []
+    if len(family) > 1:
+        return f"; did you mean one of {', '.join(family)}?"
+    nearest = family[0] if family else did_you_mean(key, ids)
+    return f"; did you mean {nearest!r}?" if nearest else ""

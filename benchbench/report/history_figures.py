@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from benchbench.store.atomic import replacing  # noqa: E402
 from benchbench.errors import BenchError  # noqa: E402
 from benchbench.judge.history import Series  # noqa: E402
+from benchbench.report.plots import thin_tick_labels  # noqa: E402
 
 SUFFIXES = (".png", ".svg", ".pdf")
 REGRESSION_COLOR = "#c0392b"
@@ -47,6 +48,8 @@ def history_figure(series: Sequence[Series], metric: str, title: str = "") -> pl
         ax.grid(True, alpha=0.3)
     fig.suptitle(title or f"History of {metric}", fontsize=11)
     fig.tight_layout()
+    for ax in axes[:, 0]:
+        thin_tick_labels(ax.xaxis)  # a history of many runs: every run keeps its tick, labels as many as fit
     return fig
 
 

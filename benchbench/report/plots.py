@@ -11,9 +11,10 @@
   on one training-set size has nothing to draw and is refused.
 
 Readable at the size they are published: a log axis spanning less than a decade gets labelled
-ticks at 1, 2 and 5 (or every) multiple of its powers of ten; a point's label sits on the side of
-the point that has room and never leaves the axes; the legend (one per figure) sits below the
-panels, where it covers no point.
+ticks at 1, 2 and 5 (or every) multiple of its powers of ten; tick labels that would overlap are
+thinned (`thin_tick_labels`: many swept sizes keep their tick marks, every label that fits is
+written); a point's label sits on the side of the point that has room and never leaves the axes; the
+legend (one per figure) sits below the panels, where it covers no point.
 """
 
 from __future__ import annotations
@@ -76,6 +77,28 @@ def readable_log_axis(axis, lo: float, hi: float) -> None:
     axis.set_major_formatter(FuncFormatter(_power_of_ten_text))
     axis.set_minor_locator(NullLocator())
     axis.set_minor_formatter(NullFormatter())
+
+
+TICK_GAP_PX = 3.0  # the least room between two tick labels (at the figure's own dpi)
+
+
+def thin_tick_labels(axis) -> None:
+    """Hide each major tick label of `axis` (a matplotlib Axis) that would overlap the one written before
+    it, first to last; the ticks themselves stay. Call once the figure's layout is final (after
+    tight_layout): the sizes are measured by the figure's renderer as it now stands."""
+    fig = axis.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    last = None
+    for tick in axis.get_major_ticks():
+        label = tick.label1
+        if not (label.get_visible() and label.get_text()):
+            continue
+        box = label.get_window_extent(renderer)
+        if last is not None and box.padded(TICK_GAP_PX / 2).overlaps(last.padded(TICK_GAP_PX / 2)):
+            label.set_visible(False)
+        else:
+            last = box
 
 
 def _label_points(ax, points: list[tuple[float, float, str]]) -> None:
@@ -151,6 +174,8 @@ def accuracy_vs_compute(df: pd.DataFrame, title: str = "", styles: Styles | None
     fig.suptitle(title or "Accuracy vs pre-training compute")
     _figure_legend(fig, handles)
     fig.tight_layout(rect=(0, 0.06 if rows == 1 else 0.03, 1, 1))
+    for ax in axes.flat[:len(panels)]:
+        thin_tick_labels(ax.xaxis)
     return fig
 
 
@@ -199,6 +224,7 @@ def data_scaling(df: pd.DataFrame, title: str = "", styles: Styles | None = None
     ax.set_title(title or "Accuracy vs training-set size")
     _figure_legend(fig, handles)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
+    thin_tick_labels(ax.xaxis)  # many swept sizes (100, 200, 500, ...) sit close on a log axis
     return fig
 
 

@@ -30,6 +30,7 @@ from benchbench.store.shared import Journal, append_once
 from benchbench.specs import Executor, ExecutorSpec, Setting
 from benchbench.store.rundir import RECORDS, read_records
 from benchbench.plan.suite import Suite, check_options
+from benchbench.text import setting_text
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,7 @@ def run_cells(executor: Executor, context: RunContext, suite: Suite, catalog: Ca
             observe(record)
 
     progress = Progress(say=say, on_record=on_record,
-                        label=lambda cell: ", ".join(f"{k}={dict(cell.settings)[k]}" for k in shown
+                        label=lambda cell: ", ".join(f"{k}={setting_text(dict(cell.settings)[k])}" for k in shown
                                                      if k in dict(cell.settings)))
     dispatch = Dispatch(context, catalog, choice, len(todo), progress)
     try:

@@ -39,7 +39,7 @@ from benchbench.plan.shape import cell_shape
 from benchbench.settings import resolve
 from benchbench.store.shared import append_once
 from benchbench.store.rundir import RecordLineError, record_line
-from benchbench.specs import ProtocolContext
+from benchbench.specs import ProtocolContext, check_contract
 from benchbench.text import plain
 
 
@@ -112,6 +112,8 @@ def run_cell(job: Job, catalog: Catalog, device: torch.device, mac_counts: dict 
                 meta = None
             else:
                 model, meta = build_for_counting(model_spec, **shape)
+            # a model lacking the contract's methods: one line naming them now, not an AttributeError later
+            check_contract(model_spec, model, catalog.models.plugin_of[model_spec.id])
             metrics["params"] = count_params(model)
             macs = _count(model_spec, model, meta, shape, {} if mac_counts is None else mac_counts)
             metrics.update(macs.metrics())  # the three MAC conventions (benchbench.meters.flops)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from benchbench.errors import BenchError
+from benchbench.errors import BenchError, nearest_matches
 
 PACKAGES = ("benchbench", "torch", "torchvision", "pluggy", "fvcore", "pandas", "tabulate")
 
@@ -31,7 +31,11 @@ def pick_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise BenchError("--device cuda: no CUDA device is available here; use --device cpu or auto")
     if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
-        raise BenchError(f"--device {name!r}: allowed: auto, cpu, cuda, cuda:N")
+        kind, colon, index = name.partition(":")
+        # "gpu" -> "cuda" (errors.SYNONYMS), "gpu:1" -> "cuda:1", "cdua" -> "cuda"; never "tpu" -> "cpu"
+        near = next(iter(nearest_matches(kind, ("auto", "cpu", "cuda"), n=1, cutoff=0.7)), None)
+        hint = f"; did you mean {near + colon + index if near == 'cuda' else near!r}?" if near else ""
+        raise BenchError(f"--device {name!r}: allowed: auto, cpu, cuda, cuda:N{hint}")
     if name.startswith("cuda:"):
         index = name[len("cuda:"):]
         if not index.isdigit():
