@@ -23,6 +23,7 @@ from benchbench import outside
 from benchbench.cli import main
 from benchbench.judge import reference
 from benchbench.meters import compile_costs
+from benchbench.plan import from_reference
 from benchbench.projection import catalog, tables
 from benchbench.store import index as runindex
 from benchbench.store.rundir import RECORDS, read_keys
@@ -86,6 +87,10 @@ def _project_validate(path: Path, w: Where) -> None:
     _command(["project", "validate", str(path), str(TIMM_TABLE), "--from", "h100", "--to", "h100"], w)
 
 
+def _suite_from_reference_output(path: Path, w: Where) -> None:
+    _command(["suite", "from-reference", str(w.good_reference), "-o", str(path)], w)
+
+
 def _compile_store(path: Path, w: Where) -> None:
     got = compile_costs.read(path)
     assert all(e == MEASUREMENT for e in got), got  # none, or the good line only: the decision's defaults
@@ -113,6 +118,8 @@ READERS = [
     Reader("table --reference", "csv", True, (reference, "MAX_BYTES"), _table_reference),
     Reader("project --devices", "toml", True, (catalog, "MAX_DEVICES_FILE_BYTES"), _project_devices),
     Reader("project validate", "csv", True, (tables, "MAX_TABLE_BYTES"), _project_validate),
+    Reader("suite from-reference -o (an existing file, read for its mark)", "text", True,
+           (from_reference, "MAX_SUITE_BYTES"), _suite_from_reference_output),
     Reader("compile-times.jsonl", "jsonl", False, (compile_costs, "MAX_STORE_BYTES"), _compile_store, store=True),
     Reader("compile-times.jsonl append", "none", False, None, _compile_store_append, store=True, writes=True),
     Reader("inductor cache mark", "text", False, (compile_costs, "MAX_MARK_BYTES"), _inductor_mark, store=True),

@@ -311,6 +311,32 @@ def test_compute_layout_shows_timms_convention_on_request(tmp_path, make_record,
     assert "--gmacs-fvcore adds a column to the compute layout" in capsys.readouterr().err
 
 
+def test_compute_layout_shows_xlas_convention_on_request(tmp_path, make_record, capsys):
+    """--gmacs-xla: the record's `gmacs_xla` beside the paper's count (after fvcore's when both are asked),
+    "-" for a record made before it was kept; the compute layout only."""
+    records = [replace(make_record("bit-a", dataset="jft-300m", protocol="measure", key="a", gmacs=4.125,
+                                   gmacs_fvcore=4.263, gmacs_xla=3.984, pretrain_epochs=7.0,
+                                   pretrain_images_seen=2.121e9, pretrain_exaflops=52.5), resolution=224),
+               replace(make_record("vit-b", dataset="jft-300m", protocol="measure", key="b", gmacs=1.0,
+                                   pretrain_epochs=7.0, pretrain_images_seen=2.121e9, pretrain_exaflops=12.7),
+                       resolution=224)]  # recorded before gmacs_xla was kept
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "records.jsonl").write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
+    assert main(["table", str(d), "--layout", "compute", "--gmacs-fvcore", "--gmacs-xla"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert header[4:7] == ["GMACs", "GMACs (fvcore)", "GMACs (XLA)"]
+    assert [[c.strip() for c in line.strip("|").split("|")][4:7] for line in lines[2:4]] == [
+        ["4.125", "4.263", "3.984"], ["1", "-", "-"]]
+    assert "GMACs (XLA): XLA's cost analysis, no convolution tap over padding" in lines[-1]
+    assert main(["table", str(d), "--layout", "compute", "--gmacs-xla"]) == 0
+    header = [c.strip() for c in capsys.readouterr().out.splitlines()[0].strip("|").split("|")]
+    assert header[4:6] == ["GMACs", "GMACs (XLA)"]
+    assert main(["table", str(d), "--layout", "models", "--gmacs-xla"]) == 2
+    assert "--gmacs-xla adds a column to the compute layout" in capsys.readouterr().err
+
+
 def test_a_count_not_verified_says_so_beside_its_verdict(tmp_path, make_record, capsys):
     record = replace(make_record("vit-a", flops_status="incomplete: aten::lstm", gmacs_fvcore=4.96), resolution=28)
     d = tmp_path / "run"

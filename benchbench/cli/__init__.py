@@ -15,11 +15,11 @@ from benchbench import __version__
 from benchbench.runtime import threads
 from benchbench.cli import (analyze_cmd, compare_cmd, convert_cmd, cost_cmd, db_cmd, device_cmd, export_cmd, history_cmd,
                             info_cmd, list_cmd, plot_cmd, profile_cmd, project_cmd, report_cmd, run_cmd, table_cmd,
-                            verify_cmd)
+                            verify_cmd, suite_cmd)
 from benchbench.cli.common import check_plugin_files, plugin_options
 from benchbench.errors import BenchError
 
-COMMANDS = (list_cmd, run_cmd, table_cmd, plot_cmd, compare_cmd, verify_cmd, report_cmd, info_cmd, profile_cmd, cost_cmd,
+COMMANDS = (list_cmd, run_cmd, table_cmd, plot_cmd, compare_cmd, verify_cmd, suite_cmd, report_cmd, info_cmd, profile_cmd, cost_cmd,
             project_cmd, device_cmd, convert_cmd, analyze_cmd, db_cmd, history_cmd, export_cmd)
 
 

@@ -1,4 +1,4 @@
-"""`benchbench table RUN_DIR [--layout L] [--format F] [--force-flops] [--reference FILE.csv] [--gmacs-fvcore]`."""
+"""`benchbench table RUN_DIR [--layout L] [--format F] [--force-flops] [--reference FILE.csv] [--gmacs-fvcore] [--gmacs-xla]`."""
 
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ def add_parser(sub, parent) -> None:
     p.add_argument("--gmacs-fvcore", action="store_true",
                    help="layout compute: add the GMACs in timm's convention (fvcore's count: norms, pooling and "
                         "upsampling too) beside the paper's")
+    p.add_argument("--gmacs-xla", action="store_true",
+                   help="layout compute: add the GMACs in XLA's convention (no convolution tap over padding: the "
+                        "ViT paper's Table 6) beside the paper's")
     p.add_argument("--force-flops", action="store_true",
                    help="publish FLOP counts that are not verified, marked with a dagger")
     p.set_defaults(func=run)
@@ -38,7 +41,8 @@ def _suite_layout(run_dir: str) -> str:
 
 
 def run(args) -> int:
-    from benchbench.report.tables import build_table, read_reference, reference_table, render, with_gmacs_fvcore
+    from benchbench.report.tables import (build_table, read_reference, reference_table, render, with_gmacs_fvcore,
+                                          with_gmacs_xla)
 
     named_plugins(args)
     df = load_run(args.run_dir)
@@ -49,13 +53,16 @@ def run(args) -> int:
         raise BenchError(f"--reference compares the timm layout with a published table; leave out --layout "
                          f"{args.layout} or write --layout timm")
     layout = "timm" if args.reference else args.layout or _suite_layout(args.run_dir)
-    if args.gmacs_fvcore and layout != "compute":
-        raise BenchError(f"--gmacs-fvcore adds a column to the compute layout; write --layout compute "
-                         f"(this table's layout is {layout})")
+    for flag, given in (("--gmacs-fvcore", args.gmacs_fvcore), ("--gmacs-xla", args.gmacs_xla)):
+        if given and layout != "compute":
+            raise BenchError(f"{flag} adds a column to the compute layout; write --layout compute "
+                             f"(this table's layout is {layout})")
     table = build_table(df, layout, force_flops=args.force_flops)
     if args.reference:
         table = reference_table(table, read_reference(args.reference))
     if args.gmacs_fvcore:
         table = with_gmacs_fvcore(table)
+    if args.gmacs_xla:
+        table = with_gmacs_xla(table)
     sys.stdout.write(render(table, args.format))
     return 0

@@ -61,7 +61,7 @@ from benchbench.store.contender import WEIGHTS, WEIGHTS_COLUMN, default_name
 from benchbench.errors import BenchError
 from benchbench.settings import varying_settings
 from benchbench.judge.stats import wilson
-from benchbench.text import encodable
+from benchbench.text import encodable, setting_text as plain_setting_text
 
 if TYPE_CHECKING:
     from benchbench.judge.reference import Reference, Row as ReferenceRow
@@ -110,11 +110,13 @@ def readable(table: Table) -> Table:
 
 
 def _mean_std(values: pd.Series) -> tuple[float, float, int]:
+    """Mean, sample std and count; the std of one value is NaN (an empty CSV cell: one seed has no
+    spread, which 0.0 would claim)."""
     values = values.dropna()
     n = len(values)
     if n == 0:
         return math.nan, math.nan, 0
-    return float(values.mean()), float(values.std(ddof=1)) if n > 1 else 0.0, n
+    return float(values.mean()), float(values.std(ddof=1)) if n > 1 else math.nan, n
 
 
 def _first(cells: pd.DataFrame, column: str) -> float:
@@ -133,9 +135,7 @@ def setting_text(value) -> str:
     cell whose protocol has no such setting, '""' for an empty string."""
     if _missing(value):
         return MISSING
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return '""' if value == "" else str(value)
+    return '""' if value == "" else plain_setting_text(value)
 
 
 def exaflops_text(x: float) -> str:
@@ -208,7 +208,7 @@ def compute_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
         raise BenchError("no successful records to tabulate")
     bad = _unverified(ok, force_flops)
     columns = ["model", "model_name", "dataset_name", "pretrain_epochs", "params", "gmacs", "gmacs_fvcore",
-               "pretrain_exaflops", "train_img_per_s", "projected_device_days", "device"]
+               "gmacs_xla", "pretrain_exaflops", "train_img_per_s", "projected_device_days", "device"]
     data = ok.assign(pretrain_epochs=pretraining_epochs(ok), pretrain_exaflops=pretraining_exaflops(ok)).reindex(
         columns=columns).reset_index(drop=True)
     measured = data["projected_device_days"].notna().any()
@@ -231,12 +231,28 @@ def compute_table(df: pd.DataFrame, force_flops: bool = False) -> Table:
 def with_gmacs_fvcore(table: Table) -> Table:
     """The compute layout with timm's MAC convention beside the paper's: a column "GMACs (fvcore)" after
     "GMACs" (fvcore's count: norms, pooling and upsampling too; "-" for records made before it was kept)."""
-    at = table.headers.index("GMACs") + 1
-    texts = [_num(v, ".4g") for v in table.data["gmacs_fvcore"]]
-    return replace(table, headers=[*table.headers[:at], "GMACs (fvcore)", *table.headers[at:]],
-                   rows=[[*row[:at], text, *row[at:]] for row, text in zip(table.rows, texts)],
-                   notes=[*table.notes, "GMACs: matmul-like work (the paper's convention); GMACs (fvcore): timm's, "
-                          "fvcore's count with norms, pooling and upsampling (docs/compute.md)."])
+    return _with_gmacs(table, "gmacs_fvcore", "GMACs (fvcore)",
+                       "GMACs (fvcore): timm's, fvcore's count with norms, pooling and upsampling (docs/compute.md).")
+
+
+def with_gmacs_xla(table: Table) -> Table:
+    """The compute layout with XLA's MAC convention beside the paper's: a column "GMACs (XLA)" after the
+    other GMACs columns (a convolution's kernel taps over its padding not counted, as XLA's cost analysis
+    counts them and the ViT paper's Table 6 did; "-" for records made before it was kept)."""
+    return _with_gmacs(table, "gmacs_xla", "GMACs (XLA)",
+                       "GMACs (XLA): XLA's cost analysis, no convolution tap over padding: the ViT paper's Table 6 "
+                       "(docs/compute.md).")
+
+
+def _with_gmacs(table: Table, column: str, header: str, note: str) -> Table:
+    """`table` with the data column `column` as "header" after its last GMACs column, and `note` (the first
+    such column's after what GMACs are)."""
+    at = max(i for i, h in enumerate(table.headers) if h.startswith("GMACs")) + 1
+    texts = [_num(v, ".4g") for v in table.data[column]] if column in table.data else ["-"] * len(table.rows)
+    first = not any(h.startswith("GMACs (") for h in table.headers)
+    notes = [*table.notes, f"GMACs: matmul-like work (the paper's convention); {note}" if first else note]
+    return replace(table, headers=[*table.headers[:at], header, *table.headers[at:]],
+                   rows=[[*row[:at], text, *row[at:]] for row, text in zip(table.rows, texts)], notes=notes)
 
 
 # What a row cost beyond compute: (its data column, header, format); each shown where some row has it.
@@ -290,7 +306,7 @@ def successful(df: pd.DataFrame) -> pd.DataFrame:
 
 def _accuracy(sel: pd.DataFrame, metric: str) -> tuple[float, float, int]:
     """Mean and std in percent over the cells of `sel`; one cell: the std it recorded itself
-    (`<metric>_std`, e.g. over few-shot draws), else 0."""
+    (`<metric>_std`, e.g. over few-shot draws), else NaN (no spread was measured)."""
     if metric not in sel:
         return math.nan, math.nan, 0
     mean, std, n = _mean_std(sel[metric] * 100)
@@ -302,7 +318,7 @@ def _accuracy(sel: pd.DataFrame, metric: str) -> tuple[float, float, int]:
 def _acc_text(mean: float, std: float, n: int) -> str:
     if n == 0 or math.isnan(mean):
         return "-"
-    return f"{mean:.2f} ± {std:.2f}" if (n > 1 or std > 0) else f"{mean:.2f}"
+    return f"{mean:.2f} ± {std:.2f}" if (n > 1 or std > 0) and not math.isnan(std) else f"{mean:.2f}"
 
 
 def accuracy_rows(df: pd.DataFrame) -> list[tuple[str, str, str, str]]:
