@@ -89,6 +89,24 @@ def test_a_contender_may_bear_its_own_model_s_names(tmp_path, catalog):
     assert sorted(c.contender for c in suite.cells) == ["ViT-Mu/7", "vit-mu7@b"]
 
 
+def test_a_default_name_is_the_contenders_own_whatever_a_parametric_family_reads_in_it():
+    """`timm/<arch>@<stem>` is a timm checkpoint's default contender name, which timm's family would also
+    read as an architecture named `<arch>@<stem>`: a default name is never refused as another model's
+    (CI's slow step failed on tests/test_timm_heads.py this way); a name the suite gives still is."""
+    from types import SimpleNamespace
+
+    from benchbench.plan.contenders import Given, name_cells
+
+    cell = SimpleNamespace(model="timm/resnet10t.c3_in1k", settings={"init": "w/r.pth"},
+                           but=lambda **kw: SimpleNamespace(model="timm/resnet10t.c3_in1k", **kw))
+    claims = lambda name: name if name.startswith("timm/") else None  # the family's reading of any timm/ name
+    (named,) = name_cells([cell], [], "suite.toml", claims)
+    assert named.contender == "timm/resnet10t.c3_in1k@r"
+    given = Given(name="timm/other", model=None, init="w/r.pth", where="suite.toml: [contenders].timm/other")
+    with pytest.raises(BenchError, match=r"'timm/other' names another model of the catalog \(timm/other\)"):
+        name_cells([cell], [given], "suite.toml", claims)
+
+
 def test_two_inits_of_one_stem_must_be_named_apart(tmp_path, catalog):
     body = EVAL + """
         [sweep.evaluate]

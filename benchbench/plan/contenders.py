@@ -95,7 +95,9 @@ def name_cells(cells: Sequence, given: Sequence[Given], where: str,
         if name in models and name != contender[0]:
             raise BenchError(f"{where}: [contenders].{name}: {name!r} is the id of another model of the suite; "
                              "a name must say one contender on the command line: choose another")
-        other = model_named(name)
+        # a name the suite gives; a default name (`<model>@<init stem>`) is this contender's by construction,
+        # though a parametric family may read it as one of its own (timm/<arch>@... as timm/<arch@...>)
+        other = model_named(name) if contender in names else None
         if other is not None and other != contender[0]:
             mine = default_name(contender[0], {WEIGHTS: contender[1]})
             raise BenchError(f"{where}: [contenders].{name}: {name!r} names another model of the catalog ({other}), "
