@@ -93,6 +93,31 @@ def test_a_suites_executor_table_picks_the_executor_and_its_options(catalog, tmp
     assert choose(catalog, load_suite(str(path), catalog), "local", [], None).spec.id == "local"
 
 
+@pytest.mark.cluster  # submitit, which scripts/ci-setup-cluster.sh installs, names the warning signal
+def test_a_slurm_worker_killed_by_the_time_limits_warning_is_a_time_limit(tmp_path, monkeypatch):
+    """Slurm may send the time limit's warning (SIGUSR2) up to a minute early: with a one-minute limit
+    it can come while the worker's Python is starting, and kill it before any handler is installed
+    (CI saw "crashed ... (state FAILED)" for a cell that hit its limit). sacct's DerivedExitCode 0:12
+    tells it: the job hit its time limit. The lines are sacct's own for such jobs (Slurm 23)."""
+    import signal as signals
+
+    from plugins.executors import slurm
+
+    sacct = tmp_path / "bin" / "sacct"
+    sacct.parent.mkdir()
+    sacct.write_text("#!/bin/sh\nprintf '14|FAILED|vm|0:12\\n15|FAILED|vm|0:9\\n16|COMPLETED|vm|0:0\\n"
+                     "17|RUNNING||\\n'\n")
+    sacct.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{sacct.parent}:{os.environ['PATH']}")
+    known = slurm.states(["14", "15", "16", "17"])
+    assert known == {"14": ("FAILED", "vm", 12), "15": ("FAILED", "vm", 9), "16": ("COMPLETED", "vm", 0),
+                     "17": ("RUNNING", "", 0)}
+    assert slurm.warning_signal() == signals.SIGUSR2
+    assert slurm.timed_out(tmp_path, "14", 12) and not slurm.timed_out(tmp_path, "15", 9)
+    assert slurm._ended("FAILED", 9) == "state FAILED, its worker killed by SIGKILL"
+    assert slurm._ended("COMPLETED", 0) == "state COMPLETED"
+
+
 def test_an_executor_whose_package_is_missing_names_the_extra(run_suite, capsys):
     run_suite.plugin(NEEDS_A_PACKAGE, "faraway.py")
     run_suite.write(MEASURE)

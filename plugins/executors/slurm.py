@@ -136,19 +136,38 @@ def _first_error(proc: subprocess.CompletedProcess) -> str:
     return next((line for line in lines if "error" in line.lower()), lines[0] if lines else f"exit {proc.returncode}")
 
 
-def states(job_ids) -> dict[str, tuple[str, str]]:
-    """{job id: (state, node list)} from sacct, for jobs accounting knows (an unknown id is absent)."""
+def states(job_ids) -> dict[str, tuple[str, str, int]]:
+    """{job id: (state, node list, signal)} from sacct, for jobs accounting knows (an unknown id is
+    absent). signal: the one that ended the job's step that ended worst (DerivedExitCode's part after
+    the colon), 0 for none."""
     if not job_ids:
         return {}
-    proc = _run(["sacct", "-X", "-n", "-P", "-o", "JobID,State,NodeList", "-j", ",".join(job_ids)])
+    proc = _run(["sacct", "-X", "-n", "-P", "-o", "JobID,State,NodeList,DerivedExitCode", "-j", ",".join(job_ids)])
     if proc.returncode != 0:
         raise BenchError(f"executor slurm: sacct failed: {_first_error(proc)}")
     out = {}
     for line in proc.stdout.splitlines():
-        parts = line.split("|")
+        parts = [part.strip() for part in line.split("|")]
         if len(parts) >= 3:
-            out[parts[0].strip()] = (parts[1].strip(), parts[2].strip())
+            _, _, signum = (parts[3] if len(parts) > 3 else "").partition(":")
+            out[parts[0]] = (parts[1], parts[2], int(signum) if signum.isdigit() else 0)
     return out
+
+
+def warning_signal() -> int:
+    """The signal submitit asks Slurm to send before a job's time limit (SIGUSR2)."""
+    from submitit.slurm.slurm import SlurmJobEnvironment
+
+    return getattr(signal, "SIG" + SlurmJobEnvironment.USR_SIG)
+
+
+def timed_out(run_dir: Path, job_id: str, signum: int) -> bool:
+    """Whether a job that ended without its record was ended by its time limit: submitit's log says
+    Slurm signalled it, or the worker died of the warning signal itself. Slurm may send that signal
+    up to a minute early, so a short limit's warning can come while Python is still starting, before
+    any handler is installed; the default action then kills the worker (state FAILED, DerivedExitCode
+    0:12), and only the signal tells that it was the time limit."""
+    return signum == warning_signal() or _timed_out(run_dir, job_id)
 
 
 def _timed_out(run_dir: Path, job_id: str) -> bool:
@@ -160,6 +179,12 @@ def _timed_out(run_dir: Path, job_id: str) -> bool:
     except OSError:
         return False
     return "this job is timed-out" in log
+
+
+def _ended(state: str, signum: int) -> str:
+    """"state FAILED, its worker killed by SIGKILL": how accounting says the job ended."""
+    return f"state {state}" + (f", its worker killed by {signal.Signals(signum).name}"
+                               if signum in signal.valid_signals() else "")
 
 
 class TimeLimitWatch:
@@ -174,10 +199,8 @@ class TimeLimitWatch:
     a failed record's error, whatever error the cell ended with."""
 
     def __init__(self, job_id: str | None):
-        from submitit.slurm.slurm import SlurmJobEnvironment
-
         self.job_id = job_id
-        self.signum = getattr(signal, "SIG" + SlurmJobEnvironment.USR_SIG)
+        self.signum = warning_signal()
         self.submitits = signal.getsignal(self.signum)
         self.timed_out = False
         signal.signal(self.signum, self._handle)
@@ -272,18 +295,18 @@ class Slurm:
                     # Just submitted (accounting lags a little), or purged from accounting.
                     if time.monotonic() - unknown_since.setdefault(job_id, time.monotonic()) < 120:
                         continue
-                    state, nodes = "UNKNOWN", ""
+                    state, nodes, signum = "UNKNOWN", "", 0
                 else:
-                    state, nodes = known[job_id]
+                    state, nodes, signum = known[job_id]
                 base = state.split()[0] if state else "UNKNOWN"
                 if base in RUNNING:
                     continue
                 record = dispatch.collected(cell, job_id)
                 if record is None:
-                    if base in ("FAILED", "COMPLETED") and _timed_out(dispatch.run_dir, job_id):
-                        base = "TIMEOUT"  # submitit was told of the limit before the cell had started
+                    if base in ("FAILED", "COMPLETED") and timed_out(dispatch.run_dir, job_id, signum):
+                        base = "TIMEOUT"  # the limit's warning came before the cell had started
                     reason = REASONS.get(base, "is unknown to Slurm accounting")
-                    record = dispatch.fault(cell, f"slurm job {job_id} {reason} (state {state})", job_id=job_id,
+                    record = dispatch.fault(cell, f"slurm job {job_id} {reason} ({_ended(state, signum)})", job_id=job_id,
                                             node=nodes or None)
                 dispatch.finished(record, cell)
                 del in_flight[job_id]
