@@ -187,17 +187,6 @@ def test_data_gone_after_the_check_fails_the_cell_with_how_to(run_suite, tmp_pat
         assert record["params"] > 0  # measured before the failure, and kept
 
 
-def test_quickstart_quick_on_real_data(run_suite, real_fashion_mnist):
-    run_suite.data = run_suite.device = None  # README's command: the installed data, the default device
-    proc = run_suite.cli(*run_suite.argv("--quick", suite="quickstart"))
-    assert proc.returncode == 0, proc.stderr
-    assert "| ViT-Mu/7" in proc.stdout and "| BiT-R20x1 (28px)" in proc.stdout
-    (run_dir,) = (run_suite.results / "quickstart").iterdir()
-    df = run_suite.frame(run_dir)
-    assert list(df["train_images_seen"]) == [20 * 128] * 2 and list(df["eval_images"]) == [256] * 2
-    assert df["top1"].between(0.0, 1.0).all()
-
-
 def test_info_prints_params_and_verified_flops(capsys):
     # The default run's full-size FLOP check (ViT-B/16 at 224, both counters); the other full-size traces
     # in tests/test_flops.py and tests/test_hybrid.py are `slow`.

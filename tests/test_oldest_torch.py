@@ -58,7 +58,7 @@ def test_the_default_tests_pass_on_the_oldest_torch(tmp_path):
     # README's test command with the oldest torch's Python; nothing of this pytest process leaks in
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_") and k != "PYTHONPATH"}
     env["BENCHBENCH_CACHE"] = str(tmp_path / "cache")
-    quick = "test_cli" + ".py::test_quickstart_quick_on_real_data"
+    quick = "test_quickstart" + ".py::test_quickstart_quick_on_real_data"
     tests = [f"tests/{name}.py" for name in VERSION_SENSITIVE] + [f"tests/{quick}"]
     assert all((ROOT / t.split("::")[0]).is_file() for t in tests)
     proc = subprocess.run([str(python), "-m", "pytest", "-n", "auto", "--maxprocesses", "4", "-p", "no:cacheprovider",

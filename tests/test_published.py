@@ -18,6 +18,8 @@ from benchbench.report.tables import build_table, render
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 RUNS = sorted(p.parent for p in RESULTS.glob("*/*/records.jsonl"))
+# Suites of the paper's models at 224 px (JFT-300M's head): counted on the meta device alone below.
+PAPER_SCALE = ("paper-compute", "vit-table6")
 
 
 def test_every_published_run_is_checked():
@@ -47,8 +49,9 @@ def _published_shapes(catalog, runs):
 
 def test_small_models_params_and_macs_are_the_published_ones(catalog):
     """The runs of 28 px models: params and both MAC counts exactly as recorded. (timm-compute's 80 timm
-    models at 224 px are tests/test_timm_zoo.py's, slow: counted there against fvcore and timm's CSV.)"""
-    small = [p for p in RUNS if p.parent.name not in ("paper-compute", "timm-compute")]
+    models at 224 px are tests/test_timm_zoo.py's, slow: counted there against fvcore and timm's CSV;
+    the paper's models at 224 px are the next test's.)"""
+    small = [p for p in RUNS if p.parent.name not in (*PAPER_SCALE, "timm-compute")]
     shapes = _published_shapes(catalog, small)
     assert len(shapes) >= 3
     for (model, shape), (params, macs) in shapes.items():
@@ -59,10 +62,10 @@ def test_small_models_params_and_macs_are_the_published_ones(catalog):
 
 
 def test_paper_models_params_and_macs_are_the_published_ones(catalog):
-    """paper-compute's ViT, BiT and hybrid models at 224 px: params and MACs exactly, the MACs by the
-    second counter on the meta device (free; fvcore's trace of these takes minutes, and the two
-    counters' agreement on every model is tests/test_flops.py's)."""
-    shapes = _published_shapes(catalog, [p for p in RUNS if p.parent.name == "paper-compute"])
+    """paper-compute's and Table 6's ViT, BiT and hybrid models at 224 px: params and MACs exactly, the
+    MACs by the second counter on the meta device (free; fvcore's trace of these takes minutes, and the
+    two counters' agreement on every model is tests/test_flops.py's)."""
+    shapes = _published_shapes(catalog, [p for p in RUNS if p.parent.name in PAPER_SCALE])
     assert len(shapes) == 15
     for (model, shape), (params, macs) in shapes.items():
         spec = catalog.models.get(model)
