@@ -149,3 +149,28 @@ def test_vit_resolution_must_be_a_multiple_of_the_patch(tv):
     with torch.device("meta"):
         model = tv.models.get("tv/vit_b_16").build(image_size=64)
     assert model.model.image_size == 64
+
+
+def test_registering_reads_builders_from_the_cache_without_importing_torchvision(tmp_path, monkeypatch):
+    """The builder table (names, default resolutions) is torchvision's, and a process that finds it in
+    the cache registers the zoo without importing torchvision (2-3 CPU-seconds in every command)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "BENCHBENCH_CACHE": str(tmp_path)}
+    script = ("import sys, json\nfrom benchbench_plugins.models import torchvision_zoo as z\n"
+              "table = z.builder_resolutions()\nprint(json.dumps([table, 'torchvision' in sys.modules]))")
+    runs = [json.loads(subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                                      check=True, timeout=300).stdout) for _ in range(2)]
+    expected = {name: torchvision_zoo.default_resolution(name) for name in builders()}
+    assert runs[0] == [expected, True] and runs[1] == [expected, False]
+    assert list(runs[1][0]) == builders()  # torchvision's order, as registered
+    monkeypatch.setenv("BENCHBENCH_CACHE", str(tmp_path))
+    cached = tmp_path / "torchvision-builders.json"
+    cached.write_text(json.dumps({"stamp": "torchvision 0.0.1|elsewhere", "builders": {"resnet50": 1}}))
+    assert torchvision_zoo.builder_resolutions() == expected  # another torchvision's table is not read
+    assert json.loads(cached.read_text())["builders"] == expected  # and is replaced
+    cached.write_text("{not json")
+    assert torchvision_zoo.builder_resolutions() == expected

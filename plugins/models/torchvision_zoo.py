@@ -5,11 +5,19 @@ Randomly initialised: weights are never downloaded. The torchvision model is kep
 layer) and `reset_head`. torchvision's own weight files (the network's names, without `model.`) are
 told apart from ours by that prefix and load through the "torchvision" layout; a file of torchvision's
 published weights is recognised by the sha256 prefix in its name, which gives its evaluation transform.
+
+Registering needs only each builder's name and default resolution, so they are remembered in
+$BENCHBENCH_CACHE (else ~/.cache/benchbench) `torchvision-builders.json`, keyed by torchvision's
+version and this file: a command that builds no torchvision model then never imports torchvision
+(2-3 CPU-seconds, torch._dynamo through torchvision.ops, in every `benchbench` process).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
+import json
+import os
 import re
 from collections.abc import Mapping
 from functools import partial
@@ -18,9 +26,9 @@ from typing import Any
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
-from torchvision import models
 
 from benchbench import hookimpl
+from benchbench.meters.cache import cache_dir
 from benchbench.specs import ModelSpec, Preprocessing, StateDictLayout
 
 # Built without their auxiliary heads, so forward returns one logits tensor in train mode too
@@ -32,8 +40,16 @@ BUILD_KWARGS = {
 }
 
 
+def _models():
+    """torchvision.models, imported when first needed."""
+    from torchvision import models
+
+    return models
+
+
 def builders() -> list[str]:
     """torchvision's classification builders (not detection, segmentation, video, quantized)."""
+    models = _models()
     return models.list_models(module=models)
 
 
@@ -43,8 +59,35 @@ def default_resolution(name: str) -> int:
     224 for most; 299 for inception_v3, 256 for swin_v2_*, 240-600 for the EfficientNets. Read
     from the weights' metadata, which downloads nothing.
     """
-    crops = [w.transforms.keywords.get("crop_size", 224) for w in models.get_model_weights(name)]
+    crops = [w.transforms.keywords.get("crop_size", 224) for w in _models().get_model_weights(name)]
     return min(crops, default=224)
+
+
+def _stamp() -> str:
+    """What the remembered builder table depends on: torchvision's version and this file."""
+    return f"torchvision {importlib.metadata.version('torchvision')}|{__file__}@{os.stat(__file__).st_mtime_ns}"
+
+
+def builder_resolutions() -> dict[str, int]:
+    """{builder: default_resolution(builder)} for every builder, in torchvision's order; read from the
+    cache file where its stamp is today's, else asked of torchvision and written there (a file that
+    cannot be read or written only costs the import)."""
+    path, stamp = cache_dir() / "torchvision-builders.json", _stamp()
+    try:
+        known = json.loads(path.read_text())
+        if known["stamp"] == stamp and isinstance(known["builders"], dict):
+            return {str(k): int(v) for k, v in known["builders"].items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    table = {name: default_resolution(name) for name in builders()}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"stamp": stamp, "builders": table}))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return table
 
 
 class CpuArithmetic(TorchFunctionMode):
@@ -143,7 +186,7 @@ def create(name: str, *, num_classes: int = 1000, image_size: int = 224, in_chan
         kwargs["input_size"] = (image_size, image_size)
     # RegNet's only arange / tensor calls are the block-width arithmetic.
     with CpuArithmetic() if name.startswith("regnet_") else contextlib.nullcontext():
-        model = models.get_model(name, weights=None, num_classes=num_classes, **kwargs)
+        model = _models().get_model(name, weights=None, num_classes=num_classes, **kwargs)
     return TorchvisionClassifier(model, num_classes, name)
 
 
@@ -162,7 +205,7 @@ def from_torchvision(sd: Mapping[str, torch.Tensor], model: nn.Module, config: M
 def weights_preprocessing(name: str, config: Mapping[str, Any], sha256: str) -> Preprocessing | None:
     """The evaluation transform of torchvision's published weights for builder `name` whose file has this
     sha256 (torchvision names each file <name>-<first hex digits of its sha256>.pth); None for others."""
-    for weights in models.get_model_weights(name):
+    for weights in _models().get_model_weights(name):
         m = re.search(r"-([0-9a-f]{6,})\.pth$", weights.url)
         if m and sha256.startswith(m.group(1)):
             t = weights.transforms()
@@ -179,13 +222,13 @@ def layout(name: str) -> StateDictLayout:
 
 @hookimpl
 def register_models(register) -> None:
-    for name in builders():
+    for name, resolution in builder_resolutions().items():
         register(ModelSpec(
             id=f"tv/{name}",
             name=f"torchvision {name}",
             family="torchvision",
             build=partial(create, name),
-            default_resolution=default_resolution(name),
+            default_resolution=resolution,
             in_chans=3,
             description=f"torchvision.models.{name}(weights=None), randomly initialised",
             marker="D",
