@@ -109,6 +109,8 @@ BAD = [  # (row, why it is left out: a part of the line said); None: produced
     ("vit-b16,,synthetic,scratch,225,epochs=1,,top1,0.8,1pt,s", "the suite loader refuses its cell"),
     ("vit-b16,,synthetic,evaluate,224,init=/nonexistent/w.safetensors,,top1,0.8,1pt,s",
      "it loads init = '/nonexistent/w.safetensors', which is not here"),
+    ("ViT-B/16,vit-b16,jft-300m,measure,224,epochs=7,,top1,0.8,1pt,s",  # verify would find no top1 there
+     "its figure top1 is an accuracy, and protocol 'measure' records none"),
 ]
 
 
@@ -127,7 +129,7 @@ def test_rows_that_cannot_be_produced_are_left_out_each_named_with_why(catalog, 
         assert re.search(rf"line {n} \((?:(?!line \d+ \().)*?{re.escape(why)}", said), (n, why)
     cells = load_suite(str(tmp_path / "bad.toml"), catalog).cells
     assert sorted((c.model, dict(c.settings)["epochs"]) for c in cells) == [("vit-b16", 14.0), ("vit-b32", 7.0)]
-    assert "2 cells giving 3 of the 12 rows" in out and f"{len(left)} left out" in out
+    assert "2 cells giving 3 of the 13 rows" in out and f"{len(left)} left out" in out
 
 
 def test_a_resolution_the_protocol_sets_is_written_where_it_is_not_the_default(catalog, capsys, tmp_path):

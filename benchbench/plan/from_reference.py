@@ -6,7 +6,8 @@ here left out with why, and the suite file of the rest, loaded by the suite load
 A row is left out, in one line, when: no model, dataset or protocol here goes by its names, or one does
 but verify would not match its cell to the row (an alias of the registry that is neither its id nor its
 name); it names no dataset or protocol; a setting is none of its protocol's, or no value of it; the
-protocol cannot set its resolution; no cell records the MAC count its `convention` names; the data its
+protocol cannot set its resolution; its figure is an accuracy and its protocol records none (a compute
+protocol: `measure`); no cell records the MAC count its `convention` names; the data its
 protocol reads, or a file a setting names (an `init` checkpoint), is not here; or the loader refuses its
 cell. Rows that are figures of one cell (params and GMACs of one model) share it.
 """
@@ -21,7 +22,7 @@ import textwrap
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Callable, Collection, Mapping, Protocol, Sequence
 
 from benchbench import outside
 from benchbench.errors import BenchError, unknown_message
@@ -64,6 +65,9 @@ class Figure(Protocol):
 
     @property
     def settings(self) -> tuple[tuple[str, str], ...]: ...
+
+    @property
+    def metric(self) -> str: ...
 
     @property
     def convention(self) -> str | None: ...
@@ -114,16 +118,17 @@ class _Refused(Exception):
 
 
 def plan(figures: Sequence[Figure], reference: Path, catalog: Catalog, *, counts: Mapping[str, str],
-         data: DataOptions) -> Plan:
+         data: DataOptions, accuracy: Callable[[str, Collection[str]], bool]) -> Plan:
     """The cells of `figures` (a reference's rows) and the rows left out. `counts` maps a row's
     `convention` to the record metric holding that count (benchbench.judge.reference.CONVENTIONS);
-    `data` is where datasets are looked for (`DatasetSpec.available`)."""
+    `data` is where datasets are looked for (`DatasetSpec.available`); `accuracy(metric, accuracies)`
+    says whether a row's metric is an accuracy, as verify judges it (benchbench.judge.reference.is_accuracy)."""
     recorded = recorded_counts()
     cells: dict[str, Wanted] = {}
     given, left = [], []
     for figure in figures:
         try:
-            wanted = _cell(figure, catalog, data, counts, recorded)
+            wanted = _cell(figure, catalog, data, (counts, recorded), accuracy)
         except _Refused as why:
             left.append(LeftOut(figure.line, figure.label, _one_line(str(why))))
             continue
@@ -140,8 +145,10 @@ def recorded_counts() -> tuple[str, ...]:
     return tuple(MacCount(0, {}, ()).metrics())
 
 
-def _cell(figure: Figure, catalog: Catalog, data: DataOptions, counts: Mapping[str, str],
-          recorded: Sequence[str]) -> Wanted:
+def _cell(figure: Figure, catalog: Catalog, data: DataOptions,
+          conventions: tuple[Mapping[str, str], Sequence[str]], accuracy: Callable[[str, Collection[str]], bool]
+          ) -> Wanted:
+    counts, recorded = conventions
     model = _model(figure, catalog)
     dataset = _dataset(figure, catalog)
     protocol = _protocol(figure, catalog)
@@ -160,6 +167,10 @@ def _cell(figure: Figure, catalog: Catalog, data: DataOptions, counts: Mapping[s
             raise _Refused(f"its settings give {role} = {given[role]!r}, which is {px} px, not {figure.resolution}")
         given[role] = figure.resolution
         settings = _resolved(protocol, given)
+    if not protocol.accuracies(settings) and accuracy(figure.metric, ()):
+        raise _Refused(f"its figure {figure.metric} is an accuracy, and protocol {protocol.id!r} records none (it "
+                       f"measures compute): verify would find no {figure.metric} in its cell; write a protocol that "
+                       "trains or evaluates (benchbench list protocols)")
     if figure.convention is not None:
         count = counts.get(figure.convention)
         if count not in recorded:
