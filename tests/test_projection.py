@@ -41,6 +41,15 @@ def test_every_catalog_entry_has_every_figure_a_projection_needs():
     assert catalog.resolve("4090").id == "rtx-4090" and catalog.resolve("H100 SXM").id == "h100"
 
 
+@pytest.mark.parametrize("torch_name, device_id", [
+    ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA H200", "h200"),
+    ("NVIDIA A100-SXM4-40GB", "a100-40gb"), ("NVIDIA GeForce RTX 4090", "rtx-4090"), ("Tesla T4", "t4")])
+def test_a_device_as_torch_names_it_is_its_catalog_entry(torch_name, device_id):
+    """`torch.cuda.get_device_name()`'s words name the device (the SXM H100 calls itself "80GB HBM3",
+    which the nearest id took for an A100 80GB), through the datasheet table's own matching."""
+    assert catalog.resolve(torch_name).id == device_id
+
+
 def test_an_unknown_device_says_the_nearest_and_how_to_describe_one():
     with pytest.raises(BenchError) as err:
         catalog.resolve("h10")

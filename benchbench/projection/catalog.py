@@ -153,9 +153,19 @@ def resolve(name: str, extra: Mapping[str, Device] | None = None) -> Device:
     known = builtin()
     if key in known:
         return known[key]
+    named = _by_device_name(name, known)
+    if named is not None:
+        return named
     ids = [*known, *extra]
     raise BenchError(f"unknown device {name!r}{_hint(key, ids)} known: {', '.join(ids)}; describe another in a TOML "
                      "file and pass --devices FILE (docs/compute.md, 'Projected onto another device')")
+
+
+def _by_device_name(name: str, known: Mapping[str, Device]) -> Device | None:
+    """The catalog's device a name as torch reports it stands for ("NVIDIA H100 80GB HBM3": h100), by the
+    datasheet table's own matching; None where it is no device of the catalog."""
+    peak = lookup(name) if name.strip().lower() not in GENERIC else None
+    return next((device for device in known.values() if peak is not None and device.name == peak.name), None)
 
 
 # Words for a kind of device, not one: a projection needs one model's datasheet figures.
