@@ -39,18 +39,24 @@
 #                          estimated (on the H100, both sides compiled within 90 s)
 #   profile            40  profile vit-b16 --mode train, bf16, batch 256, compiled by the policy: the graph the
 #                          step before compiled, so from the warm cache (~5 s), 3 + 10 steps, the matmul peak
+#   projection         60  scripts/gpu_check.py projection: timm's resnet50, vit_base_patch16_224, convnext_base
+#                          and efficientnet_b0 as timm's RTX 4090 file measured them (inference, fp16 autocast,
+#                          eager, batch 1024; 3 + 6 steps, ~1-3 s a model on an H100 at timm's rates), against
+#                          their projection from that file onto this GPU (~15 s of start): the projection's error
 #   pytest-gpu        120  pytest -m gpu, 45 s per test (pytest-timeout, where installed): what is left, about 45 s
 #                          by the estimates above (the whole needs more: rerun it with --steps pytest-gpu)
 #   sbs-bit-r50x1-compiled 150  as sbs-vit-b16-compiled for BiT-R50x1 (153 tensors): where time is left, or --steps
 # cpu: the same commands at tiny sizes, eager throughout: the quickstart's `compile = false` (its cell's cold
 # CPU compile, ~77 s estimated, ran past 300 s on 2 busy cores), side_by_side --compile off (two CPU compiles
-# a model, ~170 s); ViT-Mu/4 for ViT-B/16.
+# a model, ~170 s); ViT-Mu/4 for ViT-B/16; the projection of resnet50 and efficientnet_b0 at batch 2, fp32,
+# onto the H100 (a dry run of the code: its errors mean nothing).
 # --steps NAME,... runs only those (setup and env always): a rerun of what failed or was cut.
 # The files in DIR, flat (the GPU machine hands back at most 8), each written as its step goes:
 #   commands.txt (each exact command, its cap, exit status and seconds), steps.jsonl (a line per step),
 #   log.txt (every step's output), env.json, quickstart.jsonl (both runs' records, a line per cell that
 #   ended), side_by_side.jsonl (the header, the model checks, a line per side's run and per row),
-#   pytest.jsonl (a line per test), profile.jsonl (the profile).
+#   pytest.jsonl (a line per test), profile.jsonl (the profile; then a line per model the projection step
+#   measured and its projection, `kind: projection`: `project validate`'s keys and a row per model).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MIN_STEP_S=10
@@ -275,11 +281,13 @@ check() {
   local dev="--device $DEVICE" quick=" --quick" peak="" vit=vit-b16 sbs_size="--precision bf16 --batch-size 256"
   local sbs_run="--rounds 3 --warmup 5 --steps 20" compiled="--compile on" qs_compile=true
   local prof="vit-b16 --mode train --precision bf16 --batch-size 256 --warmup-steps 3 --min-steps 10 --min-seconds 1"
+  local projected=""
   if [ "$DEVICE" = cpu ]; then
     peak=" --matmul-n 256" vit=vit-mu4 sbs_size="--precision fp32 --batch-size 2 --threads 1"
     sbs_run="--rounds 1 --warmup 1 --steps 1" compiled="--compile off" qs_compile=false
     prof="vit-mu4 --mode train --no-compile --no-channels-last --batch-size 8 --warmup-steps 1 --min-steps 2"
     prof+=" --min-seconds 0"
+    projected=" --models resnet50,efficientnet_b0 --batch-size 2 --steps 1"
   fi
   # env: the environment is written by the follow-up, with the device's reading where it came
   step env "$(cap env)" "$bb device $dev$peak --json > $w/device.json" \
@@ -297,6 +305,8 @@ check() {
   step "sbs-$vit-compiled" "$(cap sbs-vit-compiled)" "$sbs $compiled --first benchbench --models $vit" \
     "touch $o/side_by_side.jsonl"
   step profile "$(cap profile)" "$bb profile $prof $dev --jsonl $o/profile.jsonl" "touch $o/profile.jsonl"
+  step projection "$(cap projection)" "$py scripts/gpu_check.py projection $o/profile.jsonl $dev$projected" \
+    "touch $o/profile.jsonl"
   local gpu_tests  # the modules with gpu tests (collecting every module costs half a minute)
   gpu_tests=$(grep -l "pytest.mark.gpu" tests/test_*.py | tr '\n' ' ')
   step pytest-gpu "$(cap pytest-gpu)" \
@@ -344,13 +354,14 @@ main() {
   # but 2 busy cores and a cold CPU compile.
   local name
   declare -gA CAP_CUDA=([setup]=60 [env]=30 [quickstart]=80 [quickstart-eager]=80 [sbs-eager]=75
-                       [sbs-vit-compiled]=150 [profile]=40 [pytest-gpu]=120 [sbs-bit-compiled]=150)
+                       [sbs-vit-compiled]=150 [profile]=40 [projection]=60 [pytest-gpu]=120 [sbs-bit-compiled]=150)
   declare -gA CAP_CPU=([setup]=120 [env]=60 [quickstart]=300 [quickstart-eager]=300 [sbs-eager]=240
-                      [sbs-vit-compiled]=120 [profile]=90 [pytest-gpu]=120 [sbs-bit-compiled]=150)
+                      [sbs-vit-compiled]=120 [profile]=90 [projection]=120 [pytest-gpu]=120 [sbs-bit-compiled]=150)
   if [ "$DEVICE" = cuda ]; then BUDGET_DEFAULT=390; else BUDGET_DEFAULT=1500; fi
   BUDGET_S=${BUDGET_S:-$BUDGET_DEFAULT}
   for name in "${!CAP_CUDA[@]}"; do cap "$name" >/dev/null || exit 2; done  # a bad GPU_CHECK_CAP_*: one line
-  local steps="quickstart quickstart-eager sbs-eager sbs-vit-b16-compiled profile pytest-gpu sbs-bit-r50x1-compiled"
+  local steps="quickstart quickstart-eager sbs-eager sbs-vit-b16-compiled profile projection pytest-gpu"
+  steps+=" sbs-bit-r50x1-compiled"
   [ "$DEVICE" = cpu ] && steps=${steps/sbs-vit-b16/sbs-vit-mu4}
   for name in ${ONLY//,/ }; do
     [[ " $steps " == *" $name "* ]] || die "--steps: no step '$name' on $DEVICE (steps: ${steps// /, })"

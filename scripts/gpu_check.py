@@ -5,6 +5,8 @@ test has its outcome ($GPU_CHECK_PYTEST_JSONL), so a pytest stopped at its cap k
     python scripts/gpu_check.py env OUT_DIR [DEVICE_JSON]
     python scripts/gpu_check.py keep CHECK_DIR [--results ROOT]
     python scripts/gpu_check.py wheels DIR          (the wheels in DIR this Python can install)
+    python scripts/gpu_check.py projection JSONL [--device D] [--batch-size B] [--models A,B] [--steps N]
+                                  (timm's models measured here against their projection from RTX 4090)
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("torch", "torchvision", "timm", "torchao", "numpy", "pytest", "pytest-timeout", "benchbench")
 MESSAGE_CHARS = 600
+# The projection check (issues 41 and 43): timm's benchmark models of four families, measured as timm's
+# file was (inference, fp16 autocast, eager, channels-first, batch 1024), against the projection of the
+# same models from that file's RTX 4090 onto the device at hand (benchbench.projection.validate).
+PROJECTED = ("resnet50", "vit_base_patch16_224", "convnext_base", "efficientnet_b0")
+PROJECTED_FROM = ("rtx-4090", ROOT / "results/references/timm-benchmarks/benchmark-infer-amp-nchw-pt291-cu128-4090.csv")
 
 
 # --- pytest plugin ------------------------------------------------------------------------------------
@@ -129,6 +136,61 @@ def installable(wheels: list[Path]) -> tuple[list[Path], list[Path]]:
     return take, [w for w in wheels if w not in take]
 
 
+def _append(path: Path, line: dict) -> None:
+    with path.open("a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def projection(jsonl: Path, device: str, models: list[str], batch_size: int, steps: int) -> dict:
+    """Each of `models` (timm architectures in PROJECTED_FROM's file) measured on `device` as that file
+    was, a line (`kind: projection-measured`) appended to `jsonl` as each is known; then the projection
+    of those models from the RTX 4090 onto this device, with the constants fitted without it, against
+    what was measured: one line (`kind: projection`, `project validate`'s keys and `rows`). On the CPU
+    (the check's CPU mode): fp32, projected onto the H100, a dry run of the same code whose errors
+    mean nothing."""
+    import pandas as pd
+    import torch
+
+    from benchbench import precision
+    from benchbench.execution import Request, choose
+    from benchbench.meters.throughput import Inputs, Timing, measure_throughput
+    from benchbench.plugins import load_catalog
+    from benchbench.projection import catalog as devices
+    from benchbench.projection.tables import Table, read_table
+    from benchbench.projection.validate import validate
+
+    src_id, src_path = PROJECTED_FROM
+    source = read_table(src_path)
+    dev = torch.device(device)
+    on = devices.resolve(torch.cuda.get_device_name(dev)) if dev.type == "cuda" else devices.resolve("h100")
+    prec = precision.resolve("fp16" if dev.type == "cuda" else "fp32", dev, mode="infer")
+    cat, rows = load_catalog(), []
+    for arch in models:
+        sizes = source.rows.loc[source.rows["model"] == arch, "img_size"]
+        if sizes.empty:
+            raise SystemExit(f"gpu_check projection: {arch} is not in {src_path.name}")
+        size = int(224 if (sizes == 224).any() else sizes.min())
+        spec = cat.models.get(f"timm/{arch}")
+        model = spec.build(num_classes=1000, image_size=size, in_chans=3)
+        execution = choose(dev, Request(eager=True, channels_last=False))
+        start = time.perf_counter()
+        result = measure_throughput(model, Inputs(size, 3, 1000, str(dev)), mode="infer", precision=prec,
+                                    batch_size=batch_size, execution=execution,
+                                    timing=Timing(warmup_steps=max(1, steps // 2), min_steps=steps, min_seconds=0.0))
+        del model
+        rows.append({"model": arch, "img_size": size, "img_per_s": result.img_per_s})
+        _append(jsonl, {"kind": "projection-measured", "model": arch, "img_size": size, "img_per_s": result.img_per_s,
+                        "batch_size": result.batch_size, "precision": result.precision, "steps": result.steps,
+                        "device_name": result.device_name, "wall_s": round(time.perf_counter() - start, 2)})
+    frame = pd.DataFrame(rows).assign(gmacs=float("nan"), macts_m=float("nan"), params_m=float("nan"))
+    software = "pt" + torch.__version__.split("+")[0].replace(".", "")
+    target = Table(jsonl, frame, software, compiled=False, training=False, skipped={})
+    out = validate(source, target, devices.resolve(src_id), on, min_gmacs=0.0, per_model=True)
+    line = {"kind": "projection", "from": src_id, "to": on.id, "measured_on": str(dev), **out}
+    _append(jsonl, line)
+    return line
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -140,6 +202,12 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--results", type=Path, default=ROOT / "results")
     w = sub.add_parser("wheels", help="print the wheels in DIR this Python can install; name the others on stderr")
     w.add_argument("dir", type=Path)
+    j = sub.add_parser("projection", help="timm's models measured here against their projection from RTX 4090")
+    j.add_argument("jsonl", type=Path)
+    j.add_argument("--device", default="cuda")
+    j.add_argument("--batch-size", type=int, default=1024)
+    j.add_argument("--models", default=",".join(PROJECTED))
+    j.add_argument("--steps", type=int, default=6, help="timed steps a model (as many again untimed first)")
     args = p.parse_args(argv)
     if args.command == "wheels":
         take, leave = installable(sorted(args.dir.glob("*.whl")))
@@ -147,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gpu_check: {len(leave)} wheels are not for this Python ({sys.version.split()[0]}), left out: "
                   f"{', '.join(w.name for w in leave)}", file=sys.stderr)
         print(" ".join(str(w) for w in take))
+    elif args.command == "projection":
+        line = projection(args.jsonl, args.device, args.models.split(","), args.batch_size, args.steps)
+        print(json.dumps({k: line[k] for k in ("from", "to", "models", "median_abs_error", "p90_abs_error",
+                                               "coverage_80")}))
     elif args.command == "env":
         start = time.perf_counter()
         env = environment(args.device_json)

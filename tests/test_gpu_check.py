@@ -22,10 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "gpu-check.sh"
 FILES = {"commands.txt", "steps.jsonl", "log.txt", "env.json", "quickstart.jsonl", "side_by_side.jsonl",
          "pytest.jsonl", "profile.jsonl"}  # at most 8: what the device tool hands back
-STEPS = ["setup", "env", "quickstart", "quickstart-eager", "sbs-eager", "sbs-vit-mu4-compiled", "profile", "pytest-gpu",
-         "sbs-bit-r50x1-compiled"]
-CAPS = ["setup", "env", "quickstart", "quickstart-eager", "sbs-eager", "sbs-vit-compiled", "profile", "pytest-gpu",
-        "sbs-bit-compiled"]  # the keys of GPU_CHECK_CAP_<KEY>
+STEPS = ["setup", "env", "quickstart", "quickstart-eager", "sbs-eager", "sbs-vit-mu4-compiled", "profile", "projection",
+         "pytest-gpu", "sbs-bit-r50x1-compiled"]
+CAPS = ["setup", "env", "quickstart", "quickstart-eager", "sbs-eager", "sbs-vit-compiled", "profile", "projection",
+        "pytest-gpu", "sbs-bit-compiled"]  # the keys of GPU_CHECK_CAP_<KEY>
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ step late 20 'echo never'
     (["--device", "tpu", "--out", "x"], "--device tpu: allowed: cuda, cpu"),
     (["--budget", "5m", "--out", "x"], "--budget 5m: a whole number of seconds"),
     (["--steps", "pytest", "--out", "x"], "--steps: no step 'pytest' on cuda (steps: quickstart, quickstart-eager, "
-                                          "sbs-eager, sbs-vit-b16-compiled, profile, pytest-gpu, "
+                                          "sbs-eager, sbs-vit-b16-compiled, profile, projection, pytest-gpu, "
                                           "sbs-bit-r50x1-compiled)"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(args, message):
@@ -253,7 +253,23 @@ def test_cpu_mode_runs_every_step_and_writes_its_files(tmp_path, real_fashion_mn
     tests = [json.loads(line) for line in (out / "pytest.jsonl").read_text().splitlines()]
     assert len(tests) >= 20 and {t["outcome"] for t in tests} == {"skipped"}  # no CUDA here
     profile = [json.loads(line) for line in (out / "profile.jsonl").read_text().splitlines()]
-    assert [(p["kind"], p["id"], p["mode"]) for p in profile] == [("profile", "vit-mu4", "train")]
+    assert [(p["kind"], p.get("id"), p.get("mode")) for p in profile[:1]] == [("profile", "vit-mu4", "train")]
+    # the projection step: timm's models measured here (CPU: two, batch 2, fp32), then their projection from
+    # timm's RTX 4090 file (a dry run onto the H100 on a CPU: its errors mean nothing, its figures are checked)
+    measured = [p for p in profile if p["kind"] == "projection-measured"]
+    assert [(m["model"], m["img_size"], m["batch_size"], m["precision"]) for m in measured] == [
+        ("resnet50", 224, 2, "fp32"), ("efficientnet_b0", 224, 2, "fp32")]
+    assert [p["kind"] for p in profile[1:]] == ["projection-measured"] * 2 + ["projection"]
+    projected = profile[-1]
+    assert (projected["from"], projected["to"], projected["measured_on"], projected["models"]) == (
+        "rtx-4090", "h100", "cpu", 2)
+    rows = {r["model"]: r for r in projected["rows"]}
+    # the 4090's figures are its file's (results/references/timm-benchmarks, the 224 px rows)
+    assert (rows["resnet50"]["source_img_per_s"], rows["efficientnet_b0"]["source_img_per_s"]) == (4302.84, 8794.71)
+    for m in measured:
+        row = rows[m["model"]]
+        assert row["measured_img_per_s"] == m["img_per_s"]
+        assert row["interval_80"][0] <= row["projected_img_per_s"] <= row["interval_80"][1]
 
 
 def test_folders_are_the_callers_and_a_dash_is_no_folder(tmp_path):

@@ -298,3 +298,29 @@ def test_a_price_for_no_target_is_one_line(tmp_path, make_record, capsys):
     err = capsys.readouterr().err.strip()
     assert "--price h200=2: prices none of the targets (h100)" in err and "did you mean 'h100'?" in err
     assert err.count("\n") == 0
+
+
+def test_validate_per_model_rows_are_the_figures_its_statistics_summarise():
+    """`rows` (the GPU check's projection step writes them): each model's error is |projected / measured - 1|
+    of its own figures, its measured img/s the target file's, its interval around the projection, and the
+    rows' median error over the models counted is the summary's."""
+    import numpy as np
+
+    from benchbench.projection.validate import validate
+
+    source = read_table(REFERENCES / "benchmark-infer-amp-nchw-pt291-cu128-4090.csv")
+    target = read_table(REFERENCES / "benchmark-infer-amp-nchw-pt291-cu130-5090.csv")
+    out = validate(source, target, catalog.resolve("rtx-4090"), catalog.resolve("rtx-5090"), per_model=True)
+    rows = out["rows"]
+    assert len(rows) == out["all_models"]["models"] and "rows" not in validate(
+        source, target, catalog.resolve("rtx-4090"), catalog.resolve("rtx-5090"))
+    measured = target.rows.set_index(["model", "img_size"])["img_per_s"]
+    for row in rows[:50]:
+        assert row["measured_img_per_s"] == measured[(row["model"], row["img_size"])]
+        assert row["abs_error_pct"] == round(abs(row["projected_img_per_s"] / row["measured_img_per_s"] - 1) * 100, 2)
+        low, high = row["interval_80"]
+        assert low <= row["projected_img_per_s"] <= high
+    gmacs = joined(source, target).set_index(["model", "img_size"])["gmacs"]
+    counted = [r["abs_error_pct"] for r in rows if gmacs[(r["model"], r["img_size"])] > 0.5]
+    assert len(counted) == out["models"]
+    assert np.median(counted) == pytest.approx(out["median_abs_error"], abs=0.02)

@@ -35,8 +35,10 @@ def error_stats(pred: np.ndarray, meas: np.ndarray, lo: np.ndarray | None = None
     return out
 
 
-def validate(source: Table, target: Table, src: Device, tgt: Device, *, min_gmacs: float = MIN_GMACS) -> dict:
-    """The statistics of projecting `source` (measured on `src`) onto `tgt` against `target`."""
+def validate(source: Table, target: Table, src: Device, tgt: Device, *, min_gmacs: float = MIN_GMACS,
+             per_model: bool = False) -> dict:
+    """The statistics of projecting `source` (measured on `src`) onto `tgt` against `target`; with
+    `per_model`, also `rows`: each model's measured, projected and 80 % interval img/s, and its error."""
     fold = fold_without(tgt.id)
     consts, calib = load_constants(fold)
     both = joined(source, target)
@@ -72,4 +74,11 @@ def validate(source: Table, target: Table, src: Device, tgt: Device, *, min_gmac
                    "min_gmacs": min_gmacs}
     out["fitted"] = {"fold": fold, "constants": consts.__dict__ | {}, "interval_inflation": calib.inflation,
                      "software_floor": calib.software_floor_half_width}
+    if per_model:
+        out["rows"] = [{"model": model, "img_size": int(size), "family": fam, "source_img_per_s": float(a),
+                        "measured_img_per_s": float(b), "projected_img_per_s": round(float(p), 2),
+                        "interval_80": [round(float(low), 2), round(float(high), 2)],
+                        "abs_error_pct": round(abs(float(p) / float(b) - 1.0) * 100.0, 2)}
+                       for model, size, fam, a, b, p, low, high in zip(
+                           both["model"], both["img_size"], family, measured_src, measured, pred, lo, hi)]
     return out
