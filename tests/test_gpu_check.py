@@ -219,15 +219,36 @@ def test_every_step_cut_at_its_cap_still_returns_its_file(tmp_path, real_fashion
     assert env_json["device_name"] == "cpu" and env_json["packages"]["torch"]
 
 
+def _bare_python(tmp_path: Path) -> Path:
+    """A Python as the GPU machine's is to the check: this venv's packages (torch, timm, pip, setuptools:
+    its site-packages by a .pth file, which adds no .pth file of its own, so not benchbench's editable
+    install) and no benchbench: the check's setup must install the project, as on the GPU."""
+    import sysconfig
+
+    venv = tmp_path / "bare"
+    subprocess.run([sys.base_prefix + "/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    Path(purelib, "this-venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    probe = subprocess.run([str(python), "-c", "import benchbench_plugins"], capture_output=True, cwd=tmp_path)
+    assert probe.returncode != 0  # nothing of benchbench installed there
+    return python
+
+
 @pytest.mark.slow
 @pytest.mark.expected(seconds=204)  # CI, 2 cores (.ci/run starts the longest first)
 def test_cpu_mode_runs_every_step_and_writes_its_files(tmp_path, real_fashion_mnist):
-    prepared, out = _prepared(tmp_path, real_fashion_mnist), tmp_path / "out"
-    proc = subprocess.run(["bash", str(SCRIPT), "--device", "cpu", "--out", str(out), "--from", str(prepared)],
-                          capture_output=True, text=True, timeout=1800, cwd=ROOT)
+    """The whole check on the CPU, from a Python without benchbench (the GPU image's case): its setup
+    step installs the project (offline, editable, no build isolation) before every other step."""
+    prepared, out, python = _prepared(tmp_path, real_fashion_mnist), tmp_path / "out", _bare_python(tmp_path)
+    proc = subprocess.run(["bash", str(SCRIPT), "--device", "cpu", "--out", str(out), "--from", str(prepared),
+                           "--python", str(python)], capture_output=True, text=True, timeout=1800, cwd=ROOT)
     steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
     assert [(s["step"], s["status"]) for s in steps] == [(name, "ok") for name in STEPS], proc.stderr
     assert proc.returncode == 0
+    assert (python.parent / "benchbench").is_file()  # the install branch ran: the console script is there's
     assert {p.name for p in out.iterdir()} == FILES
     commands = (out / "commands.txt").read_text()
     assert f"BENCHBENCH_DATA={prepared / 'data'}" in commands and "--target" in commands
