@@ -243,10 +243,24 @@ def test_exit_codes_gate_ci(tmp_path, make_record, capsys):
         ([passes, unmatched, inconclusive], ["--allow-unmatched", "--allow-inconclusive"], 0),
         ([passes, "vit-a,,,,gmacs,2,0,x", inconclusive], ["--allow-inconclusive"], 1),  # a fail is a fail
         ([unmatched], ["--allow-unmatched"], 2),  # nothing checked at all
+        ([inconclusive], ["--strict"], 1),  # a gate: only passing passes
+        ([passes, unmatched], ["--strict"], 1),
+        ([passes], ["--strict"], 0),
+        ([passes, "vit-a,,,,gmacs,2,0,x"], ["--strict"], 1),
+        ([unmatched], ["--strict"], 2),  # still: nothing checked
     ]:
         got = main(["verify", str(ref(tmp_path, *lines)), str(run), *flags])
         capsys.readouterr()
         assert got == status, (lines, flags)
+
+
+@pytest.mark.parametrize("flags", [["--allow-inconclusive"], ["--allow-unmatched"],
+                                   ["--allow-inconclusive", "--allow-unmatched"]])
+def test_strict_with_an_allowance_is_one_line_and_status_2(tmp_path, make_record, capsys, flags):
+    run = write_run(tmp_path, cells(make_record, 0.80))
+    assert main(["verify", str(ref(tmp_path, "vit-a,,,,params,1000000,0,x")), str(run), "--strict", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--strict with {' and '.join(flags)}: " in err and "Traceback" not in err
 
 
 def test_a_matched_cell_that_lacks_the_metric_says_so(tmp_path, make_record, capsys):

@@ -1,4 +1,5 @@
-"""`benchbench verify REFERENCE RUN... [--aliases FILE] [--json] [--allow-inconclusive] [--allow-unmatched]`:
+"""`benchbench verify REFERENCE RUN... [--aliases FILE] [--json] [--allow-inconclusive] [--allow-unmatched]
+[--strict]`:
 a published table checked row by row."""
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ exit status:
   1  a row fails
   2  the reference or a run cannot be read, an accuracy is not a fraction, or no row could be checked
   3  no row fails, but one is inconclusive or unmatched (0 instead with --allow-inconclusive and/or
-     --allow-unmatched, for the rows they allow)"""
+     --allow-unmatched, for the rows they allow; 1 with --strict)"""
 
 
 def add_parser(sub, parent) -> None:
@@ -40,6 +41,9 @@ def add_parser(sub, parent) -> None:
     p.add_argument("--allow-unmatched", action="store_true",
                    help="exit 0, not 3, when the only rows that do not pass are unmatched (or allowed inconclusive): "
                         "a reference wider than the runs")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1, not 3, when a row is inconclusive or unmatched: a gate that only every row "
+                        "passing passes")
     p.set_defaults(func=run)
 
 
@@ -52,6 +56,11 @@ def run(args) -> int:
     from benchbench.errors import BenchError
 
     named_plugins(args)
+    if args.strict and (args.allow_inconclusive or args.allow_unmatched):
+        allowed = " and ".join(f for f, on in (("--allow-inconclusive", args.allow_inconclusive),
+                                               ("--allow-unmatched", args.allow_unmatched)) if on)
+        raise BenchError(f"--strict with {allowed}: --strict fails every row that does not pass, {allowed} lets "
+                         "some through; give one or the other")
     try:
         reference, runs, checks = verify_paths(args.reference, args.runs, aliases=args.aliases)
     except BenchError as exc:  # --json: a reader of stdout gets an object too, not nothing
@@ -64,7 +73,8 @@ def run(args) -> int:
     for c in checks:  # a row no cell is the figure of: named, one line each
         if c.verdict == "unmatched":
             print(f"warning: {reference.path}:{c.row.line}: {c.row.label}: unmatched: {c.test}", file=sys.stderr)
-    status = exit_status(checks, allow_inconclusive=args.allow_inconclusive, allow_unmatched=args.allow_unmatched)
+    status = exit_status(checks, allow_inconclusive=args.allow_inconclusive, allow_unmatched=args.allow_unmatched,
+                         strict=args.strict)
     if args.json:
         print(json.dumps({"reference": str(args.reference), "runs": [r.label for r in runs],
                           "summary": summary(checks), "exit_status": status,

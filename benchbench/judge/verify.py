@@ -178,17 +178,18 @@ def summary(checks: Sequence[Check]) -> dict[str, int]:
     return counts
 
 
-def exit_status(checks: Sequence[Check], *, allow_inconclusive: bool = False, allow_unmatched: bool = False) -> int:
+def exit_status(checks: Sequence[Check], *, allow_inconclusive: bool = False, allow_unmatched: bool = False,
+                strict: bool = False) -> int:
     """EXIT_PASS when every check passes (the inconclusive and unmatched allowed aside), EXIT_FAIL when
-    one fails, EXIT_UNDECIDED when none fails but one is inconclusive or unmatched, EXIT_ERROR when no
-    row could be checked at all."""
+    one fails, EXIT_UNDECIDED when none fails but one is inconclusive or unmatched (EXIT_FAIL where
+    `strict`: only a pass passes), EXIT_ERROR when no row could be checked at all."""
     counts = summary(checks)
     if counts["unmatched"] == len(checks):
         return EXIT_ERROR
     if counts["fail"]:
         return EXIT_FAIL
     if (counts["inconclusive"] and not allow_inconclusive) or (counts["unmatched"] and not allow_unmatched):
-        return EXIT_UNDECIDED
+        return EXIT_FAIL if strict else EXIT_UNDECIDED
     return EXIT_PASS
 
 
