@@ -45,18 +45,23 @@
 #                          their projection from that file onto this GPU (~15 s of start): the projection's error
 #   pytest-gpu        120  pytest -m gpu, 45 s per test (pytest-timeout, where installed): what is left, about 45 s
 #                          by the estimates above (the whole needs more: rerun it with --steps pytest-gpu)
+#   isolation          90  what a process per cell costs on CUDA (a context each): the quickstart's first model,
+#                          --quick --eager, seeds 0-9, run isolated then --no-isolate (~2 x 10 s of start, 10 short
+#                          cells each way); a line `kind: isolation-cost` in profile.jsonl. Where time is left, or
+#                          --steps isolation
 #   sbs-bit-r50x1-compiled 150  as sbs-vit-b16-compiled for BiT-R50x1 (153 tensors): where time is left, or --steps
 # cpu: the same commands at tiny sizes, eager throughout: the quickstart's `compile = false` (its cell's cold
 # CPU compile, ~77 s estimated, ran past 300 s on 2 busy cores), side_by_side --compile off (two CPU compiles
 # a model, ~170 s); ViT-Mu/4 for ViT-B/16; the projection of resnet50 and efficientnet_b0 at batch 2, fp32,
-# onto the H100 (a dry run of the code: its errors mean nothing).
+# onto the H100 (a dry run of the code: its errors mean nothing); the isolation cost at seeds 0 and 1.
 # --steps NAME,... runs only those (setup and env always): a rerun of what failed or was cut.
 # The files in DIR, flat (the GPU machine hands back at most 8), each written as its step goes:
 #   commands.txt (each exact command, its cap, exit status and seconds), steps.jsonl (a line per step),
 #   log.txt (every step's output), env.json, quickstart.jsonl (both runs' records, a line per cell that
 #   ended), side_by_side.jsonl (the header, the model checks, a line per side's run and per row),
 #   pytest.jsonl (a line per test), profile.jsonl (the profile; then a line per model the projection step
-#   measured and its projection, `kind: projection`: `project validate`'s keys and a row per model).
+#   measured and its projection, `kind: projection`: `project validate`'s keys and a row per model; then
+#   the isolation step's `kind: isolation-cost`).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MIN_STEP_S=10
@@ -281,13 +286,13 @@ check() {
   local dev="--device $DEVICE" quick=" --quick" peak="" vit=vit-b16 sbs_size="--precision bf16 --batch-size 256"
   local sbs_run="--rounds 3 --warmup 5 --steps 20" compiled="--compile on" qs_compile=true
   local prof="vit-b16 --mode train --precision bf16 --batch-size 256 --warmup-steps 3 --min-steps 10 --min-seconds 1"
-  local projected=""
+  local projected="" iso_seeds="0 1 2 3 4 5 6 7 8 9"
   if [ "$DEVICE" = cpu ]; then
     peak=" --matmul-n 256" vit=vit-mu4 sbs_size="--precision fp32 --batch-size 2 --threads 1"
     sbs_run="--rounds 1 --warmup 1 --steps 1" compiled="--compile off" qs_compile=false
     prof="vit-mu4 --mode train --no-compile --no-channels-last --batch-size 8 --warmup-steps 1 --min-steps 2"
     prof+=" --min-seconds 0"
-    projected=" --models resnet50,efficientnet_b0 --batch-size 2 --steps 1"
+    projected=" --models resnet50,efficientnet_b0 --batch-size 2 --steps 1" iso_seeds="0 1"
   fi
   # env: the environment is written by the follow-up, with the device's reading where it came
   step env "$(cap env)" "$bb device $dev$peak --json > $w/device.json" \
@@ -312,6 +317,15 @@ check() {
   step pytest-gpu "$(cap pytest-gpu)" \
     "GPU_CHECK_PYTEST_JSONL=$o/pytest.jsonl $py -m pytest -m gpu -v -p gpu_check -p no:cacheprovider$timeout_opt $gpu_tests" \
     "touch $o/pytest.jsonl"
+  # the same cells isolated (run's default) and in the driver's process; the helper writes the difference
+  local iso="$bb run $w/isolation.toml --quick --eager $dev --fresh --no-progress" iso_cmd seed
+  for seed in $iso_seeds; do iso+=" --seed $seed"; done
+  iso_cmd="sed -e 's/^models = .*/models = [\"bit-r20x1-small\"]/' suites/quickstart.toml > $w/isolation.toml"
+  iso_cmd+=$'\n'"t0=\$(date +%s%N)"$'\n'"$iso --results $w/iso-a"
+  iso_cmd+=$'\n'"t1=\$(date +%s%N)"$'\n'"$iso --no-isolate --results $w/iso-b"
+  iso_cmd+=$'\n'"t2=\$(date +%s%N)"$'\n'"$py scripts/gpu_check.py isolation $o/profile.jsonl $w/iso-a $w/iso-b"
+  iso_cmd+=" \$(( (t1 - t0) / 1000000 )) \$(( (t2 - t1) / 1000000 ))"
+  step isolation "$(cap isolation)" "$iso_cmd" "touch $o/profile.jsonl"
   step sbs-bit-r50x1-compiled "$(cap sbs-bit-compiled)" "$sbs $compiled --first benchbench --models bit-r50x1" \
     "touch $o/side_by_side.jsonl"
   echo "gpu-check: $(grep -c '"status": "ok"' "$OUT/steps.jsonl") of $(wc -l <"$OUT/steps.jsonl") steps ok;" \
@@ -354,14 +368,16 @@ main() {
   # but 2 busy cores and a cold CPU compile.
   local name
   declare -gA CAP_CUDA=([setup]=60 [env]=30 [quickstart]=80 [quickstart-eager]=80 [sbs-eager]=75
-                       [sbs-vit-compiled]=150 [profile]=40 [projection]=60 [pytest-gpu]=120 [sbs-bit-compiled]=150)
+                       [sbs-vit-compiled]=150 [profile]=40 [projection]=60 [pytest-gpu]=120 [isolation]=90
+                       [sbs-bit-compiled]=150)
   declare -gA CAP_CPU=([setup]=120 [env]=60 [quickstart]=300 [quickstart-eager]=300 [sbs-eager]=240
-                      [sbs-vit-compiled]=120 [profile]=90 [projection]=120 [pytest-gpu]=120 [sbs-bit-compiled]=150)
+                      [sbs-vit-compiled]=120 [profile]=90 [projection]=120 [pytest-gpu]=120 [isolation]=150
+                      [sbs-bit-compiled]=150)
   if [ "$DEVICE" = cuda ]; then BUDGET_DEFAULT=390; else BUDGET_DEFAULT=1500; fi
   BUDGET_S=${BUDGET_S:-$BUDGET_DEFAULT}
   for name in "${!CAP_CUDA[@]}"; do cap "$name" >/dev/null || exit 2; done  # a bad GPU_CHECK_CAP_*: one line
   local steps="quickstart quickstart-eager sbs-eager sbs-vit-b16-compiled profile projection pytest-gpu"
-  steps+=" sbs-bit-r50x1-compiled"
+  steps+=" isolation sbs-bit-r50x1-compiled"
   [ "$DEVICE" = cpu ] && steps=${steps/sbs-vit-b16/sbs-vit-mu4}
   for name in ${ONLY//,/ }; do
     [[ " $steps " == *" $name "* ]] || die "--steps: no step '$name' on $DEVICE (steps: ${steps// /, })"

@@ -7,6 +7,8 @@ test has its outcome ($GPU_CHECK_PYTEST_JSONL), so a pytest stopped at its cap k
     python scripts/gpu_check.py wheels DIR          (the wheels in DIR this Python can install)
     python scripts/gpu_check.py projection JSONL [--device D] [--batch-size B] [--models A,B] [--steps N]
                                   (timm's models measured here against their projection from RTX 4090)
+    python scripts/gpu_check.py isolation JSONL ISOLATED_RUN IN_PROCESS_RUN ISOLATED_MS IN_PROCESS_MS
+                                  (what a process per cell costs: the same cells run both ways)
 """
 
 from __future__ import annotations
@@ -191,6 +193,29 @@ def projection(jsonl: Path, device: str, models: list[str], batch_size: int, ste
     return line
 
 
+def isolation(jsonl: Path, isolated: Path, in_process: Path, isolated_ms: int, in_process_ms: int) -> dict:
+    """What running each cell in a process of its own costs on this device: the same cells run isolated
+    (`run`'s default) and `--no-isolate`, each command's wall time (the caller's, start to end, the
+    command's own start included in both) and each run's cells; one line (`kind: isolation-cost`)
+    appended to `jsonl`. `per_cell_s`: the difference of the two commands' times over the cells, where
+    both ran every cell."""
+    import statistics
+
+    def cells(run_root: Path) -> list[dict]:
+        lines = [json.loads(x) for p in sorted(run_root.glob("*/*/records.jsonl")) for x in p.read_text().splitlines()]
+        return [r for r in lines if r.get("status") == "ok"]
+
+    a, b = cells(isolated), cells(in_process)
+    walls = [[r["wall_seconds"] for r in rows if r.get("wall_seconds") is not None] for rows in (a, b)]
+    line = {"kind": "isolation-cost", "cells_isolated": len(a), "cells_in_process": len(b),
+            "isolated_s": isolated_ms / 1000, "in_process_s": in_process_ms / 1000,
+            "per_cell_s": round((isolated_ms - in_process_ms) / 1000 / len(a), 3) if a and len(a) == len(b) else None,
+            "cell_wall_s_median": [round(statistics.median(w), 3) if w else None for w in walls],
+            "device": next((r.get("device_name") or r.get("device") for r in a + b), None)}
+    _append(jsonl, line)
+    return line
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -208,6 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     j.add_argument("--batch-size", type=int, default=1024)
     j.add_argument("--models", default=",".join(PROJECTED))
     j.add_argument("--steps", type=int, default=6, help="timed steps a model (as many again untimed first)")
+    i = sub.add_parser("isolation", help="what a process per cell costs, from the same cells run both ways")
+    i.add_argument("jsonl", type=Path)
+    i.add_argument("isolated", type=Path)
+    i.add_argument("in_process", type=Path)
+    i.add_argument("isolated_ms", type=int)
+    i.add_argument("in_process_ms", type=int)
     args = p.parse_args(argv)
     if args.command == "wheels":
         take, leave = installable(sorted(args.dir.glob("*.whl")))
@@ -219,6 +250,10 @@ def main(argv: list[str] | None = None) -> int:
         line = projection(args.jsonl, args.device, args.models.split(","), args.batch_size, args.steps)
         print(json.dumps({k: line[k] for k in ("from", "to", "models", "median_abs_error", "p90_abs_error",
                                                "coverage_80")}))
+    elif args.command == "isolation":
+        line = isolation(args.jsonl, args.isolated, args.in_process, args.isolated_ms, args.in_process_ms)
+        print(json.dumps(line))
+        return 0 if line["per_cell_s"] is not None else 1  # a run without every cell: no comparison
     elif args.command == "env":
         start = time.perf_counter()
         env = environment(args.device_json)

@@ -23,9 +23,9 @@ SCRIPT = ROOT / "scripts" / "gpu-check.sh"
 FILES = {"commands.txt", "steps.jsonl", "log.txt", "env.json", "quickstart.jsonl", "side_by_side.jsonl",
          "pytest.jsonl", "profile.jsonl"}  # at most 8: what the device tool hands back
 STEPS = ["setup", "env", "quickstart", "quickstart-eager", "sbs-eager", "sbs-vit-mu4-compiled", "profile", "projection",
-         "pytest-gpu", "sbs-bit-r50x1-compiled"]
+         "pytest-gpu", "isolation", "sbs-bit-r50x1-compiled"]
 CAPS = ["setup", "env", "quickstart", "quickstart-eager", "sbs-eager", "sbs-vit-compiled", "profile", "projection",
-        "pytest-gpu", "sbs-bit-compiled"]  # the keys of GPU_CHECK_CAP_<KEY>
+        "pytest-gpu", "isolation", "sbs-bit-compiled"]  # the keys of GPU_CHECK_CAP_<KEY>
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ step late 20 'echo never'
     (["--device", "tpu", "--out", "x"], "--device tpu: allowed: cuda, cpu"),
     (["--budget", "5m", "--out", "x"], "--budget 5m: a whole number of seconds"),
     (["--steps", "pytest", "--out", "x"], "--steps: no step 'pytest' on cuda (steps: quickstart, quickstart-eager, "
-                                          "sbs-eager, sbs-vit-b16-compiled, profile, projection, pytest-gpu, "
+                                          "sbs-eager, sbs-vit-b16-compiled, profile, projection, pytest-gpu, isolation, "
                                           "sbs-bit-r50x1-compiled)"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(args, message):
@@ -280,8 +280,8 @@ def test_cpu_mode_runs_every_step_and_writes_its_files(tmp_path, real_fashion_mn
     measured = [p for p in profile if p["kind"] == "projection-measured"]
     assert [(m["model"], m["img_size"], m["batch_size"], m["precision"]) for m in measured] == [
         ("resnet50", 224, 2, "fp32"), ("efficientnet_b0", 224, 2, "fp32")]
-    assert [p["kind"] for p in profile[1:]] == ["projection-measured"] * 2 + ["projection"]
-    projected = profile[-1]
+    assert [p["kind"] for p in profile[1:]] == ["projection-measured"] * 2 + ["projection", "isolation-cost"]
+    projected = profile[-2]
     assert (projected["from"], projected["to"], projected["measured_on"], projected["models"]) == (
         "rtx-4090", "h100", "cpu", 2)
     rows = {r["model"]: r for r in projected["rows"]}
@@ -291,6 +291,11 @@ def test_cpu_mode_runs_every_step_and_writes_its_files(tmp_path, real_fashion_mn
         row = rows[m["model"]]
         assert row["measured_img_per_s"] == m["img_per_s"]
         assert row["interval_80"][0] <= row["projected_img_per_s"] <= row["interval_80"][1]
+    # the isolation step: the quickstart's first cell at seeds 0 and 1 (CPU), isolated then in the driver's process
+    cost = profile[-1]
+    assert (cost["cells_isolated"], cost["cells_in_process"], cost["device"]) == (2, 2, "cpu")
+    assert cost["per_cell_s"] == round((cost["isolated_s"] - cost["in_process_s"]) / 2, 3)
+    assert all(w > 0 for w in cost["cell_wall_s_median"])
 
 
 def test_folders_are_the_callers_and_a_dash_is_no_folder(tmp_path):
