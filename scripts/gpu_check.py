@@ -167,6 +167,7 @@ def projection(jsonl: Path, device: str, models: list[str], batch_size: int, ste
     on = devices.resolve(torch.cuda.get_device_name(dev)) if dev.type == "cuda" else devices.resolve("h100")
     prec = precision.resolve("fp16" if dev.type == "cuda" else "fp32", dev, mode="infer")
     cat, rows = load_catalog(), []
+    execution = choose(dev, Request(eager=True, channels_last=False))  # timm's file: eager, channels-first
     for arch in models:
         sizes = source.rows.loc[source.rows["model"] == arch, "img_size"]
         if sizes.empty:
@@ -174,7 +175,6 @@ def projection(jsonl: Path, device: str, models: list[str], batch_size: int, ste
         size = int(224 if (sizes == 224).any() else sizes.min())
         spec = cat.models.get(f"timm/{arch}")
         model = spec.build(num_classes=1000, image_size=size, in_chans=3)
-        execution = choose(dev, Request(eager=True, channels_last=False))
         start = time.perf_counter()
         result = measure_throughput(model, Inputs(size, 3, 1000, str(dev)), mode="infer", precision=prec,
                                     batch_size=batch_size, execution=execution,
@@ -211,7 +211,7 @@ def isolation(jsonl: Path, isolated: Path, in_process: Path, isolated_ms: int, i
             "isolated_s": isolated_ms / 1000, "in_process_s": in_process_ms / 1000,
             "per_cell_s": round((isolated_ms - in_process_ms) / 1000 / len(a), 3) if a and len(a) == len(b) else None,
             "cell_wall_s_median": [round(statistics.median(w), 3) if w else None for w in walls],
-            "device": next((r.get("device_name") or r.get("device") for r in a + b), None)}
+            "device": next((r.get("device") for r in a + b), None)}
     _append(jsonl, line)
     return line
 

@@ -22,16 +22,12 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from benchbench.meters.cache import cache_dir, write_quietly
 from benchbench.plugins import ENTRY_POINTS_ENV, GROUP, Catalog
 from benchbench.registry import parametric_form
 
-CACHE_ENV = "BENCHBENCH_CACHE"
 CACHE_FILE = "listing.json"
 KEEP = 8  # fingerprints remembered (several checkouts or environments share one cache)
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "benchbench"))
 
 
 def rows(kind: str, cat: Catalog) -> list[dict[str, Any]]:
@@ -142,11 +138,5 @@ def cached_rows(kind: str, files: Iterable[str | Path], load: Callable[[], Catal
     stored.pop(key, None)
     stored[key] = {**entry, kind: out}  # newest last
     stored = dict(list(stored.items())[-KEEP:])
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{CACHE_FILE}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(stored))
-        os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the new one
-    except OSError:
-        pass  # a read-only cache: the listing is right, only slower next time
+    write_quietly(path, json.dumps(stored))
     return out

@@ -16,6 +16,20 @@ def cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "benchbench"))
 
 
+def write_quietly(path: Path, text: str) -> None:
+    """`text` as the file `path` (its folder made), whole or not at all: written to a file of this process's
+    own beside it (two processes at once each write their own), then renamed onto it, so a reader sees the
+    old file or the new one. A cache that cannot be written is no error: what it holds is still computed
+    right, only slower next time."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 def source_stamp(spec) -> str:
     """Identifies the code that builds `spec`: its module's file and modification time."""
     fn = getattr(spec.build, "func", spec.build)
@@ -46,11 +60,5 @@ def cached_per_model(specs: Iterable, cache: Path, compute: Callable, stamp: Cal
             known[key], changed = value, True
         out[spec.id] = known[key]
     if changed:
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp")  # two processes at once each write their own
-            tmp.write_text(json.dumps(known, indent=0, sort_keys=True))
-            os.replace(tmp, cache)
-        except OSError:
-            pass  # a read-only home: numbers are still right, only slower next time
+        write_quietly(Path(cache), json.dumps(known, indent=0, sort_keys=True))
     return out

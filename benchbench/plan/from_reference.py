@@ -128,7 +128,7 @@ def plan(figures: Sequence[Figure], reference: Path, catalog: Catalog, *, counts
     given, left = [], []
     for figure in figures:
         try:
-            wanted = _cell(figure, catalog, data, (counts, recorded), accuracy)
+            wanted = _cell(figure, catalog, data, counts, recorded, accuracy)
         except _Refused as why:
             left.append(LeftOut(figure.line, figure.label, _one_line(str(why))))
             continue
@@ -145,10 +145,8 @@ def recorded_counts() -> tuple[str, ...]:
     return tuple(MacCount(0, {}, ()).metrics())
 
 
-def _cell(figure: Figure, catalog: Catalog, data: DataOptions,
-          conventions: tuple[Mapping[str, str], Sequence[str]], accuracy: Callable[[str, Collection[str]], bool]
-          ) -> Wanted:
-    counts, recorded = conventions
+def _cell(figure: Figure, catalog: Catalog, data: DataOptions, counts: Mapping[str, str], recorded: Sequence[str],
+          accuracy: Callable[[str, Collection[str]], bool]) -> Wanted:
     model = _model(figure, catalog)
     dataset = _dataset(figure, catalog)
     protocol = _protocol(figure, catalog)

@@ -164,7 +164,7 @@ def resolve(name: str, extra: Mapping[str, Device] | None = None) -> Device:
 def _by_device_name(name: str, known: Mapping[str, Device]) -> Device | None:
     """The catalog's device a name as torch reports it stands for ("NVIDIA H100 80GB HBM3": h100), by the
     datasheet table's own matching; None where it is no device of the catalog."""
-    peak = lookup(name) if name.strip().lower() not in GENERIC else None
+    peak = lookup(name)
     return next((device for device in known.values() if peak is not None and device.name == peak.name), None)
 
 

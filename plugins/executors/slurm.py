@@ -167,13 +167,10 @@ def timed_out(run_dir: Path, job_id: str, signum: int) -> bool:
     up to a minute early, so a short limit's warning can come while Python is still starting, before
     any handler is installed; the default action then kills the worker (state FAILED, DerivedExitCode
     0:12), and only the signal tells that it was the time limit."""
-    return signum == warning_signal() or _timed_out(run_dir, job_id)
-
-
-def _timed_out(run_dir: Path, job_id: str) -> bool:
-    """Whether submitit's log of the job says Slurm signalled its time limit."""
     from submitit.core.utils import JobPaths
 
+    if signum == warning_signal():
+        return True
     try:
         log = JobPaths(run_dir / "slurm", job_id=job_id, task_id=0).stderr.read_text(errors="replace")
     except OSError:
@@ -306,8 +303,8 @@ class Slurm:
                     if base in ("FAILED", "COMPLETED") and timed_out(dispatch.run_dir, job_id, signum):
                         base = "TIMEOUT"  # the limit's warning came before the cell had started
                     reason = REASONS.get(base, "is unknown to Slurm accounting")
-                    record = dispatch.fault(cell, f"slurm job {job_id} {reason} ({_ended(state, signum)})", job_id=job_id,
-                                            node=nodes or None)
+                    record = dispatch.fault(cell, f"slurm job {job_id} {reason} ({_ended(state, signum)})",
+                                            job_id=job_id, node=nodes or None)
                 dispatch.finished(record, cell)
                 del in_flight[job_id]
 

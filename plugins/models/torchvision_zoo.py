@@ -28,7 +28,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from benchbench import hookimpl
-from benchbench.meters.cache import cache_dir
+from benchbench.meters.cache import cache_dir, write_quietly
 from benchbench.specs import ModelSpec, Preprocessing, StateDictLayout
 
 # Built without their auxiliary heads, so forward returns one logits tensor in train mode too
@@ -80,13 +80,7 @@ def builder_resolutions() -> dict[str, int]:
     except (OSError, ValueError, KeyError, TypeError):
         pass
     table = {name: default_resolution(name) for name in builders()}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"stamp": stamp, "builders": table}))
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    write_quietly(path, json.dumps({"stamp": stamp, "builders": table}))
     return table
 
 
