@@ -320,6 +320,11 @@ class ModelSpec:
     projection_family: str | None = None
     # The evaluation transform of the architecture's published weights (None: the dataset's own).
     preprocessing: Preprocessing | None = None
+    # The model as deployed for inference, where that differs from the model as trained: a copy with its
+    # branches and norms fused (timm's reparameterize_model: RepVGG, MobileOne, LeViT). A cell then also
+    # records `params_reparameterized` and `gmacs_reparameterized` (fvcore's count, timm's convention, of
+    # that form); None: the model as built is its inference form, and no such figures are recorded.
+    inference_form: Callable[["torch.nn.Module"], "torch.nn.Module"] | None = None
     # A parametric family ("timm/<name>"): bind(arg) returns the ModelSpec of that argument, with id
     # "<id>/<arg>" (models take "/", datasets ":"). None for ordinary models.
     bind: Callable[[str], "ModelSpec"] | None = None

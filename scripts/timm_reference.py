@@ -8,7 +8,9 @@ writes, for every `timm/<name>` model of suites/timm-compute.toml:
   (header included), in the suite's order;
 - results/references/timm-benchmark-infer-4090.csv: the reference table: per model, `params` (timm's
   param_count, millions to 0.01, as a count: tolerance half its last digit, 5,000) and `gmacs_fvcore`
-  (infer_gmacs, fvcore's count to 0.01: tolerance 0.005), with the known gaps' notes below.
+  (infer_gmacs, fvcore's count to 0.01: tolerance 0.005), with the known gaps' notes below; for the
+  models timm's benchmark counts after reparameterize_model, `params` and `gmacs` in the
+  `reparameterized` convention (fvcore's count and the parameters of that inference form).
 Without an argument, only the reference table is written again from the slice.
 """
 
@@ -28,11 +30,14 @@ RESOLUTION = 224
 SOURCE = ("timm benchmark-infer-amp-nchw-pt291-cu128-4090.csv (huggingface/pytorch-image-models results/, "
           "commit aa4b5850, Apache-2.0)")
 REPARAM = ("timm's benchmark counts this model after timm.utils.reparameterize_model (its branches and norms "
-           "fused into single convolutions, the inference form): fvcore on reparameterize_model(timm.create_model"
-           "(name)) gives the CSV's params and GMACs exactly; benchbench counts the model as built, for training")
-# Known gaps: (model, metric) -> the note that explains them (checked by tests/test_timm_zoo.py).
+           "fused into single convolutions, the inference form): so the row is checked in the reparameterized "
+           "convention, the cell's params_reparameterized and gmacs_reparameterized (fvcore on that form); the "
+           "model as built, for training, has more of both")
+# Counted by timm's benchmark on the inference form: their rows' `convention` (checked by tests/test_timm_zoo.py).
+REPARAMETERIZED = ("repvgg_a2", "levit_128s", "repvit_m1")
+# Known gaps and conventions: (model, the row's metric) -> the note that explains them.
 NOTES = {
-    **{(m, metric): REPARAM for m in ("repvgg_a2", "levit_128s", "repvit_m1") for metric in ("params", "gmacs_fvcore")},
+    **{(m, metric): REPARAM for m in REPARAMETERIZED for metric in ("params", "gmacs")},
     ("tiny_vit_5m_224", "params"): (
         "timm's row is at timm.create_model's default head, 21,841 classes (its default tag, in22k); the cell's "
         "head has ImageNet's 1,000: 320 x 20,841 weights + 20,841 biases = 6,689,961 parameters apart; its "
@@ -42,7 +47,8 @@ NOTES = {
         "cannot see): torch's FlopCounterMode counts 8.33 GMACs in all, so the cell's flops_status is "
         "'incomplete: aten::lstm' and benchbench's tables refuse its GMACs unless --force-flops"),
 }
-HEADER = ["model", "aliases", "dataset", "protocol", "resolution", "metric", "value", "tolerance", "source", "note"]
+HEADER = ["model", "aliases", "dataset", "protocol", "resolution", "convention", "metric", "value", "tolerance",
+          "source", "note"]
 
 
 def suite_models() -> list[str]:
@@ -74,8 +80,11 @@ def reference(slice_text: str) -> str:
         name = r["model"]
         params = round(float(r["param_count"]) * 1e6)  # millions to 0.01: a whole number of parameters
         for metric, value, tolerance in (("params", params, "5000"), ("gmacs_fvcore", r["infer_gmacs"], "0.005")):
-            w.writerow([f"timm/{name}", "", "imagenet", "measure", r["infer_img_size"], metric, value, tolerance,
-                        SOURCE, NOTES.get((name, metric), "")])
+            # fvcore's count of the inference form is the reparameterized convention's gmacs
+            convention, written = (("reparameterized", metric.replace("gmacs_fvcore", "gmacs"))
+                                   if name in REPARAMETERIZED else ("", metric))
+            w.writerow([f"timm/{name}", "", "imagenet", "measure", r["infer_img_size"], convention, written, value,
+                        tolerance, SOURCE, NOTES.get((name, written), "")])
     return out.getvalue()
 
 

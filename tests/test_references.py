@@ -141,18 +141,22 @@ def test_a_bad_slice_says_which_models_it_lacks(script, tmp_path):
         script.slice_rows(path, ["resnet18", "resnet34"])
 
 
-def test_timm_rows_pass_but_the_four_known_gaps(monkeypatch, capsys):
+def test_timm_rows_pass_but_the_known_gap(monkeypatch, capsys):
+    """159 of 160: the three models timm counts fused pass in the reparameterized convention (they failed
+    as built, 153 of 160, before cells recorded that count); tiny_vit_5m_224's params fail, its note says why."""
     import json
 
     (run,) = TIMM_RUNS
     monkeypatch.chdir(REPO)
     status = main(["verify", str(TIMM.relative_to(REPO)), str(run.relative_to(REPO)), "--json"])
     out = json.loads(capsys.readouterr().out)
-    assert status == 1 and out["summary"] == {"pass": 153, "fail": 7, "inconclusive": 0, "unmatched": 0}
+    assert status == 1 and out["summary"] == {"pass": 159, "fail": 1, "inconclusive": 0, "unmatched": 0}
     failed = {(r["model"], r["metric"]) for r in out["rows"] if r["verdict"] == "fail"}
-    assert failed == {(f"timm/{m}", metric) for m in ("repvgg_a2", "levit_128s", "repvit_m1")
-                      for metric in ("params", "gmacs_fvcore")} | {("timm/tiny_vit_5m_224", "params")}
+    assert failed == {("timm/tiny_vit_5m_224", "params")}
     assert all(r["note"] for r in out["rows"] if r["verdict"] == "fail")
+    fused = {(r["model"], r["metric"], r["verdict"]) for r in out["rows"] if r["convention"] == "reparameterized"}
+    assert fused == {(f"timm/{m}", metric, "pass") for m in ("repvgg_a2", "levit_128s", "repvit_m1")
+                     for metric in ("params", "gmacs")}
     passed = {r["model"] for r in out["rows"] if r["verdict"] == "pass" and r["metric"] == "gmacs_fvcore"}
     assert len(passed) == 77 and len({m for m in passed if (m, "params") not in failed}) == 76  # >= 40
 

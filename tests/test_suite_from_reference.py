@@ -100,12 +100,16 @@ BAD = [  # (row, why it is left out: a part of the line said); None: produced
     ("ViT-B/32,vit-b32,jft-300m,measure,224,epochs=7,,params,1,,s", None),  # the same cell
     ("vit-b16,,jft-300m,measure,224,epochs=14,paper,gmacs,1,,s", None),
     ("Nope-X,,jft-300m,measure,224,,,params,1,,s", "no model here goes by 'Nope-X'"),
-    ("ViT-B/16,vit-b16,jft-300m,measure,384,,,params,1,,s", "protocol 'measure' sets no resolution"),
+    ("ViT-B/16,vit-b16,jft-300m,measure,384,,,params,1,,s", None),  # counted at its size (timm's test size)
+    ("ViT-B/16,vit-b16,jft-300m,measure,384,resolution=224,,params,1,,s",
+     "its settings give resolution = 224, which is 224 px, not 384"),
     ("ViT-B/16,vit-b16,jft-300m,measure,224,epoch=7,,params,1,,s", "did you mean 'epochs'?"),
     ("ViT-B/16,vit-b16,jft-300m,measure,224,epochs=abc,,params,1,,s", "expected float, got str 'abc'"),
     ("ViT-B/16,vit-b16,,measure,224,,,params,2,,s", "no dataset"),
     ("ViT-B/16,vit-b16,jft-300m,,224,,,params,3,,s", "no protocol"),
-    ("timm/resnet18,,imagenet,measure,224,,reparameterized,gmacs,1,,s", "no cell records 'gmacs_reparameterized'"),
+    ("vit-b16,,jft-300m,measure,224,epochs=14,reparameterized,gmacs,1,,s",
+     "no cell of vit-b16 records 'gmacs_reparameterized', the count of its convention 'reparameterized' (its cells "
+     "record macs, gmacs, gflops, gmacs_fvcore, gmacs_xla, params); vit-b16 declares no inference form"),
     ("vit-b16,,synthetic,scratch,225,epochs=1,,top1,0.8,1pt,s", "the suite loader refuses its cell"),
     ("vit-b16,,synthetic,evaluate,224,init=/nonexistent/w.safetensors,,top1,0.8,1pt,s",
      "it loads init = '/nonexistent/w.safetensors', which is not here"),
@@ -128,8 +132,33 @@ def test_rows_that_cannot_be_produced_are_left_out_each_named_with_why(catalog, 
     for n, why in left:  # and in the file's comments
         assert re.search(rf"line {n} \((?:(?!line \d+ \().)*?{re.escape(why)}", said), (n, why)
     cells = load_suite(str(tmp_path / "bad.toml"), catalog).cells
-    assert sorted((c.model, dict(c.settings)["epochs"]) for c in cells) == [("vit-b16", 14.0), ("vit-b32", 7.0)]
-    assert "2 cells giving 3 of the 13 rows" in out and f"{len(left)} left out" in out
+    assert sorted((c.model, dict(c.settings)["epochs"], _px(c, catalog)) for c in cells) == [
+        ("vit-b16", 1.0, 384), ("vit-b16", 14.0, 224), ("vit-b32", 7.0, 224)]
+    assert "3 cells giving 4 of the 14 rows" in out and f"{len(left)} left out" in out
+
+
+NO_RESOLUTION = """
+from benchbench import hookimpl
+from benchbench.specs import ProtocolSpec
+
+
+@hookimpl
+def register_protocols(register):
+    register(ProtocolSpec(id="fixed-size", name="Fixed size", run=lambda ctx: {}, accuracies=lambda settings: {},
+                          trains=False, reads=()))
+"""
+
+
+def test_a_row_at_a_size_its_protocol_cannot_set_is_left_out(capsys, tmp_path):
+    """A protocol without a resolution role (a plugin's) counts at the dataset's size only."""
+    plugin = tmp_path / "fixed_size.py"
+    plugin.write_text(NO_RESOLUTION)
+    reference = tmp_path / "r.csv"
+    reference.write_text(HEADER + "\nvit-b16,,jft-300m,fixed-size,384,,,params,1,,s\n")
+    status, _, err = _make(capsys, reference, tmp_path / "r.toml", "--plugin", str(plugin))
+    assert status == 2 and "Traceback" not in err
+    assert ("protocol 'fixed-size' sets no resolution: its cells of vit-b16 on jft-300m are at 224 px, not 384"
+            in err), err
 
 
 def test_a_resolution_the_protocol_sets_is_written_where_it_is_not_the_default(catalog, capsys, tmp_path):

@@ -4,6 +4,7 @@ its source in tests/data/README.md; the slice of 80 architectures in results/ref
 conventions to fvcore run on timm's own models; no test builds all of timm."""
 
 import csv
+import json
 import importlib
 import math
 import subprocess
@@ -295,9 +296,9 @@ def test_macs_are_verified_and_differ_from_timms_by_norms_and_pooling(zoo, tag):
 
 SLICE = Path(__file__).resolve().parent.parent / "results" / "references" / "timm-benchmark-infer-4090-slice.csv"
 SLICE_ROWS = _rows(str(SLICE)) if SLICE.is_file() else []
-# Known gaps, each explained in the reference's note: timm's benchmark counts these after
-# timm.utils.reparameterize_model; tiny_vit_5m_224's row has its default 21,841-class head (and
-# sequencer2d_s passes, but its LSTMs are in neither fvcore's count nor timm's).
+# timm's benchmark counts these after timm.utils.reparameterize_model: their rows are in the reparameterized
+# convention. A known gap, explained in the reference's note: tiny_vit_5m_224's row has its default
+# 21,841-class head (and sequencer2d_s passes, but its LSTMs are in neither fvcore's count nor timm's).
 REPARAMETERISED = {"repvgg_a2", "levit_128s", "repvit_m1"}
 DEFAULT_TEST = {"resnet18", "mobilenetv3_small_100", "vit_tiny_patch16_224"}  # the rest: slow (about 3 min)
 
@@ -315,8 +316,9 @@ def _published_records() -> dict[str, dict]:
                                               pytest.mark.slow) for r in SLICE_ROWS])
 def test_the_timm_slice_is_fvcore_on_timms_models_and_timms_csv(zoo, row):
     """Each model of the shipped slice of timm's benchmark CSV: both conventions equal fvcore on timm's model
-    (attention unfused), and gmacs_fvcore and params equal the CSV at its 2 decimals, but for the known gaps,
-    which equal fvcore on timm.utils.reparameterize_model's model (the inference form) or the default head."""
+    (attention unfused), and gmacs_fvcore and params equal the CSV at its 2 decimals, but for the models
+    timm counts fused, whose recorded gmacs_reparameterized and params_reparameterized equal fvcore on
+    timm.utils.reparameterize_model's model (the inference form) and the CSV, and tiny_vit_5m_224's default head."""
     name, r = row["model"], int(row["infer_img_size"])
     # fvcore, and so timm's figure, cannot see an LSTM; the second counter can: benchbench's status says so
     status = "incomplete: aten::lstm" if name == "sequencer2d_s" else "ok"
@@ -333,6 +335,8 @@ def test_the_timm_slice_is_fvcore_on_timms_models_and_timms_csv(zoo, row):
         analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False).tracer_warnings("none")
         assert (round(analysis.total() / 1e9, 2), round(count_params(model) / 1e6, 2)) == published
         assert published != (round(ours.gmacs_fvcore, 2), round(params / 1e6, 2))
+        assert (recorded["gmacs_reparameterized"], recorded["params_reparameterized"]) == (
+            analysis.total() / 1e9, count_params(model))
     elif name == "tiny_vit_5m_224":
         assert round(ours.gmacs_fvcore, 2) == published[0]
         assert round((params + 320 * 20_841 + 20_841) / 1e6, 2) == published[1]  # the 21,841-class head
@@ -449,3 +453,64 @@ def test_info_gives_both_conventions_as_fvcore_on_timms_model(capsys):
     assert (info["macs"], info["macs_fvcore"], info["params"]) == (total - not_matmul, total, params)
     assert info["gmacs_fvcore"] == total / 1e9 and sum(info["macs_fvcore_terms"].values()) == not_matmul
     assert set(info["macs_fvcore_terms"]) == {"batch_norm", "adaptive_avg_pool2d"}
+
+
+# --- counting where the reference counted: timm's test size, timm's inference form ---------------------------
+
+# timm's benchmark-infer-amp-nchw-pt240-cu124-rtx4090.csv (../shared/references/timm-benchmarks/): each
+# architecture at its training size and at its test size, and repvgg_a2 counted fused
+AT_TEST_SIZE = """model,dataset,protocol,resolution,convention,metric,value,tolerance,source
+timm/efficientnet_b3,imagenet,measure,288,,gmacs_fvcore,1.63,0.005,timm pt240 4090
+timm/efficientnet_b3,imagenet,measure,320,,gmacs_fvcore,2.01,0.005,timm pt240 4090
+timm/repvgg_a2,imagenet,measure,224,reparameterized,gmacs,5.12,0.005,timm pt240 4090
+timm/repvgg_a2,imagenet,measure,224,reparameterized,params,25500000,5000,timm pt240 4090
+"""
+
+
+@pytest.mark.slow
+def test_a_reference_at_timms_test_size_and_fused_is_produced_run_and_passes(capsys, tmp_path):
+    """`suite from-reference` makes `measure` cells at each row's size (efficientnet_b3 at 288 and 320,
+    its training and test sizes), run here and verified: every row passes, counted where timm counted.
+    Slow (20 s): three cells counted, and fvcore run again on timm's models."""
+    from benchbench.cli import main
+
+    reference = tmp_path / "timm.csv"
+    reference.write_text(AT_TEST_SIZE)
+    assert main(["suite", "from-reference", str(reference), "-o", str(tmp_path / "timm.toml")]) == 0
+    assert main(["run", str(tmp_path / "timm.toml"), "--results", str(tmp_path / "r"), "--device", "cpu",
+                 "--no-isolate", "--no-progress"]) == 0
+    capsys.readouterr()
+    run = next((tmp_path / "r" / "timm").iterdir())
+    assert main(["verify", str(reference), str(run), "--json", "--strict"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [(r["resolution"], r["verdict"]) for r in rows] == [(288, "pass"), (320, "pass"), (224, "pass"),
+                                                               (224, "pass")]
+    # the figures are fvcore's on timm's own model at that size (and on its reparameterize_model form)
+    from timm.utils.model import reparameterize_model
+
+    from fvcore.nn import FlopCountAnalysis
+
+    fused = reparameterize_model(timm.create_model("repvgg_a2").eval())
+    analysis = FlopCountAnalysis(fused, torch.zeros(1, 3, 224, 224))
+    analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False).tracer_warnings("none")
+    assert [r["measured"] for r in rows] == [
+        fvcore_on_timm("efficientnet_b3", 288, num_classes=1000)[0] / 1e9,
+        fvcore_on_timm("efficientnet_b3", 320, num_classes=1000)[0] / 1e9,
+        analysis.total() / 1e9, count_params(fused)]
+
+
+@pytest.mark.slow  # two timm models built and counted: 9 s under load
+def test_info_shows_the_inference_form_and_the_test_size_where_timm_counts_there(capsys):
+    """`info` prints the fused count where reparameterize_model changes the model (its JSON has it for every
+    timm model), and for a tag whose test size differs, the command that counts there."""
+    from benchbench.cli import main
+
+    assert main(["info", "timm/repvgg_a2", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["params_reparameterized"] == 25_499_944 < info["params"]  # timm's CSV: 25.5M, fused
+    assert round(info["gmacs_reparameterized"], 2) == 5.12 < info["gmacs_fvcore"]
+    assert main(["info", "timm/efficientnet_b3.ra2_in1k"]) == 0
+    out = capsys.readouterr().out
+    assert "inference " not in out  # nothing to fuse: no second line
+    assert out.rstrip().endswith("(timm's results and benchmark CSVs count it at its test size, 320 px: "
+                                 "benchbench info timm/efficientnet_b3.ra2_in1k --resolution 320)")

@@ -355,7 +355,8 @@ def test_a_count_not_verified_says_so_beside_its_verdict(tmp_path, make_record, 
 @pytest.fixture
 def counted_run(tmp_path, make_record):
     """bit-x: gmacs 4.1246 (paper), 4.2634 (fvcore), 3.9837 (xla), 52.4896 pre-training exaFLOPs; bit-old:
-    recorded before gmacs_xla; bit-ft: pre-trained as another model (pretrain_macs)."""
+    recorded before gmacs_xla; bit-ft: pre-trained as another model (pretrain_macs); rep: a model with an
+    inference form (its reparameterized count and parameters)."""
     records = [
         replace(make_record("bit-x", dataset="jft-300m", protocol="measure", key="x", macs=4_124_600_000,
                             gmacs=4.1246, gmacs_fvcore=4.2634, gmacs_xla=3.9837, pretrain_exaflops=52.4896),
@@ -363,7 +364,11 @@ def counted_run(tmp_path, make_record):
         replace(make_record("bit-old", dataset="jft-300m", protocol="measure", key="o", gmacs=4.1246,
                             pretrain_exaflops=52.4896), resolution=224),
         replace(make_record("bit-ft", dataset="jft-300m", protocol="measure", key="f", macs=4e9, gmacs=4.0,
-                            gmacs_xla=3.9, pretrain_macs=8e9, pretrain_exaflops=100.0), resolution=224)]
+                            gmacs_xla=3.9, pretrain_macs=8e9, pretrain_exaflops=100.0), resolution=224),
+        # timm/repvgg_a2 as `benchbench info timm/repvgg_a2` counts it, as built and fused
+        replace(make_record("rep", dataset="imagenet", protocol="measure", key="r", params=28_213_544,
+                            gmacs=5.6912, gmacs_fvcore=5.7016, gmacs_reparameterized=5.117020544,
+                            params_reparameterized=25_499_944), resolution=224)]
     d = tmp_path / "counted"
     d.mkdir()
     (d / "records.jsonl").write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
@@ -396,7 +401,8 @@ def test_a_rows_convention_chooses_the_count_it_is_checked_in(tmp_path, counted_
 def test_a_count_the_cell_lacks_leaves_the_row_unmatched_saying_which(tmp_path, counted_run, capsys):
     header = HEADER.replace("metric", "convention,metric")
     path = ref(tmp_path, "bit-old,,,,xla,pretrain_exaflops,50,1%,p", "bit-ft,,,,xla,pretrain_exaflops,97.5,1%,p",
-               "bit-ft,,,,xla,gmacs,3.9,0,p", "bit-x,,,,reparameterized,gmacs,4,1%,p", header=header)
+               "bit-ft,,,,xla,gmacs,3.9,0,p", "bit-x,,,,reparameterized,gmacs,4,1%,p",
+               "bit-x,,,,reparameterized,params,4,1%,p", header=header)
     status, out = verify_json(capsys, path, counted_run)
     assert [(r["verdict"], r["test"]) for r in out["rows"]] == [
         ("unmatched", "its cell (bit-old, jft-300m, measure, 224 px) has no gmacs_xla (its records predate that metric)"),
@@ -404,21 +410,42 @@ def test_a_count_the_cell_lacks_leaves_the_row_unmatched_saying_which(tmp_path, 
                       "pretrain_macs), whose xla count it does not record"),
         ("pass", "|difference| <= 0; in the xla count (gmacs_xla)"),
         ("unmatched", "its cell (bit-x, jft-300m, measure, 224 px) has no gmacs_reparameterized (its records "
+                      "predate that metric)"),
+        ("unmatched", "its cell (bit-x, jft-300m, measure, 224 px) has no params_reparameterized (its records "
                       "predate that metric)")]
     assert status == 3
 
 
+def test_the_reparameterized_convention_checks_the_inference_forms_count_and_parameters(
+        tmp_path, counted_run, capsys):
+    """timm's benchmark CSV counts repvgg_a2 fused (5.12 GMACs, 25.5M params: its 4090 file): the row in
+    the reparameterized convention passes, the same figures as built fail, and params in any other
+    convention are the parameters as recorded."""
+    header = HEADER.replace("metric", "convention,metric")
+    path = ref(tmp_path, "rep,,,,reparameterized,gmacs,5.12,0.005,p", "rep,,,,reparameterized,params,25500000,5000,p",
+               "rep,,,,,gmacs_fvcore,5.12,0.005,p", "rep,,,,,params,25500000,5000,p",
+               "rep,,,,fvcore,params,28213544,0,p", "rep,,,,reparameterized,gflops,10.234,0.001,p", header=header)
+    status, out = verify_json(capsys, path, counted_run)
+    assert [(r["verdict"], r["measured"]) for r in out["rows"]] == [
+        ("pass", 5.117020544), ("pass", 25_499_944), ("fail", 5.7016), ("fail", 28_213_544),
+        ("pass", 28_213_544), ("pass", pytest.approx(2 * 5.117020544))]
+    assert out["rows"][0]["test"] == "|difference| <= 0.005; in the reparameterized count (gmacs_reparameterized)"
+    assert out["rows"][1]["test"] == "|difference| <= 5,000; in the reparameterized count (params_reparameterized)"
+    assert status == 1
+
+
 def test_a_convention_that_is_none_is_named_with_its_line(tmp_path, counted_run, capsys):
     header = HEADER.replace("metric", "convention,metric")
-    path = ref(tmp_path, "bit-x,,,,xl,gmacs,4,1%,p", "bit-x,,,,fvcore,params,1,1%,p", "bit-x,,,,tpu,gmacs,4,1%,p",
-               header=header)
+    path = ref(tmp_path, "bit-x,,,,xl,gmacs,4,1%,p", "bit-x,,,,fvcore,train_device_days,1,1%,p",
+               "bit-x,,,,tpu,gmacs,4,1%,p", header=header)
     assert main(["verify", str(path), str(counted_run)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err == [
         f"error: {path}:2: convention 'xl' is none of paper, fvcore, xla, reparameterized; did you mean 'xla'? "
         "(empty: the metric as recorded)",
-        f"error: {path}:3: convention 'fvcore' on params: a convention chooses the MAC count of a figure counted "
-        "from MACs (macs, gmacs, gflops, train_exaflops, pretrain_exaflops); leave it empty",
+        f"error: {path}:3: convention 'fvcore' on train_device_days: a convention chooses the count of a figure "
+        "counted from MACs or of the parameters (macs, gmacs, gflops, train_exaflops, pretrain_exaflops, params); "
+        "leave it empty",
         f"error: {path}:4: convention 'tpu' is none of paper, fvcore, xla, reparameterized "
         "(empty: the metric as recorded)"]
 

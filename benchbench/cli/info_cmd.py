@@ -20,7 +20,7 @@ def add_parser(sub, parent) -> None:
 
 
 def run(args) -> int:
-    from benchbench.meters.flops import build_for_counting, count_macs
+    from benchbench.meters.flops import build_for_counting, count_macs, with_inference_form
     from benchbench.meters.params import count_params
 
     spec = catalog(args).models.get(args.model)
@@ -32,7 +32,8 @@ def run(args) -> int:
         from benchbench.errors import BenchError
 
         raise BenchError(f"{spec.id}: {exc}") from None
-    count = count_macs(model, resolution, args.in_chans, meta_model=meta)
+    count = with_inference_form(count_macs(model, resolution, args.in_chans, meta_model=meta), spec, model, resolution,
+                                args.in_chans)
     info = {
         "id": spec.id, "name": spec.name, "family": spec.family, "resolution": resolution,
         "num_classes": args.num_classes, "params": count_params(model),
@@ -44,6 +45,8 @@ def run(args) -> int:
         "macs_fvcore_terms": count.fvcore_terms,
         # XLA's convention (the paper's JAX/TPU figures): no convolution tap over padding (docs/compute.md)
         "macs_xla": count.macs_xla, "gmacs_xla": count.gmacs_xla, "macs_xla_padding": count.padding_macs,
+        # the inference form (branches and norms fused: timm's reparameterize_model), where the model has one
+        **{k: v for k, v in count.metrics().items() if k.endswith("_reparameterized")},
     }
     if args.json:
         print(json.dumps(info, indent=2))
@@ -56,5 +59,13 @@ def run(args) -> int:
           + (", ".join(f"{op} {n / 1e9:.4g}" for op, n in count.fvcore_terms.items()) or "none here") + ")")
     saved = f"{count.padding_macs / 1e9:.4g} GMACs of taps over padding left out" if count.padding_macs else "no padding"
     print(f"  xla          {count.gmacs_xla:.4g} GMACs in XLA's convention (convolutions: {saved})")
+    if count.inference is not None and count.inference != (count.macs_fvcore, info["params"]):  # something fused
+        fused_params = count.inference[1]
+        print(f"  inference    {count.inference[0] / 1e9:.4g} GMACs in timm's convention, {fused_params:,} params "
+              f"({fused_params / 1e6:.2f}M), on its inference form (branches and norms fused: reparameterized)")
     print(f"  flops_status {count.status}")
+    test = getattr(spec, "test_preprocessing", None)  # a timm tag's test size: where timm's CSVs count it
+    if args.resolution is None and test is not None and test.crop_size != resolution:
+        print(f"  (timm's results and benchmark CSVs count it at its test size, {test.crop_size} px: "
+              f"benchbench info {spec.id} --resolution {test.crop_size})")
     return 0

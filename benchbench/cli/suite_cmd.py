@@ -53,7 +53,7 @@ def run(args) -> int:
 def run_from_reference(args) -> int:
     from benchbench.cli.common import catalog
     from benchbench.errors import BenchError
-    from benchbench.judge.reference import CONVENTIONS, is_accuracy, read
+    from benchbench.judge.reference import count_of, is_accuracy, read
     from benchbench.plan import from_reference as make
     from benchbench.specs import DataOptions
     from benchbench.store.atomic import check_file_target
@@ -69,7 +69,7 @@ def run_from_reference(args) -> int:
     cat = catalog(args)
     reference = read(args.reference, aliases=args.aliases)
     data = DataOptions(root=Path(args.data_root) if args.data_root else None)
-    planned = make.plan(reference.rows, reference.path, cat, counts=CONVENTIONS, data=data,
+    planned = make.plan(reference.rows, reference.path, cat, counts=count_of, data=data,
                         accuracy=is_accuracy)
     line = getattr(args, "command_line", [])
     words = line[line.index("from-reference") + 1:] if "from-reference" in line else [args.reference, "-o", str(out)]

@@ -14,8 +14,9 @@ The columns (docs/compute.md, "Checking a published table"):
 and optionally `settings` (`epochs=7`, several separated by ";": the cell's settings must have these
 values), `convention` (which MAC count a figure counted from MACs is checked against: `paper`, the
 matmul-like work, `gmacs`; `fvcore`, timm's, `gmacs_fvcore`; `xla`, XLA's, no convolution tap over
-padding, `gmacs_xla`; `reparameterized`, `gmacs_reparameterized`, on timm's inference form; empty:
-the metric as recorded), `note` (a known gap and what explains it, shown with the row's verdict) and
+padding, `gmacs_xla`; `reparameterized`, fvcore's on the model's inference form, branches and norms
+fused as timm's reparameterize_model does, `gmacs_reparameterized`, and on `params` that form's
+parameters, `params_reparameterized`; empty: the metric as recorded), `note` (a known gap and what explains it, shown with the row's verdict) and
 `aliases`.
 
 Every problem is named by its line in the file, all of them at once: a missing column, an unknown
@@ -48,8 +49,20 @@ ACCURACY_METRICS = ("top1", "top5")
 # A reference row's `convention`: the record metric holding one forward pass's GMACs counted that way.
 CONVENTIONS = {"paper": "gmacs", "fvcore": "gmacs_fvcore", "xla": "gmacs_xla",
                "reparameterized": "gmacs_reparameterized"}
-# The metrics a convention applies to: those counted from the forward MACs.
+# The metrics a convention applies to: those counted from the forward MACs, and the parameters.
 COUNTED_FROM_MACS = ("macs", "gmacs", "gflops", "train_exaflops", "pretrain_exaflops")
+CONVENTION_METRICS = (*COUNTED_FROM_MACS, "params")
+# On `params`, the conventions count alike but one: the parameters of the inference form (branches fused).
+PARAMS_CONVENTIONS = {"reparameterized": "params_reparameterized"}
+
+
+def count_of(convention: str | None, metric: str) -> str:
+    """The record metric holding the count a row's `convention` checks `metric` in: its parameters for
+    `params` (`params_reparameterized` on the inference form), else its GMACs (`CONVENTIONS`; the
+    paper's, `gmacs`, where the row names none)."""
+    if metric == "params":
+        return PARAMS_CONVENTIONS.get(convention or "", "params")
+    return CONVENTIONS[convention or "paper"]
 RESULTS_CSV = ("model", "top1")  # the columns a timm results CSV has at least
 MAX_BYTES = outside.MAX_BYTES  # a reference table, aliases file or results CSV: timm's largest is under 1 MB
 SEPARATOR = ";"
@@ -382,9 +395,9 @@ def _convention(text: str, metric: str) -> str | None:
         near = did_you_mean(text.lower(), CONVENTIONS)
         raise ValueError(f"convention {text!r} is none of {', '.join(CONVENTIONS)}"
                          + (f"; did you mean {near!r}?" if near else "") + " (empty: the metric as recorded)")
-    if metric not in COUNTED_FROM_MACS:
-        raise ValueError(f"convention {text!r} on {metric}: a convention chooses the MAC count of a figure counted "
-                         f"from MACs ({', '.join(COUNTED_FROM_MACS)}); leave it empty")
+    if metric not in CONVENTION_METRICS:
+        raise ValueError(f"convention {text!r} on {metric}: a convention chooses the count of a figure counted "
+                         f"from MACs or of the parameters ({', '.join(CONVENTION_METRICS)}); leave it empty")
     return text.lower()
 
 

@@ -15,7 +15,8 @@ are pooled, their mean judged and their seeds listed.
   else it straddles one of the band's edges.
 - A row's `convention` chooses the MAC count a figure counted from MACs is checked in (`counted_value`):
   `gmacs` under `xla` is the cell's `gmacs_xla`, `macs` and `gflops` follow from it, and exaFLOPs
-  (3 x 2 x MACs x images) are the cell's, scaled by that count over `gmacs`.
+  (3 x 2 x MACs x images) are the cell's, scaled by that count over `gmacs`; `params` under
+  `reparameterized` is the inference form's, `params_reparameterized`.
 - `unmatched`: no successful cell of the runs is the row's figure (its nearest cell said), or the cells
   it matches lack the metric (or the count its convention names).
 
@@ -35,7 +36,7 @@ import pandas as pd
 
 from benchbench.store import results
 from benchbench.errors import BenchError, nearest_matches
-from benchbench.judge.reference import (ACCURACY_METRICS, COMPUTE_METRICS, CONVENTIONS, Reference, Row,
+from benchbench.judge.reference import (ACCURACY_METRICS, COMPUTE_METRICS, Reference, Row, count_of,
                                         is_accuracy, not_a_fraction, read)
 from benchbench.judge.stats import t_cdf, wilson
 from benchbench.store.rundir import RECORDS
@@ -334,11 +335,13 @@ def _number(value: Any) -> bool:
 
 def counted_value(row: Row, cell: dict[str, Any]) -> float | None:
     """The cell's figure for `row`: its metric as recorded, or under the row's convention the same figure
-    counted from that convention's MACs (`CONVENTIONS`); None when the cell cannot give it (`_lacking`)."""
+    counted from that convention's MACs (`count_of`; on `params`, the parameters it names); None when the cell cannot give it (`_lacking`)."""
     value = cell.get(row.metric)
-    count = CONVENTIONS.get(row.convention or "paper")
-    if count == "gmacs":  # the paper's convention: the metric as recorded
+    count = count_of(row.convention, row.metric)
+    if count in ("gmacs", "params"):  # the paper's convention, or parameters counted alike: as recorded
         return float(value) if _number(value) else None
+    if row.metric == "params":  # the inference form's
+        return float(cell[count]) if _number(cell.get(count)) else None
     gmacs = cell.get(count)
     if not _number(gmacs):
         return None
@@ -360,10 +363,10 @@ def _pretrained_elsewhere(row: Row, cell: dict[str, Any]) -> bool:
 
 def _lacking(row: Row, cell: dict[str, Any]) -> str:
     """Why `counted_value` gave nothing for the cell: "has no gmacs_xla (its records predate that metric)"."""
-    name = row.metric
-    if row.convention and CONVENTIONS[row.convention] != "gmacs":
-        if not _number(cell.get(CONVENTIONS[row.convention])):
-            name = CONVENTIONS[row.convention]
+    name, count = row.metric, count_of(row.convention, row.metric)
+    if count not in ("gmacs", "params"):
+        if not _number(cell.get(count)):
+            name = count
         elif _pretrained_elsewhere(row, cell):
             return (f"was pre-trained as another model (its pretrain_macs), whose {row.convention} count it does "
                     "not record")
@@ -391,8 +394,8 @@ def _judge(row: Row, label: str, group: Sequence[dict[str, Any]]) -> Check:
     if len(values) > 1:
         test += f"; the mean of {len(values)} seeds" + (
             f" ({_num(min(values))} to {_num(max(values))})" if min(values) != max(values) else "")
-    if row.convention and CONVENTIONS[row.convention] != "gmacs":
-        test += f"; in the {row.convention} count ({CONVENTIONS[row.convention]})"
+    if (count := count_of(row.convention, row.metric)) not in ("gmacs", "params"):
+        test += f"; in the {row.convention} count ({count})"
     status = having[0].get("flops_status")
     if row.metric in MAC_METRICS and status not in (None, "ok"):  # the count itself is in doubt: say so
         test += f"; the cell's flops_status: {status}"

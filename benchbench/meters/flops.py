@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import copy
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from benchbench.meters.params import count_params
 from benchbench.meters.xla_macs import padding_macs
 from benchbench.runtime.deadline import shielded
 
@@ -114,6 +115,9 @@ class MacCount:
     second_macs: int | None = None  # torch_count_macs; None when not taken
     fvcore_terms: dict[str, int] = field(default_factory=dict)  # what fvcore adds: norms, pooling, resampling
     padding_macs: int = 0  # convolution taps over zero padding: in `macs`, not in XLA's count
+    # (fvcore's MACs, parameters) of the model's inference form (ModelSpec.inference_form: branches and
+    # norms fused, as timm's benchmark counts some models); None where the spec declares none
+    inference: tuple[int, int] | None = None
 
     @property
     def gmacs(self) -> float:
@@ -142,9 +146,12 @@ class MacCount:
         return self.macs_xla / 1e9
 
     def metrics(self) -> dict[str, int | float]:
-        """The record's compute metrics of one forward pass, the three conventions."""
+        """The record's compute metrics of one forward pass, the three conventions, and where the model
+        has an inference form, its parameters and fvcore's GMACs of it."""
+        fused = {} if self.inference is None else {"gmacs_reparameterized": self.inference[0] / 1e9,
+                                                   "params_reparameterized": self.inference[1]}
         return {"macs": self.macs, "gmacs": self.gmacs, "gflops": self.gflops, "gmacs_fvcore": self.gmacs_fvcore,
-                "gmacs_xla": self.gmacs_xla}
+                "gmacs_xla": self.gmacs_xla, **fused}
 
     @property
     def status(self) -> str:
@@ -190,6 +197,18 @@ def _count_macs(model: nn.Module, image_size: int, in_chans: int, *, cross_check
     terms = {op: n for op, n in counted.items() if op in _NOT_MATMUL_NAMES}
     return MacCount(macs=sum(by_op.values()), by_operator=by_op, uncounted_ops=missing, second_macs=second,
                     fvcore_terms=terms, padding_macs=padded)
+
+
+def with_inference_form(count: MacCount, spec, model: nn.Module, image_size: int, in_chans: int = 3) -> MacCount:
+    """`count` (of `model`, built from `spec`) with fvcore's MACs and the parameters of the model's inference
+    form (`spec.inference_form`: a copy, `model` is left as it is); `count` itself where the spec
+    declares none."""
+    form = getattr(spec, "inference_form", None)
+    if form is None:
+        return count
+    fused = form(model).eval()
+    counted = count_macs(fused, image_size, in_chans, cross_check=False)
+    return replace(count, inference=(counted.macs_fvcore, count_params(fused)))
 
 
 def meta_macs(spec, *, num_classes: int, image_size: int, in_chans: int) -> int:

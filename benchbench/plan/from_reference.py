@@ -7,7 +7,8 @@ A row is left out, in one line, when: no model, dataset or protocol here goes by
 but verify would not match its cell to the row (an alias of the registry that is neither its id nor its
 name); it names no dataset or protocol; a setting is none of its protocol's, or no value of it; the
 protocol cannot set its resolution; its figure is an accuracy and its protocol records none (a compute
-protocol: `measure`); no cell records the MAC count its `convention` names; the data its
+protocol: `measure`); no cell of its model records the count its `convention` names (a
+`reparameterized` count of a model that declares no inference form); the data its
 protocol reads, or a file a setting names (an `init` checkpoint), is not here; or the loader refuses its
 cell. Rows that are figures of one cell (params and GMACs of one model) share it.
 """
@@ -30,7 +31,7 @@ from benchbench.plan.cell import check_roles, make_cell
 from benchbench.plan.suite import check_name, load_suite, suite_dirs
 from benchbench.plugins import Catalog
 from benchbench.settings import check_value, resolve
-from benchbench.specs import DataOptions, ProtocolSpec, Setting, input_shape
+from benchbench.specs import DataOptions, ModelSpec, ProtocolSpec, Setting, input_shape
 from benchbench.store.atomic import write_text
 from benchbench.text import plural
 
@@ -117,18 +118,17 @@ class _Refused(Exception):
     """Why a row cannot be produced here, in one line."""
 
 
-def plan(figures: Sequence[Figure], reference: Path, catalog: Catalog, *, counts: Mapping[str, str],
+def plan(figures: Sequence[Figure], reference: Path, catalog: Catalog, *, counts: Callable[[str, str], str],
          data: DataOptions, accuracy: Callable[[str, Collection[str]], bool]) -> Plan:
-    """The cells of `figures` (a reference's rows) and the rows left out. `counts` maps a row's
-    `convention` to the record metric holding that count (benchbench.judge.reference.CONVENTIONS);
+    """The cells of `figures` (a reference's rows) and the rows left out. `counts(convention, metric)` is
+    the record metric holding a row's figure in its `convention` (benchbench.judge.reference.count_of);
     `data` is where datasets are looked for (`DatasetSpec.available`); `accuracy(metric, accuracies)`
     says whether a row's metric is an accuracy, as verify judges it (benchbench.judge.reference.is_accuracy)."""
-    recorded = recorded_counts()
     cells: dict[str, Wanted] = {}
     given, left = [], []
     for figure in figures:
         try:
-            wanted = _cell(figure, catalog, data, counts, recorded, accuracy)
+            wanted = _cell(figure, catalog, data, counts, accuracy)
         except _Refused as why:
             left.append(LeftOut(figure.line, figure.label, _one_line(str(why))))
             continue
@@ -137,15 +137,17 @@ def plan(figures: Sequence[Figure], reference: Path, catalog: Catalog, *, counts
     return Plan(Path(reference), len(figures), tuple(cells.values()), tuple(given), tuple(left))
 
 
-def recorded_counts() -> tuple[str, ...]:
-    """The MAC counts every cell records (benchbench.meters.flops.MacCount.metrics): the record metrics a
-    row's convention may name."""
+def recorded_counts(spec: ModelSpec) -> tuple[str, ...]:
+    """The counts every cell of the model records (benchbench.meters.flops.MacCount.metrics: its MACs in
+    each convention, and its inference form's MACs and parameters where its spec declares that form),
+    and `params`: the record metrics a row's convention may name."""
     from benchbench.meters.flops import MacCount  # torch
 
-    return tuple(MacCount(0, {}, ()).metrics())
+    fused = (0, 0) if spec.inference_form is not None else None
+    return (*MacCount(0, {}, (), inference=fused).metrics(), "params")
 
 
-def _cell(figure: Figure, catalog: Catalog, data: DataOptions, counts: Mapping[str, str], recorded: Sequence[str],
+def _cell(figure: Figure, catalog: Catalog, data: DataOptions, counts: Callable[[str, str], str],
           accuracy: Callable[[str, Collection[str]], bool]) -> Wanted:
     model = _model(figure, catalog)
     dataset = _dataset(figure, catalog)
@@ -170,10 +172,13 @@ def _cell(figure: Figure, catalog: Catalog, data: DataOptions, counts: Mapping[s
                        f"measures compute): verify would find no {figure.metric} in its cell; write a protocol that "
                        "trains or evaluates (benchbench list protocols)")
     if figure.convention is not None:
-        count = counts.get(figure.convention)
+        count, recorded = counts(figure.convention, figure.metric), recorded_counts(catalog.models.get(model))
         if count not in recorded:
-            raise _Refused(f"no cell records {count or figure.convention!r}, the count of its convention "
-                           f"{figure.convention!r} (cells record {', '.join(recorded)})")
+            form = (f"; {model} declares no inference form (ModelSpec.inference_form: a timm model's is timm's "
+                    "reparameterize_model), so its model as built is the one counted: leave the convention empty"
+                    if count.endswith("_reparameterized") else "")
+            raise _Refused(f"no cell of {model} records {count!r}, the count of its convention "
+                           f"{figure.convention!r} (its cells record {', '.join(recorded)}){form}")
     _check_data(catalog, dataset, protocol, data)
     _check_files(protocol, settings)
     cell = make_cell(protocol, model, dataset, 0, settings)

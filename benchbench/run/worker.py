@@ -27,7 +27,7 @@ from benchbench.errors import BenchError
 from benchbench.execution import choose
 from benchbench.meters import energy
 from benchbench.meters.energy import EnergyPlan
-from benchbench.meters.flops import MacCount, build_for_counting, count_macs
+from benchbench.meters.flops import MacCount, build_for_counting, count_macs, with_inference_form
 from benchbench.meters.params import count_params
 from benchbench.plugins import Catalog, plugin_package
 from benchbench.meters.prices import priced
@@ -193,8 +193,9 @@ def context_for(catalog: Catalog, protocol: str, model_id: str, dataset_id: str,
 def _count(spec, model, meta, shape: dict, cache: dict) -> MacCount:
     key = (spec.id, *sorted(shape.items()))
     if key not in cache:
-        cache[key] = count_macs(model, shape["image_size"], shape["in_chans"],
-                                meta_model=spec.build_on_meta(**shape) if meta is None else meta)
+        count = count_macs(model, shape["image_size"], shape["in_chans"],
+                           meta_model=spec.build_on_meta(**shape) if meta is None else meta)
+        cache[key] = with_inference_form(count, spec, model, shape["image_size"], shape["in_chans"])
     return cache[key]
 
 

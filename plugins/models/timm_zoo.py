@@ -193,6 +193,15 @@ def create(timm_name: str, fixed_input_size: bool, *, num_classes: int = 1000, i
     return TimmClassifier(model, timm_name)
 
 
+def reparameterized(model: nn.Module) -> nn.Module:
+    """A copy of `model` in timm's inference form: `timm.utils.reparameterize_model`, which fuses each
+    module's branches and norms where it has a `fuse`, `reparameterize` or `switch_to_deploy` (RepVGG,
+    MobileOne, FastViT, LeViT, RepViT); a model with none of them is copied unchanged."""
+    from timm.utils.model import reparameterize_model
+
+    return reparameterize_model(model, inplace=False)
+
+
 def _unbound(**shape: int) -> nn.Module:
     raise BenchError(f"model {ID!r} needs an architecture: write {ID}/<name> or {ID}/<name>.<tag>")
 
@@ -266,7 +275,7 @@ def bind(arg: str) -> TimmSpec:
         # from scratch is built for the dataset's channels
         in_chans=3 if tag else None,
         description=what, marker="P", color="tab:olive",
-        timm_name=name, pretrained_tag=tag, state_dict_layouts=(TIMM_LAYOUT,),
+        timm_name=name, pretrained_tag=tag, state_dict_layouts=(TIMM_LAYOUT,), inference_form=reparameterized,
         **(_pretrained_fields(cfg, model_id) if tag else {}),
     )
 
