@@ -20,7 +20,7 @@ from typing import Callable
 import pytest
 
 from benchbench import outside
-from benchbench.cli import main
+from benchbench.cli import main, project_cmd
 from benchbench.judge import reference
 from benchbench.meters import compile_costs
 from benchbench.plan import from_reference
@@ -87,6 +87,10 @@ def _project_validate(path: Path, w: Where) -> None:
     _command(["project", "validate", str(path), str(TIMM_TABLE), "--from", "h100", "--to", "h100"], w)
 
 
+def _project_profile(path: Path, w: Where) -> None:
+    _command(["project", str(path), "--to", "h100"], w)
+
+
 def _suite_from_reference_output(path: Path, w: Where) -> None:
     _command(["suite", "from-reference", str(w.good_reference), "-o", str(path)], w)
 
@@ -118,6 +122,7 @@ READERS = [
     Reader("table --reference", "csv", True, (reference, "MAX_BYTES"), _table_reference),
     Reader("project --devices", "toml", True, (catalog, "MAX_DEVICES_FILE_BYTES"), _project_devices),
     Reader("project validate", "csv", True, (tables, "MAX_TABLE_BYTES"), _project_validate),
+    Reader("project PROFILE.jsonl", "profile", True, (project_cmd, "PROFILE_BYTES"), _project_profile),
     Reader("suite from-reference -o (an existing file, read for its mark)", "text", True,
            (from_reference, "MAX_SUITE_BYTES"), _suite_from_reference_output),
     Reader("compile-times.jsonl", "jsonl", False, (compile_costs, "MAX_STORE_BYTES"), _compile_store, store=True),
@@ -145,11 +150,14 @@ CONTENT: dict[str, dict[str, tuple[bytes, str]]] = {
     "jsonl": {"undecodable": (b'{"kind": "step", "model": "\xff", "seconds": 1}', SKIPPED),
               "wrong type": (b'{"kind": "compile", "seconds": 5, "param_tensors": "many"}', SKIPPED),
               "deeply nested": (b"[" * DEEP + b"]" * DEEP, SKIPPED)},
+    "profile": {"undecodable": (b'{"kind": "profile", "id": "\xff"}', "cannot be read as UTF-8 text"),
+                "wrong type": (b"[1, 2]", "hostile:1: cannot be used (a JSON array where a JSON object is expected)"),
+                "deeply nested": (b"[" * DEEP + b"]" * DEEP, "hostile:1: cannot be read as JSON (nested deeper")},
     "text": {"undecodable": (b"\xff\xfe", "cannot be read as UTF-8 text")},
     "none": {},
 }
 GOOD = {"csv": REFERENCE_HEADER.encode() + b"\n", "toml": b"", "json": b"{}", "jsonl": json.dumps(MEASUREMENT).encode(),
-        "text": b"abc"}
+        "text": b"abc", "profile": b"{}"}
 
 
 def _cases(reader: Reader) -> list[str]:

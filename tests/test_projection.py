@@ -324,3 +324,143 @@ def test_validate_per_model_rows_are_the_figures_its_statistics_summarise():
     counted = [r["abs_error_pct"] for r in rows if gmacs[(r["model"], r["img_size"])] > 0.5]
     assert len(counted) == out["models"]
     assert np.median(counted) == pytest.approx(out["median_abs_error"], abs=0.02)
+
+
+# --- training from inference, and `profile` outputs as sources ---------------------------------------------
+
+def test_the_train_ratios_are_timms_rtx3090_tables_read_directly():
+    """constants.json's `train_from_infer` is scripts/fit_projection.py's reading of the shipped pt112 pair,
+    each family's median of inference img/s over training img/s, here recomputed from the CSVs with the
+    csv module; the figures issue 41 measured: 3.36 in all, ViT 2.9, ResNet 3.4, EfficientNet 4.5."""
+    import csv
+    import json
+    import statistics
+
+    from benchbench.projection.fit import REF_DIR, TRAIN_PAIR, train_ratios
+    from benchbench.projection.method import CONSTANTS_FILE, family_of, load_train_ratios
+
+    shipped = json.loads(CONSTANTS_FILE.read_text())["train_from_infer"]
+    assert shipped["fitted_on"]["files"] == list(TRAIN_PAIR)
+    fitted = train_ratios()["ratios"]
+    assert load_train_ratios() == {f: {k: pytest.approx(v, rel=1e-5) for k, v in r.items()} for f, r in fitted.items()}
+
+    def speeds(name: str, mode: str) -> dict:
+        with (REF_DIR / name).open(newline="") as f:
+            return {(r["model"], r[f"{mode}_img_size"]): float(r[f"{mode}_samples_per_sec"]) for r in csv.DictReader(f)}
+
+    infer, train = speeds(TRAIN_PAIR[0], "infer"), speeds(TRAIN_PAIR[1], "train")
+    ratios: dict[str, list[float]] = {}
+    for key in infer.keys() & train.keys():
+        for family in ("all", family_of(key[0])):
+            ratios.setdefault(family, []).append(infer[key] / train[key])
+    assert {f: (round(fitted[f]["median"], 6), fitted[f]["n"]) for f in fitted} == {
+        f: (round(statistics.median(r), 6), len(r)) for f, r in ratios.items()}
+    assert [round(fitted[f]["median"], 1) for f in ("vision-transformer", "resnet", "efficientnet")] == [2.9, 3.3, 4.4]
+    assert round(fitted["all"]["median"], 2) == 3.36
+
+
+def _profile_line(mode: str, img_per_s: float, **more) -> str:
+    import json
+
+    row = {"kind": "profile", "id": "vit-b16", "name": "ViT-B/16", "resolution": 224, "num_classes": 1000,
+           "in_chans": 3, "device": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "precision": "bf16",
+           "mode": mode, "img_per_s": img_per_s, "compiled": False, "gmacs": 17.5584, "flops_status": "ok", **more}
+    return json.dumps(row) + "\n"
+
+
+def test_a_profiles_inference_becomes_training_by_its_familys_ratio_with_a_wider_interval(tmp_path, capsys):
+    """`project PROFILE.jsonl`: an inference line measured on an H100 is projected as inference (the
+    method's own case, timm's tables being inference), then divided by ViT's median ratio; its interval
+    is the inference one widened by the ratio's q10-q90 spread; a training line of the same model projects
+    as a run's record does; --best and --devices lines are said and skipped."""
+    import json
+
+    from benchbench.cli import main
+    from benchbench.projection.method import load_train_ratios
+
+    path = tmp_path / "profile.jsonl"
+    path.write_text(_profile_line("infer", 3000.0) + _profile_line("train", 1000.0)
+                    + json.dumps({"kind": "best", "id": "vit-b16", "candidates": []}) + "\n")
+    assert main(["project", str(path), "--to", "rtx-4090", "--images", "2.121e9", "--json"]) == 0
+    captured = capsys.readouterr()
+    infer, train = json.loads(captured.out)["rows"]
+    assert captured.err == f"warning: {path}: lines 3 (best): not projected (`profile` measurements are, without " \
+                           "--best or --devices)\n"
+    vit = load_train_ratios()["vision-transformer"]
+    assert infer["projected_train_img_per_s"] == pytest.approx(infer["projected_infer_img_per_s"] / vit["median"])
+    (ilo, ihi), (lo, hi) = infer["infer_interval_80"], infer["interval_80"]
+    value = infer["projected_train_img_per_s"]
+    assert lo < ilo / vit["median"] and hi > ihi / vit["median"]  # wider than the inference interval alone
+    assert lo / value == pytest.approx(math.exp(-math.hypot(math.log(infer["projected_infer_img_per_s"] / ilo),
+                                                            math.log(vit["q90"] / vit["median"]))))
+    assert "inference; training = inference / 2.92, the vision-transformer median" in infer["how"]
+    assert infer["projected_device_days"] == pytest.approx(2.121e9 / value / 86400)
+    assert train["how"] == "projected from NVIDIA H100 SXM (bf16, eager)" and "projected_infer_img_per_s" not in train
+    assert train["measured_train_img_per_s"] == 1000.0 and infer["measured_infer_img_per_s"] == 3000.0
+
+
+def test_a_profile_line_projects_as_the_record_of_the_same_measurement(tmp_path, make_record, capsys):
+    """One training throughput, as `profile --mode train --json` prints it and as a run's record holds it:
+    the same projection and interval."""
+    import json
+
+    from benchbench.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    record = make_record("vit-b16", dataset="imagenet", protocol="measure", precision="bf16", gmacs=17.5584,
+                         train_img_per_s=1000.0, pretrain_images_seen=2.121e9, device="cuda")
+    record_json = record.to_json()
+    record_json["env"] = {**(record_json.get("env") or {}), "device_name": "NVIDIA H100 80GB HBM3"}
+    (run / "records.jsonl").write_text(json.dumps(record_json) + "\n")
+    (tmp_path / "p.json").write_text(_profile_line("train", 1000.0, kind=None))
+    assert main(["project", str(run), str(tmp_path / "p.json"), "--to", "a100-80gb", "--images", "2.121e9",
+                 "--json"]) == 0
+    from_run, from_profile = json.loads(capsys.readouterr().out)["rows"]
+    keys = ("projected_train_img_per_s", "interval_80", "projected_device_days", "device_days_interval_80", "how")
+    assert {k: from_run[k] for k in keys} == {k: from_profile[k] for k in keys}
+
+
+@pytest.mark.parametrize("text, words", [
+    ("not json\n", "p.jsonl:1: cannot be read as JSON (Expecting value"),
+    ('{"kind": "profile", "id": "vit-b16"}\n', "p.jsonl:1: a profile line without mode, img_per_s, gmacs"),
+    ("[1, 2]\n", "p.jsonl:1: cannot be used (a JSON array where a JSON object is expected)"),
+    ('{"kind": "step"}\n{"kind": "compile"}\n', 'p.jsonl: no `benchbench profile` measurement in it (lines of kind '
+                                               '"profile", or `profile --json` output); its lines: 1 (step), 2 (compile)'),
+    (_profile_line("infer", -3.0), "p.jsonl:1: img_per_s -3.0: img_per_s and gmacs are positive numbers"),
+    (_profile_line("eval", 3.0), "p.jsonl:1: mode 'eval': img_per_s and gmacs are positive numbers, mode train or infer"),
+])
+def test_a_bad_profile_output_is_one_line(tmp_path, capsys, text, words):
+    from benchbench.cli import main
+
+    (tmp_path / "p.jsonl").write_text(text)
+    assert main(["project", str(tmp_path / "p.jsonl"), "--to", "h100"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and err.count("\n") == 0 and "Traceback" not in err, err
+    assert main(["project", str(tmp_path / "nothere"), "--to", "h100"]) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path / 'nothere'}: no such run directory or `benchbench profile` output\n"
+
+
+def test_the_published_projection_of_the_h100_profile_is_todays(capsys, monkeypatch):
+    """results/projection/h100-from-profile.md: its first line the command (run from the repository), then
+    what it printed; its inference lines' training figures are the ones results/projection/README.md checks
+    against the H100's measured training (ViT-B/16 +18.4 %, inside its interval; BiT-R50x1 -20.9 %, outside)."""
+    import json
+
+    from benchbench.cli import main
+
+    repo = Path(__file__).resolve().parent.parent
+    published = (repo / "results" / "projection" / "h100-from-profile.md").read_text()
+    command, _, printed = published.partition("\n\n")
+    argv = command.split("`")[1].split()[1:]
+    monkeypatch.chdir(repo)
+    assert main(argv) == 0
+    assert capsys.readouterr().out == printed
+    assert main([*argv, "--json"]) == 0
+    rows = {(r["model"], r["protocol"]): r for r in json.loads(capsys.readouterr().out)["rows"] if r["target"] == "h100"}
+    measured = {m: rows[(m, "profile --mode train")]["measured_train_img_per_s"] for m in ("vit-b16", "bit-r50x1")}
+    for model, error, inside in (("vit-b16", 0.184, True), ("bit-r50x1", -0.209, False)):
+        row = rows[(model, "profile --mode infer")]
+        lo, hi = row["interval_80"]
+        assert round(row["projected_train_img_per_s"] / measured[model] - 1, 3) == error
+        assert (lo <= measured[model] <= hi) is inside

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
+from pathlib import Path
 
-AMP = ("bf16", "fp16")
-TRAIN_PASSES = 3  # a training step: forward + backward, counted as 3 forward passes (benchbench.meters.compute)
 
 
 def add_parser(sub, parent) -> None:
@@ -20,8 +20,9 @@ def add_parser(sub, parent) -> None:
                                    "SOURCE.csv TARGET.csv --from DEVICE --to DEVICE. Devices: the catalog's ids "
                                    "(h100, a100-80gb, rtx-4090, tpu-v3, ...; `--to list` lists them) or a "
                                    "--devices FILE's. A projection is labelled as one and never written into a run.")
-    p.add_argument("what", nargs="+", metavar="RUN | validate SOURCE.csv TARGET.csv",
-                   help="run directories; or `validate` and two of timm's benchmark CSVs")
+    p.add_argument("what", nargs="+", metavar="RUN | PROFILE.jsonl | validate SOURCE.csv TARGET.csv",
+                   help="run directories or `benchbench profile --json`/--jsonl outputs; or `validate` and two "
+                        "of timm's benchmark CSVs")
     p.add_argument("--to", metavar="DEVICE[,DEVICE...]", help="the devices to project onto")
     p.add_argument("--from", dest="from_device", metavar="DEVICE",
                    help="validate: the device SOURCE was measured on")
@@ -30,6 +31,9 @@ def add_parser(sub, parent) -> None:
                         "fp32_tflops, mem_bw_gb_per_s, sms, memory_gb); docs/compute.md")
     p.add_argument("--min-gmacs", type=float, default=0.5, metavar="G",
                    help="validate: the models counted in the summary have more than G GMACs (default 0.5)")
+    p.add_argument("--images", type=float, metavar="N",
+                   help="a profile output's training images, for its device-days (e.g. 2.121e9, 7 epochs of "
+                        "303M images); a run's records say their own")
     p.add_argument("--price", action="append", default=[], metavar="DEVICE=USD_PER_HOUR",
                    help="the price of one device-hour of a target (DEVICE: its id, e.g. h100, or a part of its "
                         "name); the projected device-days then cost device-days x 24 x the price, with the "
@@ -111,8 +115,13 @@ def project_runs(args, extra) -> int:
     prices = target_prices(args.price, targets)  # before any model is counted: a typo costs nothing
     catalog = load_catalog(args)  # to count each model's activations on the meta device
     rows = []
-    for run_dir in args.what:
-        rows += project_run(run_dir, targets, catalog)
+    for source in args.what:
+        if Path(source).is_dir():
+            rows += project_run(source, targets, catalog)
+        elif os.path.lexists(source):
+            rows += project_profile(source, targets, catalog, args.images)
+        else:
+            raise BenchError(f"{source}: no such run directory or `benchbench profile` output")
     for row in rows:
         price = prices.get(row["target"])
         if price is not None:
@@ -149,25 +158,89 @@ def target_prices(given: list[str], targets) -> dict:
     return out
 
 
+
+
+def project_profile(path: str, targets, catalog, images: float | None) -> list[dict]:
+    """One row per measurement of a `profile --json` output or `profile --jsonl` file and target: its
+    training img/s projected (an inference measurement's through its family's ratio) and, with `images`,
+    the device-days of that many training images."""
+    from benchbench import outside
+    from benchbench.errors import BenchError
+    from benchbench.meters.activations import meta_activations
+    from benchbench.projection.method import family_of
+    from benchbench.projection.source import Source, projected
+
+    text = outside.read_text(Path(path), max_bytes=PROFILE_BYTES)
+    out, measured, skipped = [], 0, []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        row = outside.parsed_json(line, f"{path}:{n}")
+        kind = row.get("kind") or ("best" if "candidates" in row else "scaling" if "scaling_efficiency" in row
+                                   else "profile")
+        if kind != "profile":  # --best's candidates, --devices' scaling, a store's lines: not one measurement
+            skipped.append(f"{n} ({kind})")
+            continue
+        measured += 1
+        missing = [k for k in ("id", "mode", "img_per_s", "gmacs", "resolution", "num_classes", "in_chans")
+                   if row.get(k) is None]
+        if missing:
+            raise BenchError(f"{path}:{n}: a profile line without {', '.join(missing)}: give `benchbench profile "
+                             "--json` output or its --jsonl file")
+        bad = [k for k in ("img_per_s", "gmacs") if not _positive(row[k])] + (
+            [] if row["mode"] in ("train", "infer") else ["mode"])
+        if bad:
+            raise BenchError(f"{path}:{n}: {', '.join(f'{k} {row[k]!r}' for k in bad)}: img_per_s and gmacs are "
+                             "positive numbers, mode train or infer")
+        label = f"{row['id']} ({row['mode']}, line {n})"
+        if row.get("flops_status", "ok") != "ok" or row["id"] not in catalog.models:
+            why = "its model is not registered here" if row["id"] not in catalog.models else \
+                f"its MAC count is {row['flops_status']}"
+            print(f"warning: {path}: {label}: not projected: {why}", file=sys.stderr)
+            continue
+        spec = catalog.models.get(row["id"])
+        macts = meta_activations(spec, num_classes=row["num_classes"], image_size=row["resolution"],
+                                 in_chans=row["in_chans"]) / 1e6
+        source = Source(img_per_s=row["img_per_s"], mode=row["mode"], gmacs=row["gmacs"], macts_m=macts,
+                        family=spec.projection_family or family_of(row["id"].rsplit("/", 1)[-1]),
+                        compiled=bool(row.get("compiled")), precision=row.get("precision"),
+                        device_name=row.get("device_name"))
+        for target in targets:
+            fields = {"run": path, "model": row["id"], "dataset": None, "protocol": f"profile --mode {row['mode']}",
+                      "seed": None, "target": target.id, "target_name": target.name, "images": images,
+                      "measured_on": source.device_name, f"measured_{row['mode']}_img_per_s": row["img_per_s"]}
+            out.append(fields | projected(source, target, images))
+    if not measured:
+        raise BenchError(f"{path}: no `benchbench profile` measurement in it (lines of kind \"profile\", or "
+                         "`profile --json` output)" + (f"; its lines: {', '.join(skipped[:5])}" if skipped else ""))
+    if skipped:
+        print(f"warning: {path}: lines {', '.join(skipped)}: not projected (`profile` measurements are, without "
+              "--best or --devices)", file=sys.stderr)
+    return out
+
+
+PROFILE_BYTES = 64 << 20  # a --jsonl file of a long session is megabytes
+
+
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
 def project_run(run_dir: str, targets, catalog) -> list[dict]:
     """One row per ok record and target: the training img/s and device-days projected (from the
     record's measured throughput where it was measured in mixed precision on a device of the catalog,
     else from its counts alone), each with its 80 % interval and how it was projected."""
-    from pathlib import Path
 
     from benchbench.errors import BenchError
     from benchbench.meters.activations import meta_activations
-    from benchbench.meters.peaks import lookup
-    from benchbench.projection.catalog import from_peak
-    from benchbench.projection.method import (Counts, Modes, counts_only_img_per_s, family_of, interval,
-                                              load_constants, project_one)
+    from benchbench.projection.method import family_of
+    from benchbench.projection.source import Source, projected
     from benchbench.store.rundir import read_env, read_records
 
     path = Path(run_dir)
     if not path.is_dir():
         raise BenchError(f"{run_dir}: not a run directory")
     env = read_env(path) or {}
-    consts, calib = load_constants("all")
     out, macts = [], {}
     for record in read_records(path).records:
         if not record.ok:
@@ -188,34 +261,17 @@ def project_run(run_dir: str, targets, catalog) -> list[dict]:
             macts[shape] = meta_activations(spec, num_classes=data.num_classes,
                                             image_size=record.resolution or spec.default_resolution,
                                             in_chans=spec.in_chans or data.in_chans) / 1e6
-        # a training step: forward and backward, 3 forward passes of compute and of activations
-        gmacs, acts = TRAIN_PASSES * m["gmacs"], TRAIN_PASSES * macts[shape]
         images = m.get("pretrain_images_seen") or m.get("train_images_seen")
         device_name = (record.env or {}).get("device_name") or env.get("device_name") or record.device
-        peak = lookup(device_name) if device_name else None
-        measured = m.get("train_img_per_s")
         spec = catalog.models.get(record.model)
-        family = spec.projection_family or family_of(record.model.rsplit("/", 1)[-1])
-        compiled = bool(m.get("exec_compile"))
+        source = Source(img_per_s=m.get("train_img_per_s"), mode="train", gmacs=m["gmacs"], macts_m=macts[shape],
+                        family=spec.projection_family or family_of(record.model.rsplit("/", 1)[-1]),
+                        compiled=bool(m.get("exec_compile")), precision=record.precision, device_name=device_name)
         for target in targets:
             row = {"run": str(run_dir), "model": record.model, "dataset": record.dataset, "protocol": record.protocol,
                    "seed": record.seed, "target": target.id, "target_name": target.name, "images": images,
-                   "measured_on": device_name, "measured_train_img_per_s": measured}
-            if measured and peak is not None and peak.mem_bw_bytes_per_s and record.precision in AMP:
-                src = from_peak(device_name, peak)
-                value, lo, hi = project_one(Counts(measured, gmacs, acts, family), src, target, (consts, calib),
-                                            Modes(compiled, compiled))
-                row["how"] = f"projected from {peak.name} ({record.precision}, {'compiled' if compiled else 'eager'})"
-            else:
-                value = float(counts_only_img_per_s([gmacs], [acts], target, consts, compiled)[0])
-                lo, hi = (float(x[0]) for x in interval([value], [family], "counts", calib))
-                why = ("measured on a CPU" if peak is None else f"measured at {record.precision}"
-                       if record.precision not in AMP else "no training throughput measured")
-                row["how"] = f"from counts alone ({why}): the weakest tier"
-            row |= {"projected_train_img_per_s": value, "interval_80": [lo, hi],
-                    "projected_device_days": None if not images else images / value / 86400,
-                    "device_days_interval_80": None if not images else [images / hi / 86400, images / lo / 86400]}
-            out.append(row)
+                   "measured_on": device_name, "measured_train_img_per_s": source.img_per_s}
+            out.append(row | projected(source, target, images))
     return out
 
 

@@ -27,7 +27,8 @@ import pandas as pd
 
 from benchbench.projection.catalog import resolve
 from benchbench.projection.method import (Calibration, Constants, Modes, counts_only_img_per_s, family_of,
-                                          half_width, physics_half_width, project_img_per_s, projection_kind)
+                                          half_width, physics_half_width, project_img_per_s, projection_kind,
+                                          train_ratio_table)
 from benchbench.projection.tables import read_table
 
 REF_DIR = Path(__file__).resolve().parents[2] / "results" / "references" / "timm-benchmarks"
@@ -321,6 +322,25 @@ def _rounded(value):
     return value
 
 
+# The one device and software the shipped tables measured both inference and training on (AMP, NCHW).
+TRAIN_PAIR = ("benchmark-infer-amp-nchw-pt112-cu113-rtx3090.csv", "benchmark-train-amp-nchw-pt112-cu113-rtx3090.csv")
+
+
+def train_ratios(ref_dir: Path = REF_DIR) -> dict:
+    """Per family (and `all`), a model's inference img/s over its training img/s on TRAIN_PAIR's device
+    (timm's RTX 3090, PyTorch 1.12): median, q10, q90 and the models `n`, with the files: what turns an
+    inference throughput into a training one (benchbench.projection.method.train_from_infer)."""
+    infer, train = (read_table(ref_dir / name).rows for name in TRAIN_PAIR)
+    table = train_ratio_table(
+        pd.DataFrame({"model": infer["model"], "infer_img_size": infer["img_size"],
+                      "infer_samples_per_sec": infer["img_per_s"]}),
+        pd.DataFrame({"model": train["model"], "train_img_size": train["img_size"],
+                      "train_samples_per_sec": train["img_per_s"]}))
+    ratios = {family: {"median": float(r["median"]), "q10": float(r["q10"]), "q90": float(r["q90"]), "n": int(r["n"])}
+              for family, r in table.iterrows()}
+    return {"ratios": ratios, "fitted_on": {"files": list(TRAIN_PAIR)}}
+
+
 def main() -> None:
     """CLI: fit, print and write constants.json."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -335,6 +355,7 @@ def main() -> None:
         c, calib, prov = fit(excl)
         print(f"[{name}] " + ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in asdict(c).items()))
         out[name] = {"constants": asdict(c), "calibration": asdict(calib), "fitted_on": prov}
+    out["train_from_infer"] = train_ratios()
     Path(args.out).write_text(json.dumps(_rounded(out), indent=1) + "\n")
     print(f"wrote {args.out}")
 

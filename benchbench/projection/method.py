@@ -359,9 +359,23 @@ def train_ratio_table(infer: pd.DataFrame, train: pd.DataFrame) -> pd.DataFrame:
                          for f, r in rows.items()}).T
 
 
-def train_img_per_s_from_infer(infer_img_per_s: float, family: str,
-                               ratios: pd.DataFrame) -> tuple[float, float, float]:
-    """Training throughput (img/s) and its 80 % interval from inference throughput."""
-    row = ratios.loc[family] if family in ratios.index else ratios.loc["all"]
-    return (infer_img_per_s / row["median"], infer_img_per_s / row["q90"],
-            infer_img_per_s / row["q10"])
+def load_train_ratios(path: Path = CONSTANTS_FILE) -> dict[str, dict[str, float]]:
+    """Per family, inference over training img/s as scripts/fit_projection.py derives them from the shipped
+    tables (`train_from_infer` of constants.json: median, q10, q90, n)."""
+    import json
+
+    return json.loads(path.read_text())["train_from_infer"]["ratios"]
+
+
+def train_from_infer(img_per_s: float, lo: float, hi: float, family: str,
+                     ratios: dict[str, dict[str, float]]) -> tuple[float, float, float, float]:
+    """A training throughput from an inference one (`img_per_s`, its 80 % interval [lo, hi]): divided by
+    the family's median ratio (`all`'s for a family the tables lack), the interval widened by the
+    ratio's own spread (q10 to q90), the two log half-widths added in quadrature on each side (taken as
+    independent). Returns (img/s, lo80, hi80, the ratio)."""
+    row = ratios.get(family) or ratios["all"]
+    median = row["median"]
+    value = img_per_s / median
+    low = math.hypot(math.log(img_per_s / lo), math.log(row["q90"] / median))
+    high = math.hypot(math.log(hi / img_per_s), math.log(median / row["q10"]))
+    return value, value * math.exp(-low), value * math.exp(high), median

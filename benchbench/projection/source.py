@@ -1,0 +1,65 @@
+"""A throughput measured on one device (a run's record, a `profile` line), or none, projected onto a device
+of the catalog: training img/s with its 80 % interval, how it was projected, and the device-days of a
+number of images. An inference measurement becomes a training one by its family's ratio
+(`method.train_from_infer`); with nothing measured in mixed precision on a known device, the counts alone
+give it (the weakest tier)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from benchbench.meters.peaks import lookup
+from benchbench.projection.catalog import Device, from_peak
+from benchbench.projection.method import (Counts, Modes, counts_only_img_per_s, interval, load_constants,
+                                          load_train_ratios, project_one, train_from_infer)
+
+AMP = ("bf16", "fp16")  # the precisions timm's tables measured: a measurement in another is not projected
+TRAIN_PASSES = 3  # a training step: forward + backward, counted as 3 forward passes (benchbench.meters.compute)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A throughput measured on one device (None: none measured, the counts only), as a projection needs it:
+    of training steps or of inference (`mode`), one image's forward GMACs and millions of activations, the
+    model's family (benchbench.projection.method.family_of), how it ran, and the device's name."""
+
+    img_per_s: float | None
+    mode: str  # "train" | "infer"
+    gmacs: float
+    macts_m: float
+    family: str
+    compiled: bool
+    precision: str | None
+    device_name: str | None
+
+
+def projected(source: Source, target: Device, images: float | None) -> dict:
+    """The training img/s on `target` with its 80 % interval, how it was projected, and where `images`
+    are given the device-days they take: from the measured throughput where it was measured in mixed
+    precision on a device of the catalog (an inference one turned into training by its family's ratio,
+    benchbench.projection.method.train_from_infer), else from the counts alone."""
+    consts, calib = load_constants("all")
+    passes = TRAIN_PASSES if source.mode == "train" else 1  # a training step: 3 forward passes of each
+    peak = lookup(source.device_name) if source.device_name else None
+    out: dict = {}
+    if source.img_per_s and peak is not None and peak.mem_bw_bytes_per_s and source.precision in AMP:
+        counts = Counts(source.img_per_s, passes * source.gmacs, passes * source.macts_m, source.family)
+        value, lo, hi = project_one(counts, from_peak(source.device_name, peak), target, (consts, calib),
+                                    Modes(source.compiled, source.compiled))
+        how = f"projected from {peak.name} ({source.precision}, {'compiled' if source.compiled else 'eager'})"
+        if source.mode == "infer":
+            out["projected_infer_img_per_s"], out["infer_interval_80"] = value, [lo, hi]
+            value, lo, hi, ratio = train_from_infer(value, lo, hi, source.family, load_train_ratios())
+            how += (f" inference; training = inference / {ratio:.3g}, the {source.family} median of timm's "
+                    "RTX 3090 pt112 tables")
+    else:
+        gmacs, acts = TRAIN_PASSES * source.gmacs, TRAIN_PASSES * source.macts_m
+        value = float(counts_only_img_per_s([gmacs], [acts], target, consts, source.compiled)[0])
+        lo, hi = (float(x[0]) for x in interval([value], [source.family], "counts", calib))
+        what = "training" if source.mode == "train" else "inference"
+        why = ("measured on a CPU" if peak is None else f"measured at {source.precision}"
+               if source.precision not in AMP else f"no {what} throughput measured")
+        how = f"from counts alone ({why}): the weakest tier"
+    return out | {"how": how, "projected_train_img_per_s": value, "interval_80": [lo, hi],
+                  "projected_device_days": None if not images else images / value / 86400,
+                  "device_days_interval_80": None if not images else [images / hi / 86400, images / lo / 86400]}
