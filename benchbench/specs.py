@@ -413,6 +413,7 @@ class Roles:
     it has none: the core reads settings through these names only."""
 
     resolution: str | None = None  # input px (0: the dataset's native size)
+    num_classes: str | None = None  # outputs of the model's head (0: the dataset's classes)
     precision: str | None = None  # a precision request (benchbench.precision)
     precision_mode: str = "train"  # "train", or "infer" for protocols that run forward passes only (no fp8)
     devices: str | None = None  # data-parallel processes per node
@@ -423,8 +424,8 @@ class Roles:
 
     def names(self) -> dict[str, str]:
         """{role: setting name} of the roles given."""
-        return {role: name for role in ("resolution", "precision", "devices", "nodes", "sharding", "global_batch")
-                if (name := getattr(self, role)) is not None}
+        return {role: name for role in ("resolution", "num_classes", "precision", "devices", "nodes", "sharding",
+                                        "global_batch") if (name := getattr(self, role)) is not None}
 
 
 @dataclass(frozen=True)
@@ -494,12 +495,14 @@ class ProtocolSpec:
 
 
 def input_shape(resolution: int | None, model_spec: ModelSpec, dataset_spec: DatasetSpec, *,
-                weights_in_chans: int | None = None) -> dict[str, int]:
-    """What a cell's model is built for: the dataset's classes; `resolution` (the protocol's resolution
-    role) when > 0, else the dataset's image size; the model's fixed channels if it has them, else those
-    of the weights it starts from (`weights_in_chans`: benchbench.plan.shape), else the dataset's (grey
-    data for a 3-channel model is replicated by the loader)."""
-    return dict(num_classes=dataset_spec.num_classes, image_size=int(resolution or dataset_spec.image_size),
+                weights_in_chans: int | None = None, num_classes: int | None = None) -> dict[str, int]:
+    """What a cell's model is built for: `num_classes` (the protocol's num_classes role) when > 0, else the
+    dataset's classes; `resolution` (the protocol's resolution role) when > 0, else the dataset's image
+    size; the model's fixed channels if it has them, else those of the weights it starts from
+    (`weights_in_chans`: benchbench.plan.shape), else the dataset's (grey data for a 3-channel model is
+    replicated by the loader)."""
+    return dict(num_classes=int(num_classes or dataset_spec.num_classes),
+                image_size=int(resolution or dataset_spec.image_size),
                 in_chans=model_spec.in_chans or weights_in_chans or dataset_spec.in_chans)
 
 

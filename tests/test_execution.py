@@ -93,8 +93,8 @@ def test_the_suites_keys_do_not_change(catalog, suite):
 # counted at commit 27500ac, before execution settings existed: the others were written before their
 # protocol gained the multi-device settings (devices, nodes, sharding, timeout_s,
 # activation_checkpointing), which this change neither mends nor worsens; paper-compute's 18 became 0
-# when `measure` gained its `resolution` setting (issue 42: counting at a published figure's size), and
-# its records resume by key_today as every other run's.
+# when `measure` gained its `resolution` and `num_classes` settings (issue 42: counting at a published
+# figure's size and head), and its records resume by key_today as every other run's.
 STORED_KEYS_MATCHING = {"paper-compute": 0, "paper-experiments": 6, "protocols": 6, "data-scaling": 0, "quickstart": 2}
 
 

@@ -86,11 +86,13 @@ def test_timms_reference_becomes_the_shipped_timm_compute_suite(catalog, capsys,
     rows = _rows(TIMM)
     models = list(dict.fromkeys(r["model"] for r in rows))  # two rows (params, gmacs_fvcore) per architecture
     assert len(rows) == 160 and len(models) == 80
-    assert {(r["dataset"], r["protocol"], r["resolution"], r["settings"] if "settings" in r else "") for r in rows} == {
-        ("imagenet", "measure", "224", "")}
+    assert {(r["dataset"], r["protocol"], r["resolution"], r["settings"]) for r in rows} == {
+        ("imagenet", "measure", "224", ""), ("imagenet", "measure", "224", "num_classes=21841")}
     cells = load_suite(str(tmp_path / "timm.toml"), catalog).cells
-    assert [c.model for c in cells] == models
+    tiny = "timm/tiny_vit_5m_224"  # with the 21,841-class head its rows name: a group of its own, last
+    assert [c.model for c in cells] == [m for m in models if m != tiny] + [tiny]
     assert {(c.dataset, c.protocol, _px(c, catalog)) for c in cells} == {("imagenet", "measure", 224)}
+    assert {c.model: dict(c.settings)["num_classes"] for c in cells if dict(c.settings)["num_classes"]} == {tiny: 21841}
     # the same cells as the shipped suite, in its order: no second copy of it is shipped
     assert [c.key for c in cells] == [c.key for c in load_suite("timm-compute", catalog).cells]
 

@@ -29,6 +29,7 @@ class Choices:
     """What the core needs of a cell's settings, read through its protocol's roles."""
 
     resolution: int = 0  # input px; 0: the dataset's native size
+    num_classes: int = 0  # the head's outputs; 0: the dataset's classes
     precision: str | None = None  # as asked (e.g. "auto"); resolved per device where the cell runs
     precision_mode: str = "train"
     world: World = SINGLE
@@ -46,7 +47,9 @@ def choices_of(protocol: ProtocolSpec, settings: Mapping[str, Any]) -> Choices:
     world = World(devices=int(given(roles.devices, 1)), nodes=int(given(roles.nodes, 1)),
                   sharding=str(given(roles.sharding, "ddp")))
     batch = given(roles.global_batch, None)
-    return Choices(resolution=int(given(roles.resolution, 0) or 0), precision=given(roles.precision, None),
+    return Choices(resolution=int(given(roles.resolution, 0) or 0),
+                   num_classes=int(given(roles.num_classes, 0) or 0),
+                   precision=given(roles.precision, None),
                    precision_mode=roles.precision_mode, world=world,
                    global_batch=None if batch is None else int(batch),
                    execution=Request.of_settings(settings) if roles.execution else None)

@@ -20,11 +20,12 @@ if TYPE_CHECKING:
 def cell_shape(cell: "Cell", catalog: "Catalog") -> dict[str, int]:
     """num_classes, image_size and in_chans of the cell's model (see the module docstring)."""
     model_spec, dataset_spec = catalog.models.get(cell.model), catalog.datasets.get(cell.dataset)
-    shape = input_shape(cell.choices.resolution, model_spec, dataset_spec)
+    shape = input_shape(cell.choices.resolution, model_spec, dataset_spec, num_classes=cell.choices.num_classes)
     weights = dict(cell.settings).get(WEIGHTS)
     if model_spec.in_chans is not None or not isinstance(weights, str) or not weights:
         return shape
     from benchbench.weights.checkpoints import checkpoint_in_chans  # torch: only where a cell loads weights
 
     found = checkpoint_in_chans(weights, model_spec, num_classes=shape["num_classes"], image_size=shape["image_size"])
-    return input_shape(cell.choices.resolution, model_spec, dataset_spec, weights_in_chans=found)
+    return input_shape(cell.choices.resolution, model_spec, dataset_spec, weights_in_chans=found,
+                       num_classes=cell.choices.num_classes)

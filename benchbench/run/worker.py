@@ -162,7 +162,7 @@ def protocol_context(job: Job, catalog: Catalog, device: torch.device, model: to
         expect=compile_costs.for_cell(  # the break-even's figures (benchbench.meters.compile_costs)
             model_spec, model, device, compile_costs.Steps(
                 precision="fp32" if precision is None else precision.name, resolution=shape["image_size"],
-                in_chans=shape["in_chans"], num_classes=dataset_spec.num_classes,
+                in_chans=shape["in_chans"], num_classes=shape["num_classes"],
                 batch_size=choices.global_batch or 0, world=choices.world.size),
             train_images=lambda: compile_costs.train_images_of(catalog.protocols.get(cell.protocol), cell.settings,
                                                                dataset_spec),

@@ -1,10 +1,11 @@
 """Protocol `measure`: no training; the compute of a pre-training schedule, as the paper's tables.
 
 For `epochs` over `images` (default: the dataset's training split, e.g. JFT-300M's 303M images), at
-`resolution` (default: the dataset's size; a published figure's own, e.g. timm's test size), the runner
-derives `pretrain_exaflops = 3 * 2 * macs * images_seen / 1e18`. With `throughput`, the model's training
-speed is measured on the run's device (by default only on CUDA) and precision, and the schedule projected
-to `projected_device_days`, at the execution the policy picks for this device and model
+`resolution` (default: the dataset's size; a published figure's own, e.g. timm's test size) and with a
+head of `num_classes` (default: the dataset's classes; a published figure's, e.g. timm's default tag's),
+the runner derives `pretrain_exaflops = 3 * 2 * macs * images_seen / 1e18`. With `throughput`, the
+model's training speed is measured on the run's device (by default only on CUDA) and precision, and the
+schedule projected to `projected_device_days`, at the execution the policy picks for this device and model
 (benchbench.execution: fused AdamW and channels-last where the family prefers it, on CUDA; compiled
 where the break-even of benchbench.meters.compile_costs pays for the run it projects, `epochs` x
 `images`, as that run would be, or where the suite sets `compile = true`); compilation is warm-up,
@@ -28,6 +29,8 @@ SETTINGS = {
     # added with the default that keeps earlier cells (their keys and counts): the dataset's size
     "resolution": Setting(0, int, "input px the model is counted and measured at (a published figure's: timm's "
                           "test size); 0 = the dataset's native size", non_negative),
+    "num_classes": Setting(0, int, "outputs of the head the model is counted with (a published figure's: timm's "
+                           "default head); 0 = the dataset's classes", non_negative),
     "throughput": Setting("auto", str, "measure training img/s on the run's device to project device-days: "
                           "on | off | auto (on for CUDA devices)", one_of("auto", "on", "off")),
     # fp32, not benchbench.precision.DEFAULT: a default is part of every cell's key, and the published
@@ -50,10 +53,11 @@ def run(ctx: ProtocolContext) -> dict[str, float]:
     if s["throughput"] == "on" or (s["throughput"] == "auto" and ctx.device.type == "cuda"):
         # at the cell's execution: as a training cell of this model would run
         size, chans = ctx.data.image_size or spec.image_size, ctx.data.in_chans or spec.in_chans
+        classes = s["num_classes"] or spec.num_classes
         steps = compile_costs.Steps(precision=ctx.precision.name, resolution=size, in_chans=chans,
-                                    num_classes=spec.num_classes, batch_size=s["batch_size"])
+                                    num_classes=classes, batch_size=s["batch_size"])
         result = compile_costs.remembered(ctx.model_spec, ctx.model, ctx.device, steps, ctx.execution, lambda: (
-            measure_throughput(ctx.model, Inputs(size, chans, spec.num_classes, str(ctx.device)),
+            measure_throughput(ctx.model, Inputs(size, chans, classes, str(ctx.device)),
                                mode="train", precision=ctx.precision, batch_size=s["batch_size"] or None,
                                execution=ctx.execution)))
         metrics.update(train_img_per_s=result.img_per_s, train_batch_size=result.batch_size,
@@ -85,5 +89,5 @@ def register_protocols(register) -> None:
         accuracies=lambda settings: {},
         trains=False,
         reads=(),
-        roles=Roles(resolution="resolution", precision="precision", execution=True),
+        roles=Roles(resolution="resolution", num_classes="num_classes", precision="precision", execution=True),
     ))
