@@ -245,16 +245,19 @@ def test_params_are_timms_published_counts(zoo, tag):
     assert published == {round(n / 1e6, 2)}
 
 
-def fvcore_on_timm(name: str, resolution: int, **kwargs) -> tuple[int, int, int]:
+def fvcore_on_timm(name: str, resolution: int, *, reparameterize: bool = False, **kwargs) -> tuple[int, int, int]:
     """(total, norm/pool/resampling terms, params) of fvcore with its default handles run on timm's own model
-    with attention unfused (timm.layers.set_fused_attn(False) while it is built: what timm's benchmark CSVs count)."""
+    with attention unfused (timm.layers.set_fused_attn(False) while it is built: what timm's benchmark CSVs count),
+    or with `reparameterize` on its inference form (timm.utils.reparameterize_model, as timm counts some)."""
     from fvcore.nn import FlopCountAnalysis
     from timm.layers import set_fused_attn, use_fused_attn
+    from timm.utils.model import reparameterize_model
 
     fused = use_fused_attn()
     set_fused_attn(False)
     try:
         model = timm.create_model(name, pretrained=False, **kwargs).eval()
+        model = reparameterize_model(model) if reparameterize else model
     finally:
         set_fused_attn(fused)
     analysis = FlopCountAnalysis(model, torch.zeros(1, kwargs.get("in_chans", 3), resolution, resolution))
@@ -330,22 +333,10 @@ def test_the_timm_slice_is_fvcore_on_timms_models_and_timms_csv(zoo, row):
     assert (recorded["params"], recorded["macs"], recorded["gmacs_fvcore"]) == (params, ours.macs, ours.gmacs_fvcore)
     published = (float(row["infer_gmacs"]), float(row["param_count"]))
     if name in REPARAMETERISED:
-        from fvcore.nn import FlopCountAnalysis
-        from timm.layers import set_fused_attn, use_fused_attn
-        from timm.utils.model import reparameterize_model
-
-        fused = use_fused_attn()
-        set_fused_attn(False)  # attention unfused, as timm's CSVs count it (fvcore cannot see SDPA)
-        try:
-            model = reparameterize_model(timm.create_model(name, num_classes=classes).eval())
-        finally:
-            set_fused_attn(fused)
-        analysis = FlopCountAnalysis(model, torch.zeros(1, 3, r, r))
-        analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False).tracer_warnings("none")
-        assert (round(analysis.total() / 1e9, 2), round(count_params(model) / 1e6, 2)) == published
+        total, _, fused_params = fvcore_on_timm(name, r, reparameterize=True, num_classes=classes)
+        assert (round(total / 1e9, 2), round(fused_params / 1e6, 2)) == published
         assert published != (round(ours.gmacs_fvcore, 2), round(params / 1e6, 2))
-        assert (recorded["gmacs_reparameterized"], recorded["params_reparameterized"]) == (
-            analysis.total() / 1e9, count_params(model))
+        assert (recorded["gmacs_reparameterized"], recorded["params_reparameterized"]) == (total / 1e9, fused_params)
     else:
         assert (round(ours.gmacs_fvcore, 2), round(params / 1e6, 2)) == published
 
@@ -491,17 +482,11 @@ def test_a_reference_at_timms_test_size_and_fused_is_produced_run_and_passes(cap
     assert [(r["resolution"], r["verdict"]) for r in rows] == [(288, "pass"), (320, "pass"), (224, "pass"),
                                                                (224, "pass")]
     # the figures are fvcore's on timm's own model at that size (and on its reparameterize_model form)
-    from timm.utils.model import reparameterize_model
-
-    from fvcore.nn import FlopCountAnalysis
-
-    fused = reparameterize_model(timm.create_model("repvgg_a2").eval())
-    analysis = FlopCountAnalysis(fused, torch.zeros(1, 3, 224, 224))
-    analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False).tracer_warnings("none")
+    fused_total, _, fused_params = fvcore_on_timm("repvgg_a2", 224, reparameterize=True, num_classes=1000)
     assert [r["measured"] for r in rows] == [
         fvcore_on_timm("efficientnet_b3", 288, num_classes=1000)[0] / 1e9,
         fvcore_on_timm("efficientnet_b3", 320, num_classes=1000)[0] / 1e9,
-        analysis.total() / 1e9, count_params(fused)]
+        fused_total / 1e9, fused_params]
 
 
 @pytest.mark.slow  # two timm models built and counted: 9 s under load

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 
-
 def add_parser(sub, parent) -> None:
     p = sub.add_parser("project", parents=[parent],
                        help="project a run's throughput and device-days onto other devices, with intervals; "
@@ -158,8 +157,6 @@ def target_prices(given: list[str], targets) -> dict:
     return out
 
 
-
-
 def project_profile(path: str, targets, catalog, images: float | None) -> list[dict]:
     """One row per measurement of a `profile --json` output or `profile --jsonl` file and target: its
     training img/s projected (an inference measurement's through its family's ratio) and, with `images`,
@@ -167,8 +164,7 @@ def project_profile(path: str, targets, catalog, images: float | None) -> list[d
     from benchbench import outside
     from benchbench.errors import BenchError
     from benchbench.meters.activations import meta_activations
-    from benchbench.projection.method import family_of
-    from benchbench.projection.source import Source, projected
+    from benchbench.projection.source import Source, family_for, projected
 
     text = outside.read_text(Path(path), max_bytes=PROFILE_BYTES)
     out, measured, skipped = [], 0, []
@@ -202,7 +198,7 @@ def project_profile(path: str, targets, catalog, images: float | None) -> list[d
         macts = meta_activations(spec, num_classes=row["num_classes"], image_size=row["resolution"],
                                  in_chans=row["in_chans"]) / 1e6
         source = Source(img_per_s=row["img_per_s"], mode=row["mode"], gmacs=row["gmacs"], macts_m=macts,
-                        family=spec.projection_family or family_of(row["id"].rsplit("/", 1)[-1]),
+                        family=family_for(spec),
                         compiled=bool(row.get("compiled")), precision=row.get("precision"),
                         device_name=row.get("device_name"))
         for target in targets:
@@ -230,11 +226,9 @@ def project_run(run_dir: str, targets, catalog) -> list[dict]:
     """One row per ok record and target: the training img/s and device-days projected (from the
     record's measured throughput where it was measured in mixed precision on a device of the catalog,
     else from its counts alone), each with its 80 % interval and how it was projected."""
-
     from benchbench.errors import BenchError
     from benchbench.meters.activations import meta_activations
-    from benchbench.projection.method import family_of
-    from benchbench.projection.source import Source, projected
+    from benchbench.projection.source import Source, family_for, projected
     from benchbench.store.rundir import read_env, read_records
 
     path = Path(run_dir)
@@ -265,7 +259,7 @@ def project_run(run_dir: str, targets, catalog) -> list[dict]:
         device_name = (record.env or {}).get("device_name") or env.get("device_name") or record.device
         spec = catalog.models.get(record.model)
         source = Source(img_per_s=m.get("train_img_per_s"), mode="train", gmacs=m["gmacs"], macts_m=macts[shape],
-                        family=spec.projection_family or family_of(record.model.rsplit("/", 1)[-1]),
+                        family=family_for(spec),
                         compiled=bool(m.get("exec_compile")), precision=record.precision, device_name=device_name)
         for target in targets:
             row = {"run": str(run_dir), "model": record.model, "dataset": record.dataset, "protocol": record.protocol,

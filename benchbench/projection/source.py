@@ -7,11 +7,12 @@ give it (the weakest tier)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from benchbench.meters.peaks import lookup
 from benchbench.projection.catalog import Device, from_peak
-from benchbench.projection.method import (Counts, Modes, counts_only_img_per_s, interval, load_constants,
-                                          load_train_ratios, project_one, train_from_infer)
+from benchbench.projection.method import (Counts, Modes, counts_only_img_per_s, family_of, interval,
+                                          load_constants, load_train_ratios, project_one, train_from_infer)
 
 AMP = ("bf16", "fp16")  # the precisions timm's tables measured: a measurement in another is not projected
 TRAIN_PASSES = 3  # a training step: forward + backward, counted as 3 forward passes (benchbench.meters.compute)
@@ -33,12 +34,24 @@ class Source:
     device_name: str | None
 
 
+def family_for(spec) -> str:
+    """The family whose validated error a model's projection interval takes: its ModelSpec's
+    `projection_family`, else its id's last part read as a timm name (`method.family_of`)."""
+    return spec.projection_family or family_of(spec.id.rsplit("/", 1)[-1])
+
+
+@lru_cache(maxsize=1)
+def _fitted() -> tuple:
+    """constants.json's `all` fold and its training-from-inference ratios, read once per process."""
+    return load_constants("all"), load_train_ratios()
+
+
 def projected(source: Source, target: Device, images: float | None) -> dict:
     """The training img/s on `target` with its 80 % interval, how it was projected, and where `images`
     are given the device-days they take: from the measured throughput where it was measured in mixed
     precision on a device of the catalog (an inference one turned into training by its family's ratio,
     benchbench.projection.method.train_from_infer), else from the counts alone."""
-    consts, calib = load_constants("all")
+    (consts, calib), ratios = _fitted()
     passes = TRAIN_PASSES if source.mode == "train" else 1  # a training step: 3 forward passes of each
     peak = lookup(source.device_name) if source.device_name else None
     out: dict = {}
@@ -49,7 +62,7 @@ def projected(source: Source, target: Device, images: float | None) -> dict:
         how = f"projected from {peak.name} ({source.precision}, {'compiled' if source.compiled else 'eager'})"
         if source.mode == "infer":
             out["projected_infer_img_per_s"], out["infer_interval_80"] = value, [lo, hi]
-            value, lo, hi, ratio = train_from_infer(value, lo, hi, source.family, load_train_ratios())
+            value, lo, hi, ratio = train_from_infer(value, lo, hi, source.family, ratios)
             how += (f" inference; training = inference / {ratio:.3g}, the {source.family} median of timm's "
                     "RTX 3090 pt112 tables")
     else:
