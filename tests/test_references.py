@@ -18,6 +18,7 @@ from benchbench.cli import main
 REPO = Path(__file__).resolve().parent.parent
 REFERENCES = REPO / "results" / "references"
 TABLE6 = REFERENCES / "vit-table6.csv"
+TABLE2 = REFERENCES / "vit-table2.csv"
 TIMM = REFERENCES / "timm-benchmark-infer-4090.csv"
 SLICE = REFERENCES / "timm-benchmark-infer-4090-slice.csv"
 FULL_CSV = REPO.parent / "shared" / "references" / "timm-benchmark-infer-amp-nchw-pt291-cu128-4090.csv"
@@ -80,6 +81,52 @@ def test_table6_rows_pass_or_fail_with_the_gap_their_note_states(monkeypatch, ca
         assert round(gap, 1) == stated, (row["model"], gap)
     assert {row["model"] for row in out["rows"] if row["verdict"] == "fail"} == {
         "ViT-B/32", "ResNet50x1", "R50x1+ViT-L/16"}
+
+
+# --- the paper's Table 2: TPUv3-core-days, projected ---------------------------------------------------------
+
+TPU_V3_CORE_BF16 = 61.5e12  # FLOP/s: Google's TPU v3 datasheet, 123 TFLOP/s bf16 a chip of two cores
+
+
+def test_table2_figures_lie_inside_their_projection_and_their_utilisation_is_the_papers_exaflops(monkeypatch, capsys):
+    """The paper's Table 2 TPUv3-core-days (ViT-H/14 2.5k, ViT-L/16 0.68k) against the published paper-compute
+    run projected onto tpu-v3: each is the figure `benchbench project RUN --to tpu-v3` prints for the cell, and
+    the utilisation each published figure implies is Table 6's exaFLOPs over it at the datasheet's peak."""
+    import json
+
+    rows = _rows(TABLE2)
+    assert [(r["model"], r["settings"], r["device"], r["value"]) for r in rows] == [
+        ("ViT-H/14", "epochs=14", "tpu-v3", "2500"), ("ViT-L/16", "epochs=14", "tpu-v3", "680")]
+    monkeypatch.chdir(REPO)
+    status = main(["verify", str(TABLE2.relative_to(REPO)), str(PAPER_COMPUTE.relative_to(REPO)), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert status == 0 and out["summary"] == {"pass": 2, "fail": 0, "inconclusive": 0, "unmatched": 0}
+    assert main(["project", str(PAPER_COMPUTE.relative_to(REPO)), "--to", "tpu-v3", "--json"]) == 0
+    projected = {(r["model"], r["images"]): r for r in json.loads(capsys.readouterr().out)["rows"]}
+    table6 = {"ViT-H/14": 4262, "ViT-L/16": 1567}  # exaFLOPs at 14 epochs (Table 6; ours within 0.1 %)
+    for row in out["rows"]:
+        assert row["device"] == "tpu-v3" and row["confidence"] == 0.8
+        same = projected[(row["cell"]["model"], 303e6 * 14)]
+        assert row["measured"] == same["projected_device_days"]
+        assert row["interval"] == same["device_days_interval_80"]
+        assert row["interval"][0] <= row["value"] <= row["interval"][1]
+        implied = table6[row["model"]] * 1e18 / (row["value"] * 86400 * TPU_V3_CORE_BF16)
+        assert f"implies {implied * 100:.0f} % of tpu-v3's 61.5 TFLOP/s" in row["test"]
+    assert [round(table6[m] * 1e18 / (days * 86400 * TPU_V3_CORE_BF16), 2)
+            for m, days in (("ViT-H/14", 2500), ("ViT-L/16", 680))] == [0.32, 0.43]
+
+
+def test_a_projected_figure_outside_its_interval_fails(tmp_path, monkeypatch, capsys):
+    """ViT-L/16's 680 core-days at 7 epochs: the projection, 342 [198, 590], does not hold it."""
+    import json
+
+    rows = TABLE2.read_text().splitlines()
+    (tmp_path / "t2.csv").write_text("\n".join([rows[0], rows[2].replace("epochs=14", "epochs=7")]) + "\n")
+    monkeypatch.chdir(REPO)
+    assert main(["verify", str(tmp_path / "t2.csv"), str(PAPER_COMPUTE.relative_to(REPO)), "--json"]) == 1
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert row["verdict"] == "fail" and row["interval"][1] < 680
+    assert [round(x) for x in (row["measured"], *row["interval"])] == [342, 198, 590]  # docs/compute.md's
 
 
 def test_the_class_token_explains_the_b32_gap_of_vit_b32_alone(catalog):
@@ -163,8 +210,9 @@ def test_timm_rows_all_pass_each_counted_where_timm_counted(monkeypatch, capsys)
 # --- the published verify outputs ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("reference,runs,status", [(TABLE6, [PAPER_COMPUTE], 1), (TIMM, TIMM_RUNS, 0)],
-                         ids=["vit-table6", "timm-benchmark-infer-4090"])
+@pytest.mark.parametrize("reference,runs,status", [(TABLE6, [PAPER_COMPUTE], 1), (TIMM, TIMM_RUNS, 0),
+                                                   (TABLE2, [PAPER_COMPUTE], 0)],
+                         ids=["vit-table6", "timm-benchmark-infer-4090", "vit-table2"])
 def test_published_verify_output_is_todays(monkeypatch, capsys, reference, runs, status):
     """results/references/<name>.verify.md: its first line the command (run from the repository), then what
     it printed."""
@@ -180,5 +228,5 @@ def test_published_verify_output_is_todays(monkeypatch, capsys, reference, runs,
 def test_the_site_finds_the_shipped_references_and_skips_the_slice():
     from benchbench.site.verify_page import find_references
 
-    assert find_references([REPO / "results"]) == sorted([TIMM, TABLE6])
+    assert find_references([REPO / "results"]) == sorted([TIMM, TABLE2, TABLE6])
     assert list(csv.reader(io.StringIO(SLICE.read_text())))[0][:2] == ["model", "infer_img_size"]

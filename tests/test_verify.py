@@ -467,3 +467,58 @@ def test_json_on_a_bad_reference_is_a_json_error_object(tmp_path, capsys):
     out = json.loads(captured.out)
     assert out["exit_status"] == 2 and "absent.csv: cannot be read (no such file)" in out["error"]
     assert captured.err.startswith("error: ") and captured.err.count("\n") == 1
+
+
+# --- rows that name a device: a projected figure ------------------------------------------------------------
+
+
+def test_bad_device_rows_are_named_each_with_what_to_write(tmp_path, run, capsys):
+    path = ref(tmp_path,
+               "vit-a,,,,projected_device_days,10,,x,tpu-v4",  # not in the catalog
+               "vit-a,,,,params,10,,x,tpu-v3",  # a device on a recorded metric
+               "vit-a,,,,projected_device_days,10,5%,x,h100",  # a tolerance on a projected figure
+               header=HEADER + ",device")
+    assert main(["verify", str(path), str(run)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 3 and "Traceback" not in "".join(lines)
+    assert lines[0].startswith(f"error: {path}:2: device 'tpu-v4' is not in the catalog; did you mean 'tpu-v3'? "
+                               "(known: rtx-3090, ")
+    assert "`benchbench project --to list` describes them" in lines[0]
+    assert lines[1] == (f"error: {path}:3: device 'tpu-v3' on params: a device names where a projected figure is "
+                        "projected; the metric of such a row is projected_device_days (leave device empty for params "
+                        "as recorded)")
+    assert lines[2] == (f"error: {path}:4: tolerance '5%' on a projected figure (device h100): it is judged by the "
+                        "projection's 80 % interval, which must hold the published value; leave tolerance empty")
+
+
+def test_a_projected_row_is_judged_by_its_interval_and_unmatched_without_a_projector(tmp_path, run):
+    """The judge with a projector that gives [8, 12] device-days: 10 and 12 pass, 12.5 fails; with none (a site
+    built without plugins) the row is unmatched, naming the command that checks it; a cell the projector
+    cannot project is unmatched with its reason."""
+    from benchbench.judge.reference import read
+    from benchbench.judge.verify import Run, check
+    from benchbench.store import results
+
+    path = ref(tmp_path, "vit-a,,,,projected_device_days,10,,x,tpu-v3", "bit-b,,,,projected_device_days,12.5,,x,t4",
+               "vit-a,,,,projected_device_days,12,,x,h100", header=HEADER + ",device")
+    runs = [Run(str(run), results.load(run))]
+    reference = read(path)
+    asked = []
+
+    def project(label, cell, device):
+        asked.append((label, cell["key"], device))
+        return {"projected_device_days": 9.0, "device_days_interval_80": [8.0, 12.0], "how": "from counts alone"}
+
+    checks = check(reference, runs, project)
+    assert [(c.row.line, c.verdict, c.measured, c.interval) for c in checks] == [
+        (2, "pass", 9.0, (8.0, 12.0)), (2, "pass", 9.0, (8.0, 12.0)), (3, "fail", 9.0, (8.0, 12.0)),
+        (4, "pass", 9.0, (8.0, 12.0)), (4, "pass", 9.0, (8.0, 12.0))]  # vit-a: two configurations (epochs 7, 14)
+    assert checks[2].test.startswith("published 12.5 outside the projected 80 % interval [8, 12] device-days (from")
+    assert checks[0].to_json()["confidence"] == 0.8 and checks[0].to_json()["device"] == "tpu-v3"
+    assert asked[:3] == [(str(run), "a7", "tpu-v3"), (str(run), "a14", "tpu-v3"),
+                         (str(run), "bit-b|fashion-mnist|scratch|0|[]", "t4")]
+    unmatched = check(reference, runs, None)
+    assert {c.verdict for c in unmatched} == {"unmatched"}
+    assert "run `benchbench verify`" in unmatched[0].test
+    said = check(reference, runs, lambda label, cell, device: "its MAC count is unverified")
+    assert said[0].verdict == "unmatched" and said[0].test.endswith("cannot be projected: its MAC count is unverified")

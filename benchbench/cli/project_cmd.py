@@ -227,44 +227,27 @@ def project_run(run_dir: str, targets, catalog) -> list[dict]:
     record's measured throughput where it was measured in mixed precision on a device of the catalog,
     else from its counts alone), each with its 80 % interval and how it was projected."""
     from benchbench.errors import BenchError
-    from benchbench.meters.activations import meta_activations
-    from benchbench.projection.source import Source, family_for, projected
+    from benchbench.projection.source import images_of, projected, record_source
     from benchbench.store.rundir import read_env, read_records
 
     path = Path(run_dir)
     if not path.is_dir():
         raise BenchError(f"{run_dir}: not a run directory")
     env = read_env(path) or {}
-    out, macts = [], {}
+    out = []
     for record in read_records(path).records:
         if not record.ok:
             continue
-        m = record.metrics
-        label = f"{record.model} x {record.dataset} x {record.protocol} (seed {record.seed})"
-        if record.flops_status not in (None, "ok") or not m.get("gmacs"):
-            print(f"warning: {label}: not projected: its MAC count is {record.flops_status or 'missing'}",
-                  file=sys.stderr)
+        source = record_source(record, env, catalog)
+        if isinstance(source, str):
+            print(f"warning: {record.model} x {record.dataset} x {record.protocol} (seed {record.seed}): not "
+                  f"projected: {source}", file=sys.stderr)
             continue
-        shape = (record.model, record.resolution)
-        if shape not in macts:
-            if record.model not in catalog.models or record.dataset not in catalog.datasets:
-                print(f"warning: {label}: not projected: its model or dataset is not registered here",
-                      file=sys.stderr)
-                continue
-            spec, data = catalog.models.get(record.model), catalog.datasets.get(record.dataset)
-            macts[shape] = meta_activations(spec, num_classes=data.num_classes,
-                                            image_size=record.resolution or spec.default_resolution,
-                                            in_chans=spec.in_chans or data.in_chans) / 1e6
-        images = m.get("pretrain_images_seen") or m.get("train_images_seen")
-        device_name = (record.env or {}).get("device_name") or env.get("device_name") or record.device
-        spec = catalog.models.get(record.model)
-        source = Source(img_per_s=m.get("train_img_per_s"), mode="train", gmacs=m["gmacs"], macts_m=macts[shape],
-                        family=family_for(spec),
-                        compiled=bool(m.get("exec_compile")), precision=record.precision, device_name=device_name)
+        images = images_of(record)
         for target in targets:
             row = {"run": str(run_dir), "model": record.model, "dataset": record.dataset, "protocol": record.protocol,
                    "seed": record.seed, "target": target.id, "target_name": target.name, "images": images,
-                   "measured_on": device_name, "measured_train_img_per_s": source.img_per_s}
+                   "measured_on": source.device_name, "measured_train_img_per_s": source.img_per_s}
             out.append(row | projected(source, target, images))
     return out
 

@@ -28,9 +28,10 @@ def add_parser(sub, parent) -> None:
 def run(args) -> int:
     from benchbench.site.build import build_site
 
-    site = build_site([Path(p) for p in args.paths], Path(args.output), models=catalog(args).models,
+    plugins = catalog(args)
+    site = build_site([Path(p) for p in args.paths], Path(args.output), models=plugins.models,
                       pairs=[(Path(a), Path(b)) for a, b in args.compare], threshold=args.threshold,
-                      roots_shown=list(args.paths))
+                      roots_shown=list(args.paths), catalog=plugins)
     for note in site.notes:
         print(f"warning: {note}", file=sys.stderr)
     for r in site.runs:

@@ -9,7 +9,8 @@ import json
 import sys
 
 RULE = """\
-Verdicts: a compute figure passes when |measured - published| <= the row's tolerance. An accuracy is an
+Verdicts: a compute figure passes when |measured - published| <= the row's tolerance; a projected one (a
+row naming a device) when the published value lies inside the projection's 80 % interval. An accuracy is an
 equivalence test: its 90 % interval (Wilson's over the test images; with several seeds, their mean's,
 widened by the seeds' spread) passes when it lies wholly inside published +/- tolerance, fails when it
 lies wholly outside, and is inconclusive otherwise (too few images for the tolerance, or it straddles an
@@ -48,21 +49,22 @@ def add_parser(sub, parent) -> None:
 
 
 def run(args) -> int:
-    from benchbench.cli.common import named_plugins
+    from benchbench.cli.common import catalog, named_plugins
     from benchbench.report.tables import Table, render
     from benchbench.judge.verify import (EXIT_ERROR, HEADERS, display_row, exit_status, nothing_checked, notes,
                                          summary, summary_line, verify_paths)
 
     from benchbench.errors import BenchError
 
-    named_plugins(args)
+    named = named_plugins(args)
     if args.strict and (args.allow_inconclusive or args.allow_unmatched):
         allowed = " and ".join(f for f, on in (("--allow-inconclusive", args.allow_inconclusive),
                                                ("--allow-unmatched", args.allow_unmatched)) if on)
         raise BenchError(f"--strict with {allowed}: --strict fails every row that does not pass, {allowed} lets "
                          "some through; give one or the other")
     try:
-        reference, runs, checks = verify_paths(args.reference, args.runs, aliases=args.aliases)
+        reference, runs, checks = verify_paths(args.reference, args.runs, aliases=args.aliases,
+                                               catalog=lambda: named or catalog(args))
     except BenchError as exc:  # --json: a reader of stdout gets an object too, not nothing
         if args.json:
             print(json.dumps({"reference": str(args.reference), "error": str(exc), "exit_status": EXIT_ERROR}))

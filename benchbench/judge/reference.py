@@ -16,8 +16,10 @@ values), `convention` (which MAC count a figure counted from MACs is checked aga
 matmul-like work, `gmacs`; `fvcore`, timm's, `gmacs_fvcore`; `xla`, XLA's, no convolution tap over
 padding, `gmacs_xla`; `reparameterized`, fvcore's on the model's inference form, branches and norms
 fused as timm's reparameterize_model does, `gmacs_reparameterized`, and on `params` that form's
-parameters, `params_reparameterized`; empty: the metric as recorded), `note` (a known gap and what explains it, shown with the row's verdict) and
-`aliases`.
+parameters, `params_reparameterized`; empty: the metric as recorded), `note` (a known gap and what explains it, shown with the row's verdict),
+`aliases`, and `device` (a device of benchbench.projection's catalog, `tpu-v3`, `h100`, ...: the row's
+figure, `projected_device_days`, is the cell's device-days projected onto that device, and it passes when
+the published value lies inside the projection's 80 % interval; its tolerance stays empty).
 
 Every problem is named by its line in the file, all of them at once: a missing column, an unknown
 metric, a value that is not a number, an empty or "nan" model, two rows giving one figure different
@@ -40,7 +42,9 @@ from benchbench.errors import BenchError, did_you_mean
 from benchbench.judge import rule as judge
 
 COLUMNS = ("model", "dataset", "protocol", "resolution", "metric", "value", "tolerance", "source")
-OPTIONAL = ("settings", "convention", "note", "aliases")
+OPTIONAL = ("settings", "convention", "note", "aliases", "device")
+# The metric a row naming a `device` is a figure of: device-days projected onto that device (its interval).
+PROJECTED_METRIC = "projected_device_days"
 # The compute figures benchbench records (checked within their tolerance); accuracies are checked by
 # an equivalence test of their confidence interval instead (benchbench.judge.verify).
 COMPUTE_METRICS = ("params", "macs", "gmacs", "gflops", "gmacs_fvcore", "train_exaflops", "pretrain_exaflops",
@@ -113,17 +117,20 @@ class Row:
     source: str
     note: str = ""
     convention: str | None = None  # a key of CONVENTIONS; None: the metric as recorded
+    device: str | None = None  # a projected figure's device (benchbench.projection.catalog id); None: as recorded
 
     @property
     def figure(self) -> tuple:
         """What the row is a figure of: two rows with one figure must agree."""
         return (self.model.lower(), self.dataset, self.protocol, self.resolution, self.settings, self.metric,
-                self.convention)
+                self.convention, self.device)
 
     @property
     def counted(self) -> str:
-        """The metric and the count it is checked in: "pretrain_exaflops (xla)"."""
-        return self.metric + (f" ({self.convention})" if self.convention else "")
+        """The metric and the count it is checked in: "pretrain_exaflops (xla)", "projected_device_days
+        (on tpu-v3)"."""
+        return self.metric + (f" ({self.convention})" if self.convention else "") + (
+            f" (on {self.device})" if self.device else "")
 
     @property
     def where(self) -> str:
@@ -379,12 +386,36 @@ def _row(line: int, record: Mapping[str, str], aliases: Mapping[str, tuple[str, 
     except ValueError as exc:
         raise ValueError(f"resolution {exc}") from None
     convention = _convention(_text(record.get("convention")), metric)
+    device = _device(_text(record.get("device")), metric, _text(record.get("tolerance")))
     names = (model.lower(), *_names(record.get("aliases")), *aliases.get(model.lower(), ()))
     return Row(line=line, model=model, names=tuple(dict.fromkeys(names)), dataset=_text(record.get("dataset")) or None,
                protocol=_text(record.get("protocol")) or None, resolution=resolution,
                settings=_settings(_text(record.get("settings"))), metric=metric, value=value,
                tolerance=tol, source=_text(record.get("source")), note=_text(record.get("note")),
-               convention=convention)
+               convention=convention, device=device)
+
+
+def _device(text: str, metric: str, tolerance_text: str) -> str | None:
+    """The row's projected device (None when empty): a catalog id (benchbench.projection.catalog), on
+    `projected_device_days` only, with no tolerance (its interval judges it); ValueError saying why not."""
+    if not text:
+        return None
+    from benchbench.projection.catalog import builtin, resolve
+
+    try:
+        device = resolve(text).id
+    except BenchError:
+        known = list(builtin())
+        near = did_you_mean(text.lower(), known)
+        raise ValueError(f"device {text!r} is not in the catalog" + (f"; did you mean {near!r}?" if near else "")
+                         + f" (known: {', '.join(known)}; `benchbench project --to list` describes them)") from None
+    if metric != PROJECTED_METRIC:
+        raise ValueError(f"device {text!r} on {metric}: a device names where a projected figure is projected; the "
+                         f"metric of such a row is {PROJECTED_METRIC} (leave device empty for {metric} as recorded)")
+    if tolerance_text:
+        raise ValueError(f"tolerance {tolerance_text!r} on a projected figure (device {device}): it is judged by the "
+                         "projection's 80 % interval, which must hold the published value; leave tolerance empty")
+    return device
 
 
 def _convention(text: str, metric: str) -> str | None:

@@ -17,6 +17,11 @@ are pooled, their mean judged and their seeds listed.
   `gmacs` under `xla` is the cell's `gmacs_xla`, `macs` and `gflops` follow from it, and exaFLOPs
   (3 x 2 x MACs x images) are the cell's, scaled by that count over `gmacs`; `params` under
   `reparameterized` is the inference form's, `params_reparameterized`.
+- A row naming a `device` (on `projected_device_days`): each seed's record projected onto that device
+  (benchbench.judge.projected, as `benchbench project` does), their mean and the mean of their 80 %
+  intervals; `pass` when the published value lies inside that interval, else `fail`. The published figure's
+  implied utilisation (the cell's exaFLOPs over its device-days at the device's mixed-precision peak) is
+  said beside it. Without a projector (no plugins loaded) such a row is `unmatched`, saying so.
 - `unmatched`: no successful cell of the runs is the row's figure (its nearest cell said), or the cells
   it matches lack the metric (or the count its convention names).
 
@@ -30,12 +35,13 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist, fmean, stdev
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import pandas as pd
 
 from benchbench.store import results
 from benchbench.errors import BenchError, nearest_matches
+from benchbench.judge.projected import Projector
 from benchbench.judge.reference import (ACCURACY_METRICS, COMPUTE_METRICS, Reference, Row, count_of,
                                         is_accuracy, not_a_fraction, read)
 from benchbench.judge.stats import t_cdf, wilson
@@ -52,6 +58,7 @@ MAC_METRICS = ("macs", "gmacs", "gflops", "gmacs_fvcore", "gmacs_xla", "train_ex
 REFUSED_ACCURACY = "an accuracy outside [0, 1]"
 SLACK = 1e-9  # relative: a difference of exactly the tolerance passes despite float rounding
 CONFIDENCE = 0.90  # two-sided: its bounds are the two one-sided tests at 5 % of an equivalence test (TOST)
+PROJECTED_CONFIDENCE = 0.80  # a projected figure's interval: the projection's validated 80 % interval
 Z = NormalDist().inv_cdf(1 - (1 - CONFIDENCE) / 2)  # 1.6448536269514722
 
 
@@ -69,7 +76,7 @@ class Check:
     measured: float | None = None  # the mean over `seeds`
     accuracy: bool = False
     allowed: float | None = None  # the tolerance in the metric's units
-    interval: tuple[float, float] | None = None  # accuracy rows: 90 %, seeds pooled
+    interval: tuple[float, float] | None = None  # accuracy rows: 90 %, seeds pooled; projected rows: 80 %
     images: int | None = None
     run: str | None = None
     cell: dict[str, Any] = field(default_factory=dict)  # the matched cell(s); for unmatched rows the nearest
@@ -100,7 +107,8 @@ class Check:
                 "relative_difference": self.relative_difference, "verdict": self.verdict, "test": self.test,
                 "allowed": self.allowed, "band": None if self.band is None or not self.accuracy else list(self.band),
                 "interval": None if self.interval is None else list(self.interval),
-                "confidence": CONFIDENCE if self.interval is not None else None, "images": self.images,
+                "confidence": None if self.interval is None else PROJECTED_CONFIDENCE if r.device else CONFIDENCE,
+                "device": r.device, "images": self.images,
                 "seeds": list(self.seeds), "seed_sd": self.seed_sd, "run": self.run, "cell": self.cell or None,
                 "nearest": self.nearest, "source": r.source, "note": r.note or None}
 
@@ -129,9 +137,11 @@ def declared_accuracies(runs: Sequence[Run]) -> set[str]:
             if isinstance(a, dict) for m in a}
 
 
-def verify_paths(reference: str | Path, runs: Sequence[str | Path], *,
-                 aliases: str | Path | None = None) -> tuple[Reference, list[Run], list[Check]]:
-    """Read the runs, then the reference (its metrics checked against theirs), and check every row."""
+def verify_paths(reference: str | Path, runs: Sequence[str | Path], *, aliases: str | Path | None = None,
+                 catalog: Callable[[], Any] | None = None) -> tuple[Reference, list[Run], list[Check]]:
+    """Read the runs, then the reference (its metrics checked against theirs), and check every row; rows
+    naming a device are projected with the models and datasets of `catalog()`, called only for such rows
+    (None: they are unmatched)."""
     loaded = load_runs(runs)
     refused = [p.removesuffix("; ignored") for r in loaded for p in r.frame.attrs.get("problems", ())
                if REFUSED_ACCURACY in p]
@@ -139,12 +149,20 @@ def verify_paths(reference: str | Path, runs: Sequence[str | Path], *,
         raise BenchError("\nerror: ".join(f"{p}: verify checks no run holding it (accuracies are fractions in "
                                            "[0, 1]; write 0.80 for 80 %)" for p in refused))
     ref = read(reference, aliases=aliases, metrics=known_metrics(loaded), accuracies=declared_accuracies(loaded))
-    return ref, loaded, check(ref, loaded)
+    project = None
+    if catalog is not None and any(row.device for row in ref.rows):
+        from benchbench.judge.projected import projector
+        from benchbench.store.rundir import read_env, read_records
+
+        project = projector(catalog(), {run.label: (read_records(Path(run.label)).records, read_env(Path(run.label)))
+                                      for run in loaded})
+    return ref, loaded, check(ref, loaded, project)
 
 
-def check(reference: Reference, runs: Sequence[Run]) -> list[Check]:
+def check(reference: Reference, runs: Sequence[Run], project: Projector | None = None) -> list[Check]:
     """A check per (row, run, configuration matched: its seeds pooled), in the reference's order; an
-    unmatched row gets one."""
+    unmatched row gets one. `project` projects the cells of rows that name a device (None: those rows are
+    unmatched)."""
     cells = [(run.label, c) for run in runs for c in _ok(run.frame)]
     out: list[Check] = []
     claimed: dict[tuple, Row] = {}
@@ -156,7 +174,7 @@ def check(reference: Reference, runs: Sequence[Run]) -> list[Check]:
             continue
         groups: dict[tuple, list[dict[str, Any]]] = {}
         for label, c in matched:
-            other = claimed.setdefault((label, c["key"], row.metric, row.convention), row)
+            other = claimed.setdefault((label, c["key"], row.metric, row.convention, row.device), row)
             if other is not row and (other.value, other.tolerance) != (row.value, row.tolerance):
                 problems.append(f"{reference.path}:{row.line}: {row.label} and line {other.line} ({other.label}) "
                                 f"give the figure {row.metric} of one cell ({_describe(c)} in {label}) different "
@@ -166,7 +184,7 @@ def check(reference: Reference, runs: Sequence[Run]) -> list[Check]:
             said = _problems(reference, row, label, group)
             problems += said
             if not said:
-                out.append(_judge(row, label, group))
+                out.append(_judge_projected(row, label, group, project) if row.device else _judge(row, label, group))
     if problems:
         raise BenchError("\nerror: ".join(problems))
     return out
@@ -400,6 +418,35 @@ def _judge(row: Row, label: str, group: Sequence[dict[str, Any]]) -> Check:
     if row.metric in MAC_METRICS and status not in (None, "ok"):  # the count itself is in doubt: say so
         test += f"; the cell's flops_status: {status}"
     return Check(row, "pass" if within else "fail", test, measured=measured, allowed=allowed, **where)
+
+
+def _judge_projected(row: Row, label: str, group: Sequence[dict[str, Any]], project: Projector | None) -> Check:
+    """A projected figure (the row's `device`) against the seeds of one configuration: the mean of their
+    projections and of their 80 % intervals; pass when the published value lies inside."""
+    where = dict(run=label, cell=_cells(group), seeds=tuple(c.get("seed") for c in group))
+    if project is None:
+        return Check(row, "unmatched", f"a figure projected onto {row.device} is checked with the models' plugins "
+                     "loaded (they count its activations): run `benchbench verify`", **where)
+    done = [project(label, c, row.device) for c in group]
+    why = next((d for d in done if isinstance(d, str)), None)
+    if why is not None:
+        return Check(row, "unmatched", f"its cell ({_describe(group[0])}) cannot be projected: {why}", **where)
+    measured = fmean(d["projected_device_days"] for d in done)
+    low, high = (fmean(d["device_days_interval_80"][i] for d in done) for i in (0, 1))
+    inside = low * (1 - SLACK) <= row.value <= high * (1 + SLACK)
+    test = (f"published {_num(row.value)} {'inside' if inside else 'outside'} the projected "
+            f"{PROJECTED_CONFIDENCE * 100:.0f} % interval [{low:.4g}, {high:.4g}] device-days "
+            f"({done[0]['how']})")
+    if len(done) > 1:
+        test += f"; the mean of {len(done)} seeds"
+    exaflops = group[0].get("pretrain_exaflops") or group[0].get("train_exaflops")
+    if _number(exaflops) and exaflops > 0:
+        from benchbench.projection.catalog import resolve
+
+        peak = resolve(row.device).amp_flops_per_s()
+        test += (f"; the published figure implies {exaflops * 1e18 / (row.value * 86400 * peak) * 100:.0f} % of "
+                 f"{row.device}'s {peak / 1e12:g} TFLOP/s at the cell's {_num(exaflops, '.4g')} exaFLOPs")
+    return Check(row, "pass" if inside else "fail", test, measured=measured, interval=(low, high), **where)
 
 
 def t_quantile(p: float, df: float) -> float:

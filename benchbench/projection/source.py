@@ -2,7 +2,8 @@
 of the catalog: training img/s with its 80 % interval, how it was projected, and the device-days of a
 number of images. An inference measurement becomes a training one by its family's ratio
 (`method.train_from_infer`); with nothing measured in mixed precision on a known device, the counts alone
-give it (the weakest tier)."""
+give it (the weakest tier). A run's record becomes a Source by `record_source` (shared by `benchbench
+project RUN` and verify's projected rows)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,38 @@ def projected(source: Source, target: Device, images: float | None) -> dict:
     return out | {"how": how, "projected_train_img_per_s": value, "interval_80": [lo, hi],
                   "projected_device_days": None if not images else images / value / 86400,
                   "device_days_interval_80": None if not images else [images / hi / 86400, images / lo / 86400]}
+
+
+def record_source(record, env: dict | None, catalog) -> Source | str:
+    """The Source of a run's record (a benchbench.store Record; `env` its run's env.json, `catalog` the
+    plugins' models and datasets, for the activations and the family): its measured training img/s, or
+    none (the counts alone); or why it cannot be projected, in words: "its MAC count is unverified"."""
+    m = record.metrics
+    if record.flops_status not in (None, "ok") or not m.get("gmacs"):
+        return f"its MAC count is {record.flops_status or 'missing'}"
+    if record.model not in catalog.models or record.dataset not in catalog.datasets:
+        return "its model or dataset is not registered here"
+    spec, data = catalog.models.get(record.model), catalog.datasets.get(record.dataset)
+    macts = _macts(spec, data.num_classes, record.resolution or spec.default_resolution, spec.in_chans or data.in_chans)
+    device_name = (record.env or {}).get("device_name") or (env or {}).get("device_name") or record.device
+    return Source(img_per_s=m.get("train_img_per_s"), mode="train", gmacs=m["gmacs"], macts_m=macts,
+                  family=family_for(spec), compiled=bool(m.get("exec_compile")), precision=record.precision,
+                  device_name=device_name)
+
+
+def _macts(spec, num_classes: int, image_size: int, in_chans: int) -> float:
+    """Millions of activations of one image's forward pass on the meta device, counted once per shape."""
+    key = (spec.id, num_classes, image_size, in_chans)
+    if key not in _MACTS:
+        from benchbench.meters.activations import meta_activations
+
+        _MACTS[key] = meta_activations(spec, num_classes=num_classes, image_size=image_size, in_chans=in_chans) / 1e6
+    return _MACTS[key]
+
+
+_MACTS: dict[tuple, float] = {}
+
+
+def images_of(record) -> float | None:
+    """The training images a record's device-days are of: the schedule it projects, else what it trained."""
+    return record.metrics.get("pretrain_images_seen") or record.metrics.get("train_images_seen")

@@ -51,11 +51,12 @@ def environment():
 
 
 def build_site(paths: list[Path], out: Path, *, models, pairs: list[tuple[Path, Path]] = (),
-               threshold: float = 5.0, roots_shown: list[str] | None = None) -> Site:
+               threshold: float = 5.0, roots_shown: list[str] | None = None, catalog=None) -> Site:
     """Render the runs under `paths` (and the runs of `pairs`), their comparisons, the reference tables of
     the paths' `references/` folders checked against the runs, and the model zoo of `models` (a registry)
     into `out`. Without `pairs`, each run is compared with the run before it
-    that shares a cell with it."""
+    that shares a cell with it. `catalog` (the plugins' models and datasets) projects the cells of reference
+    rows that name a device; None leaves those rows unmatched."""
     out = Path(out)
     _check_out(out, [Path(p) for p in paths] + [Path(p) for pair in pairs for p in pair])
     site = Site(out)
@@ -63,7 +64,7 @@ def build_site(paths: list[Path], out: Path, *, models, pairs: list[tuple[Path, 
     found, site.notes = find_run_dirs([Path(p) for p in paths])
     site.runs = [read_run(d, root, taken) for d, root in found]
     site.comparisons = _comparisons(site, pairs, threshold, taken)
-    site.verifications = _verifications(paths, site.runs)
+    site.verifications = _verifications(paths, site.runs, catalog)
 
     tmp = out.absolute().with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -135,11 +136,12 @@ def _render(tmp: Path, site: Site, models, roots: list[str]) -> list[str]:
     return [str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file()] + [SITE_MARKER]
 
 
-def _verifications(paths, runs: list[Run]) -> list:
-    """The reference tables in a `references/` folder of each path, checked against `runs`."""
+def _verifications(paths, runs: list[Run], catalog) -> list:
+    """The reference tables in a `references/` folder of each path, checked against `runs` (the cells of
+    rows naming a device projected with `catalog`)."""
     from benchbench.site.verify_page import find_references, verifications
 
-    return verifications(find_references([Path(p) for p in paths]), runs)
+    return verifications(find_references([Path(p) for p in paths]), runs, catalog)
 
 
 def _swap(tmp: Path, out: Path) -> None:

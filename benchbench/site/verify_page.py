@@ -47,7 +47,10 @@ def _is_reference(path: Path) -> bool:
     return "metric" in header and "value" in header
 
 
-def verifications(references: list[Path], runs: list[Run]) -> list[Verification]:
+def verifications(references: list[Path], runs: list[Run], catalog=None) -> list[Verification]:
+    """Each reference table checked against `runs`; the cells of rows naming a device projected with
+    `catalog`'s models and datasets (None: those rows are unmatched)."""
+    from benchbench.judge.projected import projector
     from benchbench.store import results
     from benchbench.judge.reference import read
     from benchbench.judge.verify import Run as Checked, check, known_metrics
@@ -55,12 +58,13 @@ def verifications(references: list[Path], runs: list[Run]) -> list[Verification]
     checked = [Checked(run.label, results.frame(run.last)) for run in runs]
     by_label = {run.label: run for run in runs}
     known = known_metrics(checked)
+    project = None if catalog is None else projector(catalog, {run.label: (run.last, run.env) for run in runs})
     out = []
     for i, path in enumerate(references):
         shown, slug = path.as_posix(), f"reference-{i + 1}"
         try:
             ref = read(path, metrics=known)
-            checks = check(ref, checked)
+            checks = check(ref, checked, project)
         except BenchError as exc:
             out.append(Verification(shown, slug, error=str(exc).replace("\nerror: ", "\n")))
             continue
