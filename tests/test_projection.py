@@ -464,3 +464,65 @@ def test_the_published_projection_of_the_h100_profile_is_todays(capsys, monkeypa
         lo, hi = row["interval_80"]
         assert round(row["projected_train_img_per_s"] / measured[model] - 1, 3) == error
         assert (lo <= measured[model] <= hi) is inside
+
+
+PAPER_COMPUTE = Path(__file__).resolve().parents[1] / "results" / "paper-compute" / "20261129-091741"
+
+
+def test_the_compute_table_gains_a_projected_column_per_device_as_project_prints_them(capsys):
+    """`table RUN --layout compute --project-to tpu-v3,h100`: a column per device, each row the figure and the
+    80 % interval that `project RUN --to` gives its cell (ViT-H/14 on a TPU v3 core: 1,663 [965, 2,868]
+    core-days, docs/compute.md's), in the data too, and a note that it is a projection."""
+    import json
+
+    from benchbench.cli import main
+
+    run = str(PAPER_COMPUTE)
+    assert main(["project", run, "--to", "tpu-v3,h100", "--json"]) == 0
+    projected = {(r["model"], r["images"], r["target"]): r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert main(["table", run, "--layout", "compute", "--project-to", "tpu-v3,h100", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 18
+    for row in rows:
+        for device in ("tpu-v3", "h100"):
+            same = projected[(row["model"], 303e6 * row["pretrain_epochs"], device)]
+            assert row[f"projected_device_days@{device}"] == pytest.approx(same["projected_device_days"], rel=1e-9)
+            assert [row[f"projected_device_days_low80@{device}"], row[f"projected_device_days_high80@{device}"]] == \
+                pytest.approx(same["device_days_interval_80"], rel=1e-9)
+    assert main(["table", run, "--layout", "compute", "--project-to", "tpu-v3"]) == 0
+    text = capsys.readouterr().out
+    assert "| Projected device-days on tpu-v3 (80 % interval)" in text
+    assert "| ViT-H/14       | JFT-300M |       14 |" in text and "| 1663 [964.6, 2868]" in text
+    assert "Projected on tpu-v3: a projection, not a measurement" in text and "the weakest tier (every row)" in text
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--layout", "compute", "--project-to", "tpu-v4"], "unknown device 'tpu-v4'; did you mean 'tpu-v3'?"),
+    (["--layout", "models", "--project-to", "h100"], "--project-to adds a column to the compute layout"),
+    (["--layout", "compute", "--project-to", ","], "--project-to names no device"),
+    (["--layout", "compute", "--devices", "x.toml"], "--devices describes devices for --project-to"),
+])
+def test_table_project_to_refuses_bad_input_in_one_line(capsys, argv, words):
+    from benchbench.cli import main
+
+    assert main(["table", str(PAPER_COMPUTE), *argv]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_table_projects_onto_a_device_described_in_a_file(tmp_path, capsys):
+    """A device of a --devices file: twice an H100's every figure projects ViT-B/32 (counts alone, bound by
+    them) in half the H100's device-days."""
+    import json
+
+    from benchbench.cli import main
+
+    (tmp_path / "d.toml").write_text('[devices.double-h100]\nsource = "twice the H100 datasheet"\n'
+                                     "bf16_tflops = 1979\nfp16_tflops = 1979\nfp32_tflops = 134\n"
+                                     "mem_bw_gb_per_s = 6700\nsms = 264\nmemory_gb = 160\n")
+    argv = ["table", str(PAPER_COMPUTE), "--layout", "compute", "--format", "json", "--project-to"]
+    assert main([*argv, "h100"]) == 0
+    h100 = json.loads(capsys.readouterr().out)[0]["projected_device_days@h100"]
+    assert main([*argv, "double-h100", "--devices", str(tmp_path / "d.toml")]) == 0
+    double = json.loads(capsys.readouterr().out)[0]["projected_device_days@double-h100"]
+    assert double == pytest.approx(h100 / 2, rel=1e-9)

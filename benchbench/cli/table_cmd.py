@@ -1,4 +1,5 @@
-"""`benchbench table RUN_DIR [--layout L] [--format F] [--force-flops] [--reference FILE.csv] [--gmacs-fvcore] [--gmacs-xla]`."""
+"""`benchbench table RUN_DIR [--layout L] [--format F] [--force-flops] [--reference FILE.csv] [--gmacs-fvcore] [--gmacs-xla]
+[--project-to DEVICE[,DEVICE...]]`."""
 
 from __future__ import annotations
 
@@ -30,6 +31,12 @@ def add_parser(sub, parent) -> None:
     p.add_argument("--gmacs-xla", action="store_true",
                    help="layout compute: add the GMACs in XLA's convention (no convolution tap over padding: the "
                         "ViT paper's Table 6) beside the paper's")
+    p.add_argument("--project-to", metavar="DEVICE[,DEVICE...]",
+                   help="layout compute: add each cell's device-days projected onto these devices of the "
+                        "projection's catalog (h100, a100-80gb, tpu-v3, ...; `benchbench project --to list`), with "
+                        "their 80 %% interval, as `benchbench project RUN --to DEVICE` projects them")
+    p.add_argument("--devices", metavar="FILE.toml",
+                   help="--project-to: devices described in a TOML file, as `benchbench project --devices` reads")
     p.add_argument("--force-flops", action="store_true",
                    help="publish FLOP counts that are not verified, marked with a dagger")
     p.set_defaults(func=run)
@@ -53,7 +60,8 @@ def run(args) -> int:
         raise BenchError(f"--reference compares the timm layout with a published table; leave out --layout "
                          f"{args.layout} or write --layout timm")
     layout = "timm" if args.reference else args.layout or _suite_layout(args.run_dir)
-    for flag, given in (("--gmacs-fvcore", args.gmacs_fvcore), ("--gmacs-xla", args.gmacs_xla)):
+    for flag, given in (("--gmacs-fvcore", args.gmacs_fvcore), ("--gmacs-xla", args.gmacs_xla),
+                        ("--project-to", args.project_to)):
         if given and layout != "compute":
             raise BenchError(f"{flag} adds a column to the compute layout; write --layout compute "
                              f"(this table's layout is {layout})")
@@ -64,5 +72,28 @@ def run(args) -> int:
         table = with_gmacs_fvcore(table)
     if args.gmacs_xla:
         table = with_gmacs_xla(table)
+    if args.devices and not args.project_to:
+        raise BenchError("--devices describes devices for --project-to; add --project-to DEVICE")
+    if args.project_to:
+        table = projected_columns(table, df, args)
     sys.stdout.write(render(table, args.format))
     return 0
+
+
+def projected_columns(table, df, args):
+    """The compute table with a column per device of --project-to: each ok cell's device-days projected there."""
+    from benchbench.cli.common import catalog
+    from benchbench.judge.projected import projector
+    from benchbench.projection.catalog import read_devices, resolve
+    from benchbench.report.tables import with_projection
+    from benchbench.store.rundir import read_records
+
+    extra = read_devices(args.devices) if args.devices else {}
+    devices = [resolve(name, extra).id for name in args.project_to.split(",") if name.strip()]
+    if not devices:
+        raise BenchError("--project-to names no device: write --project-to h100[,tpu-v3] (--to list in `benchbench "
+                         "project` lists them)")
+    runs = {"run": (read_records(Path(args.run_dir)).records, read_env(Path(args.run_dir)))}
+    project = projector(catalog(args), runs, extra)
+    cells = df[df["status"] == "ok"].to_dict("records")
+    return with_projection(table, cells, {d: [project("run", c, d) for c in cells] for d in devices})

@@ -12,9 +12,11 @@ from typing import Any, Callable, Mapping, Sequence
 Projector = Callable[[str, Mapping[str, Any], str], "dict | str"]
 
 
-def projector(catalog, runs: Mapping[str, tuple[Sequence, Mapping | None]]) -> Projector:
+def projector(catalog, runs: Mapping[str, tuple[Sequence, Mapping | None]], devices: Mapping | None = None
+              ) -> Projector:
     """A Projector over `runs` ({run label: (its records, its env.json)}): a cell is found by its run and
-    `key`; `catalog` the plugins' models and datasets (a projection counts the model's activations)."""
+    `key`; `catalog` the plugins' models and datasets (a projection counts the model's activations); a
+    device by its catalog id or one of `devices` (a --devices file's, benchbench.projection.catalog)."""
     from benchbench.projection.catalog import resolve
     from benchbench.projection.source import images_of, projected, record_source
 
@@ -31,6 +33,6 @@ def projector(catalog, runs: Mapping[str, tuple[Sequence, Mapping | None]]) -> P
         images = images_of(record)
         if not images:
             return "it records no training images (pretrain_images_seen) to project device-days of"
-        return projected(source, resolve(device), images)
+        return projected(source, resolve(device, devices), images)
 
     return project
