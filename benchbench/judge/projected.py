@@ -1,7 +1,7 @@
-"""Reference rows that name a device (`device`, on `projected_device_days`): each matched cell's record
-projected onto that device as `benchbench project RUN --to DEVICE` projects it (benchbench.projection.source),
-for `verify` and the site's verification page, which judge the published figure by the projection's 80 %
-interval."""
+"""A run's cells projected onto a device as `benchbench project RUN --to DEVICE` projects their records
+(benchbench.projection.source): for reference rows that name a `device` (on `projected_device_days`), which
+`verify` and the site's verification page judge by the projection's 80 % interval, and for `table --layout
+compute --project-to`'s columns."""
 
 from __future__ import annotations
 
