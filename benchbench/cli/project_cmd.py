@@ -163,8 +163,7 @@ def project_profile(path: str, targets, catalog, images: float | None) -> list[d
     the device-days of that many training images."""
     from benchbench import outside
     from benchbench.errors import BenchError
-    from benchbench.meters.activations import meta_activations
-    from benchbench.projection.source import Source, family_for, projected
+    from benchbench.projection.source import Source, activations_m, family_for, projected
 
     text = outside.read_text(Path(path), max_bytes=PROFILE_BYTES)
     out, measured, skipped = [], 0, []
@@ -195,8 +194,7 @@ def project_profile(path: str, targets, catalog, images: float | None) -> list[d
             print(f"warning: {path}: {label}: not projected: {why}", file=sys.stderr)
             continue
         spec = catalog.models.get(row["id"])
-        macts = meta_activations(spec, num_classes=row["num_classes"], image_size=row["resolution"],
-                                 in_chans=row["in_chans"]) / 1e6
+        macts = activations_m(spec, row["num_classes"], row["resolution"], row["in_chans"])
         source = Source(img_per_s=row["img_per_s"], mode=row["mode"], gmacs=row["gmacs"], macts_m=macts,
                         family=family_for(spec),
                         compiled=bool(row.get("compiled")), precision=row.get("precision"),

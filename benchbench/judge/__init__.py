@@ -5,5 +5,6 @@ against run and contender against contender (`compare`, `versus`), a metric's hi
 (`frontier`), and published references with the verdicts on a run against them (`reference`,
 `verify`; a projected figure's cells projected by `projected`).
 
-Imports: the store, the contract and the projection (a projected figure's interval); never the run layer, reporting, the database, the site or the CLI.
+Imports: the store, the contract and the projection (a projected figure's interval); never the run layer,
+reporting, the database, the site or the CLI.
 """

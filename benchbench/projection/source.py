@@ -3,7 +3,8 @@ of the catalog: training img/s with its 80 % interval, how it was projected, and
 number of images. An inference measurement becomes a training one by its family's ratio
 (`method.train_from_infer`); with nothing measured in mixed precision on a known device, the counts alone
 give it (the weakest tier). A run's record becomes a Source by `record_source` (shared by `benchbench
-project RUN` and verify's projected rows)."""
+project RUN`, verify's projected rows and `table --project-to`); the activations a Source needs are counted
+once per model and shape (`activations_m`)."""
 
 from __future__ import annotations
 
@@ -89,16 +90,18 @@ def record_source(record, env: dict | None, catalog) -> Source | str:
     if record.model not in catalog.models or record.dataset not in catalog.datasets:
         return "its model or dataset is not registered here"
     spec, data = catalog.models.get(record.model), catalog.datasets.get(record.dataset)
-    macts = _macts(spec, data.num_classes, record.resolution or spec.default_resolution, spec.in_chans or data.in_chans)
+    macts = activations_m(spec, data.num_classes, record.resolution or spec.default_resolution,
+                          spec.in_chans or data.in_chans)
     device_name = (record.env or {}).get("device_name") or (env or {}).get("device_name") or record.device
     return Source(img_per_s=m.get("train_img_per_s"), mode="train", gmacs=m["gmacs"], macts_m=macts,
                   family=family_for(spec), compiled=bool(m.get("exec_compile")), precision=record.precision,
                   device_name=device_name)
 
 
-def _macts(spec, num_classes: int, image_size: int, in_chans: int) -> float:
-    """Millions of activations of one image's forward pass on the meta device, counted once per shape."""
-    key = (spec.id, num_classes, image_size, in_chans)
+def activations_m(spec, num_classes: int, image_size: int, in_chans: int) -> float:
+    """Millions of activations of one image's forward pass on the meta device, counted once per process for
+    each model (its id and builder: another plugin's model of that id is counted apart) and shape."""
+    key = (spec.id, spec.build, num_classes, image_size, in_chans)
     if key not in _MACTS:
         from benchbench.meters.activations import meta_activations
 

@@ -257,28 +257,27 @@ def _with_gmacs(table: Table, column: str, header: str, note: str) -> Table:
 
 def with_projection(table: Table, cells: list[dict], projections: dict[str, list]) -> Table:
     """The compute layout (a row per entry of `cells`, its ok cells in order) with a column per device of
-    `projections` ({device id: a benchbench.projection.source.projected dict per cell, or why that cell
-    was not projected}): its device-days projected there and their 80 % interval, "1,663 [965, 2,868]";
-    the data gains `projected_device_days@<id>` and its bounds; a note says how each was projected and
-    that it is a projection, not a measurement."""
+    `projections` ({device id: per cell, a benchbench.projection.source.projected dict with its device-days,
+    or why that cell was not projected}): its device-days projected there and their 80 % interval,
+    "1,663 [965, 2,868]"; the data gains `projected_device_days@<id>` and its bounds; a note says how each
+    was projected and that it is a projection, not a measurement."""
     data, headers, rows, notes = table.data.copy(), list(table.headers), [list(r) for r in table.rows], list(table.notes)
     for device, done in projections.items():
         headers.append(f"Projected device-days on {device} (80 % interval)")
-        values, lows, highs, hows = [], [], [], {}
+        figures, hows = [], {}
         for row, cell, one in zip(rows, cells, done):
-            if isinstance(one, str) or one.get("projected_device_days") is None:
-                why = one if isinstance(one, str) else "no training images to project"
-                hows.setdefault(f"not projected ({why})", []).append(str(cell.get("model")))
+            if isinstance(one, str):
+                hows.setdefault(f"not projected ({one})", []).append(str(cell.get("model")))
                 row.append("-")
-                values.append(math.nan), lows.append(math.nan), highs.append(math.nan)
+                figures.append((math.nan, math.nan, math.nan))
                 continue
             days, (low, high) = one["projected_device_days"], one["device_days_interval_80"]
             row.append(f"{_num(days, '.4g')} [{_num(low, '.4g')}, {_num(high, '.4g')}]")
-            values.append(days), lows.append(low), highs.append(high)
+            figures.append((days, low, high))
             hows.setdefault(one["how"], []).append(str(cell.get("model")))
-        data[f"projected_device_days@{device}"] = values
-        data[f"projected_device_days_low80@{device}"] = lows
-        data[f"projected_device_days_high80@{device}"] = highs
+        for name, column in zip(("projected_device_days", "projected_device_days_low80",
+                                 "projected_device_days_high80"), zip(*figures)):
+            data[f"{name}@{device}"] = list(column)
         said = (next(iter(hows)) + " (every row)" if len(hows) == 1 else
                 "; ".join(f"{how}: {', '.join(dict.fromkeys(models))}" for how, models in hows.items()))
         notes.append(f"Projected on {device}: a projection, not a measurement (`benchbench project RUN --to {device}`, "
