@@ -37,6 +37,12 @@ REPO = Path(__file__).resolve().parent.parent
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 
 
+def pytest_addoption(parser):
+    parser.addoption("--every-model", action="store_true",
+                     help="verify the FLOPs of every registered model, not one model of each architecture "
+                          "(tests/test_contract.py::test_every_model_flops_are_verified)")
+
+
 def pytest_configure(config):
     """Under pytest-xdist (README's test command: `-n auto`), each worker's torch threads are its share of
     the CPUs this process may use, so that the workers do not fight over them (benchbench.runtime.threads:
