@@ -526,3 +526,48 @@ def test_table_projects_onto_a_device_described_in_a_file(tmp_path, capsys):
     assert main([*argv, "double-h100", "--devices", str(tmp_path / "d.toml")]) == 0
     double = json.loads(capsys.readouterr().out)[0]["projected_device_days@double-h100"]
     assert double == pytest.approx(h100 / 2, rel=1e-9)
+
+
+@pytest.mark.slow  # 22 s on 2 idle cores (18 cells' activation counts); results/site's test builds it too
+def test_the_sites_compute_table_is_tables_with_the_same_devices(tmp_path, capsys, catalog, monkeypatch):
+    """A site built with `project_to` (`report RUN -o SITE --project-to tpu-v3,h100`): the run page's compute
+    table and its downloads are `table RUN --layout compute --project-to tpu-v3,h100`'s, byte for byte (ViT-H/14's
+    1663 [964.6, 2868] on the page); the other layouts gain nothing, and a site built without it has no such
+    column. (A small zoo: the zoo page's ~110 counts are not what this checks; `table` is given the same catalog,
+    whose models' activation counts the site's projections have made: 15 s, not 45.)"""
+    from benchbench.cli import main, table_cmd
+    from benchbench.projection.catalog import resolve
+    from benchbench.registry import Registry
+    from benchbench.site.build import build_site
+
+    models = Registry("model")
+    models.add(catalog.models.get("vit-mu4"), catalog.models.plugin_of["vit-mu4"])
+    devices = {d: resolve(d) for d in ("tpu-v3", "h100")}
+    build_site([PAPER_COMPUTE], tmp_path / "site", models=models, catalog=catalog, project_to=devices)
+    build_site([PAPER_COMPUTE], tmp_path / "plain", models=models, catalog=catalog)
+    (downloads,) = (tmp_path / "site" / "downloads").iterdir()
+    monkeypatch.setattr(table_cmd, "catalog", lambda args: catalog)
+    for fmt, ext in (("markdown", "md"), ("csv", "csv"), ("json", "json")):
+        assert main(["table", str(PAPER_COMPUTE), "--layout", "compute", "--project-to", "tpu-v3,h100",
+                     "--format", fmt]) == 0
+        assert (downloads / f"compute.{ext}").read_text() == capsys.readouterr().out
+    (page,) = (tmp_path / "site").glob("run-*.html")
+    assert "Projected device-days on tpu-v3 (80 % interval)" in page.read_text() and "1663 [964.6, 2868]" in page.read_text()
+    for layout in ("summary", "paper-scaling"):
+        assert "Projected" not in (downloads / f"{layout}.md").read_text()
+    (plain,) = (tmp_path / "plain").glob("run-*.html")
+    assert "Projected device-days" not in plain.read_text()
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--project-to", "tpu-v4"], "unknown device 'tpu-v4'; did you mean 'tpu-v3'?"),
+    (["--project-to", ","], "--project-to names no device"),
+    (["--devices", "x.toml"], "--devices describes devices for --project-to"),
+])
+def test_report_project_to_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path, capsys, argv, words):
+    from benchbench.cli import main
+
+    assert main(["report", str(PAPER_COMPUTE), "-o", str(tmp_path / "site"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "site").exists()

@@ -203,16 +203,17 @@ def test_report_command_imports_nothing_heavy_at_module_level():
 @pytest.mark.slow
 @pytest.mark.expected(seconds=238)  # CI, 2 cores (.ci/run starts the longest first)
 def test_published_site_is_what_the_command_writes_today(tmp_path, run_suite, zoo_cache):
-    """results/site is `benchbench report results -o results/site` of today's code and results (a new
+    """results/site is `benchbench report results -o results/site --project-to h100,tpu-v3` of today's code and results (a new
     published run, or a change to the pages, means: run that command again and commit the site)."""
     published = REPO / "results" / "site"
-    proc = run_suite.cli("report", "results", "-o", tmp_path / "site", timeout=1800)  # counts ~110 models afresh
+    proc = run_suite.cli("report", "results", "-o", tmp_path / "site", "--project-to", "h100,tpu-v3",
+                         timeout=1800)  # counts ~110 models afresh
     assert proc.returncode == 0, proc.stderr
     fresh = tmp_path / "site"
     names = sorted(str(p.relative_to(fresh)) for p in fresh.rglob("*") if p.is_file())
     assert names == sorted(str(p.relative_to(published)) for p in published.rglob("*") if p.is_file())
     stale = [n for n in names if (fresh / n).read_bytes() != (published / n).read_bytes()]
-    assert stale == [], f"results/site is stale in {stale}: run `benchbench report results -o results/site`"
+    assert stale == [], f"results/site is stale in {stale}: run `benchbench report results -o results/site --project-to h100,tpu-v3`"
 
 
 def test_the_pages_commands_run_from_the_folder_report_ran_in(report_runs, report_models, tmp_path, monkeypatch,

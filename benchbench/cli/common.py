@@ -184,3 +184,30 @@ def execution_lines(r: dict, label_width: int = 14) -> list[str]:
         lines.append(f"  {'compile':<{label_width}}{r['compile_s']:.1f} s (the untimed warm-up: compilation and its "
                      "steps; not in img/s)")
     return lines
+
+
+def projection_options(p: argparse.ArgumentParser, where: str) -> None:
+    """--project-to and --devices, as `table` and `report` take them (`where`: which table gains the columns)."""
+    p.add_argument("--project-to", metavar="DEVICE[,DEVICE...]",
+                   help=f"{where}: add each cell's device-days projected onto these devices of the projection's "
+                        "catalog (h100, a100-80gb, tpu-v3, ...; `benchbench project --to list`), with their 80 %% "
+                        "interval, as `benchbench project RUN --to DEVICE` projects them")
+    p.add_argument("--devices", metavar="FILE.toml",
+                   help="--project-to: devices described in a TOML file, as `benchbench project --devices` reads")
+
+
+def projection_devices(args: argparse.Namespace) -> dict:
+    """{device id: benchbench.projection.catalog.Device} of --project-to (with --devices' file), in the order
+    named; {} without --project-to; a BenchError for an unknown device or --devices alone."""
+    from benchbench.projection.catalog import read_devices, resolve
+
+    if args.devices and not args.project_to:
+        raise BenchError("--devices describes devices for --project-to; add --project-to DEVICE")
+    if not args.project_to:
+        return {}
+    extra = read_devices(args.devices) if args.devices else {}
+    devices = [resolve(name, extra) for name in args.project_to.split(",") if name.strip()]
+    if not devices:
+        raise BenchError("--project-to names no device: write --project-to h100[,tpu-v3] (--to list in `benchbench "
+                         "project` lists them)")
+    return {d.id: d for d in devices}

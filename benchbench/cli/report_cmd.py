@@ -1,11 +1,12 @@
-"""`benchbench report ROOT_OR_RUN_DIR... -o SITE_DIR`: the runs as a static website (no server, no network)."""
+"""`benchbench report ROOT_OR_RUN_DIR... -o SITE_DIR [--project-to DEVICE[,DEVICE...]]`: the runs as a static website (no
+server, no network), each run's compute table with its cells' device-days projected onto the devices named."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from benchbench.cli.common import catalog
+from benchbench.cli.common import catalog, projection_devices, projection_options
 from benchbench.text import plural
 
 
@@ -22,16 +23,18 @@ def add_parser(sub, parent) -> None:
     p.add_argument("--threshold", type=float, default=5.0, metavar="PTS",
                    help="the comparisons' --threshold (as compare's): one seed a side and no test-set size, an "
                         "accuracy drop of more than PTS points is a regression (default: 5)")
+    projection_options(p, "each run's compute table")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from benchbench.site.build import build_site
 
+    devices = projection_devices(args)  # a bad device: refused before anything is read or written
     plugins = catalog(args)
     site = build_site([Path(p) for p in args.paths], Path(args.output), models=plugins.models,
                       pairs=[(Path(a), Path(b)) for a, b in args.compare], threshold=args.threshold,
-                      roots_shown=list(args.paths), catalog=plugins)
+                      roots_shown=list(args.paths), catalog=plugins, project_to=devices)
     for note in site.notes:
         print(f"warning: {note}", file=sys.stderr)
     for r in site.runs:

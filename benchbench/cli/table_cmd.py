@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from benchbench.choices import TABLE_FORMATS, TABLE_LAYOUTS
-from benchbench.cli.common import load_run, named_plugins
+from benchbench.cli.common import catalog, load_run, named_plugins, projection_devices, projection_options
 from benchbench.errors import BenchError
 from benchbench.store.rundir import read_env
 
@@ -31,12 +31,7 @@ def add_parser(sub, parent) -> None:
     p.add_argument("--gmacs-xla", action="store_true",
                    help="layout compute: add the GMACs in XLA's convention (no convolution tap over padding: the "
                         "ViT paper's Table 6) beside the paper's")
-    p.add_argument("--project-to", metavar="DEVICE[,DEVICE...]",
-                   help="layout compute: add each cell's device-days projected onto these devices of the "
-                        "projection's catalog (h100, a100-80gb, tpu-v3, ...; `benchbench project --to list`), with "
-                        "their 80 %% interval, as `benchbench project RUN --to DEVICE` projects them")
-    p.add_argument("--devices", metavar="FILE.toml",
-                   help="--project-to: devices described in a TOML file, as `benchbench project --devices` reads")
+    projection_options(p, "layout compute")
     p.add_argument("--force-flops", action="store_true",
                    help="publish FLOP counts that are not verified, marked with a dagger")
     p.set_defaults(func=run)
@@ -72,28 +67,18 @@ def run(args) -> int:
         table = with_gmacs_fvcore(table)
     if args.gmacs_xla:
         table = with_gmacs_xla(table)
-    if args.devices and not args.project_to:
-        raise BenchError("--devices describes devices for --project-to; add --project-to DEVICE")
-    if args.project_to:
-        table = projected_columns(table, df, args)
+    devices = projection_devices(args)
+    if devices:
+        table = projected_columns(table, df, args, devices)
     sys.stdout.write(render(table, args.format))
     return 0
 
 
-def projected_columns(table, df, args):
+def projected_columns(table, df, args, devices: dict):
     """The compute table with a column per device of --project-to: each ok cell's device-days projected there."""
-    from benchbench.cli.common import catalog
     from benchbench.judge.projected import projector
-    from benchbench.projection.catalog import read_devices, resolve
-    from benchbench.report.tables import with_projection
+    from benchbench.report.tables import projected_onto
     from benchbench.store.rundir import read_records
 
-    extra = read_devices(args.devices) if args.devices else {}
-    devices = [resolve(name, extra).id for name in args.project_to.split(",") if name.strip()]
-    if not devices:
-        raise BenchError("--project-to names no device: write --project-to h100[,tpu-v3] (--to list in `benchbench "
-                         "project` lists them)")
     runs = {"run": (read_records(Path(args.run_dir)).records, read_env(Path(args.run_dir)))}
-    project = projector(catalog(args), runs, extra)
-    cells = df[df["status"] == "ok"].to_dict("records")
-    return with_projection(table, cells, {d: [project("run", c, d) for c in cells] for d in devices})
+    return projected_onto(table, df, projector(catalog(args), runs, devices), "run", list(devices))

@@ -51,7 +51,7 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import pandas as pd
 from tabulate import tabulate
@@ -253,6 +253,13 @@ def _with_gmacs(table: Table, column: str, header: str, note: str) -> Table:
     notes = [*table.notes, f"GMACs: matmul-like work (the paper's convention); {note}" if first else note]
     return replace(table, headers=[*table.headers[:at], header, *table.headers[at:]],
                    rows=[[*row[:at], text, *row[at:]] for row, text in zip(table.rows, texts)], notes=notes)
+
+
+def projected_onto(table: Table, df: pd.DataFrame, project, label: str, devices: Sequence[str]) -> Table:
+    """The compute layout of `df` (`table`) with a column per device of `devices`: each ok cell projected
+    there by `project(label, cell, device)` (a benchbench.judge.projected.Projector over run `label`)."""
+    cells = df[df["status"] == "ok"].to_dict("records")
+    return with_projection(table, cells, {d: [project(label, c, d) for c in cells] for d in devices})
 
 
 def with_projection(table: Table, cells: list[dict], projections: dict[str, list]) -> Table:

@@ -19,6 +19,7 @@ import shutil
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Mapping
 
 from benchbench.store.atomic import output_errors
 from benchbench.errors import BenchError
@@ -51,12 +52,14 @@ def environment():
 
 
 def build_site(paths: list[Path], out: Path, *, models, pairs: list[tuple[Path, Path]] = (),
-               threshold: float = 5.0, roots_shown: list[str] | None = None, catalog=None) -> Site:
+               threshold: float = 5.0, roots_shown: list[str] | None = None, catalog=None,
+               project_to: Mapping | None = None) -> Site:
     """Render the runs under `paths` (and the runs of `pairs`), their comparisons, the reference tables of
     the paths' `references/` folders checked against the runs, and the model zoo of `models` (a registry)
     into `out`. Without `pairs`, each run is compared with the run before it
     that shares a cell with it. `catalog` (the plugins' models and datasets) projects the cells of reference
-    rows that name a device; None leaves those rows unmatched."""
+    rows that name a device; None leaves those rows unmatched. `project_to` ({device id: Device}, needs
+    `catalog`): each run's compute table gains a column of its cells' device-days projected on each device."""
     out = Path(out)
     _check_out(out, [Path(p) for p in paths] + [Path(p) for pair in pairs for p in pair])
     site = Site(out)
@@ -70,7 +73,8 @@ def build_site(paths: list[Path], out: Path, *, models, pairs: list[tuple[Path, 
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         with output_errors(out):  # a full disk, a read-only folder: one line, and the old site is whole
-            written = _render(tmp, site, models, roots_shown or [str(p) for p in paths])
+            written = _render(tmp, site, models, roots_shown or [str(p) for p in paths],
+                              _compute_columns(site.runs, catalog, project_to))
             (tmp / SITE_MARKER).write_text("\n".join([MARKER_HEAD, *sorted(written)]) + "\n")
             _swap(tmp, out)
     finally:
@@ -82,8 +86,23 @@ MARKER_HEAD = ("Written by `benchbench report`; the next build replaces the file
                "while this folder holds anything else:")
 
 
-def _render(tmp: Path, site: Site, models, roots: list[str]) -> list[str]:
-    """The site's files, written under `tmp`; returns their paths relative to it."""
+def _compute_columns(runs: list[Run], catalog, project_to: Mapping | None):
+    """(run, compute table, its frame) -> the table with a column per device of `project_to`: its ok cells'
+    device-days projected there (benchbench.judge.projected); None without devices to project to."""
+    if not project_to:
+        return None
+    if catalog is None:
+        raise BenchError("projecting onto a device needs the plugins' catalog (build_site(catalog=...))")
+    from benchbench.judge.projected import projector
+    from benchbench.report.tables import projected_onto
+
+    project = projector(catalog, {run.slug: (run.last, run.env) for run in runs}, project_to)
+    return lambda run, table, df: projected_onto(table, df, project, run.slug, list(project_to))
+
+
+def _render(tmp: Path, site: Site, models, roots: list[str], compute_columns=None) -> list[str]:
+    """The site's files, written under `tmp`; returns their paths relative to it. `compute_columns` (see
+    `_compute_columns`) adds to each run's compute table."""
     from benchbench import __version__
     from benchbench.report.plots import family_styles
     from benchbench.site.history_page import METRICS as HISTORY_METRICS, history_groups, regressions_table
@@ -107,7 +126,7 @@ def _render(tmp: Path, site: Site, models, roots: list[str]) -> list[str]:
     page("index.html", "index.html", runs=site.runs, notes=site.notes, roots=roots,
          runs_table=_runs_table(site.runs), comparisons=site.comparisons)
     for run in site.runs:
-        view = run_page(run, styles)
+        view = run_page(run, styles, compute_columns)
         folder = tmp / "downloads" / run.slug
         folder.mkdir(parents=True)
         for name in (RECORDS, ENV):

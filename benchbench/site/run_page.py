@@ -59,7 +59,9 @@ class RunPage:
     details: list[CellDetail] = field(default_factory=list)
 
 
-def run_page(run, styles) -> RunPage:
+def run_page(run, styles, compute_columns=None) -> RunPage:
+    """The page of `run`; `compute_columns(run, table, frame)`, where given, adds columns to its compute table
+    (the projected device-days of `benchbench report --project-to`)."""
     from benchbench.store.results import frame
     from benchbench.report.tables import LAYOUTS
 
@@ -70,7 +72,8 @@ def run_page(run, styles) -> RunPage:
     df = frame(run.last)
     for layout in sorted(LAYOUTS, key=lambda name: name != default):  # the suite's own layout first
         try:
-            page.tables.append(_layout_table(df, layout, run.slug))
+            extra = (lambda table: compute_columns(run, table, df)) if compute_columns and layout == "compute" else None
+            page.tables.append(_layout_table(df, layout, run.slug, extra))
         except BenchError as exc:
             page.skipped[layout] = str(exc)
         except Exception as exc:  # noqa: BLE001 - records this code did not foresee: say so, build the rest
@@ -82,11 +85,13 @@ def run_page(run, styles) -> RunPage:
     return page
 
 
-def _layout_table(df, layout: str, slug: str) -> LayoutTable:
+def _layout_table(df, layout: str, slug: str, extra=None) -> LayoutTable:
     from benchbench.report.tables import build_table, readable, render
 
     # Counts that are not verified are shown, marked with a dagger and a note (never hidden).
     table = build_table(df, layout, force_flops=True)
+    if extra is not None:
+        table = extra(table)
     files = {ext: render(table, fmt) for fmt, ext, _ in DOWNLOADS}
     names = [(label, f"{slug}/{layout}.{ext}") for _, ext, label in DOWNLOADS]
     shown = readable(table)  # as the markdown and LaTeX downloads print it
