@@ -100,7 +100,8 @@ def test_failing_cell_is_recorded_and_the_suite_goes_on(run_suite, capsys):
     assert len(results.load(run_dir, all_attempts=True)) == 3 and len(results.load(run_dir)) == 2
 
 
-def test_list_json_has_the_promised_fields(capsys):
+def test_list_json_has_the_promised_fields(capsys, zoo_cache):
+    """(The run's shared zoo cache: listing ~110 models counts their parameters, 26 s the first time.)"""
     assert main(["list", "models", "--json"]) == 0
     models = json.loads(capsys.readouterr().out)
     vit_b16 = next(m for m in models if m["id"] == "vit-b16")

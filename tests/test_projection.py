@@ -571,3 +571,24 @@ def test_report_project_to_refuses_bad_input_in_one_line_and_writes_nothing(tmp_
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "site").exists()
+
+
+def test_activations_are_counted_once_and_again_when_the_code_changes(catalog, tmp_path, monkeypatch):
+    """A model's activation count (what each projection of its cells needs: seconds for a large model, 10 s
+    for paper-compute's 18 cells) is remembered on disk: the count of the meta model, read back by the next
+    process, counted again for another shape or once the code that builds the model changes."""
+    from benchbench.meters import activations, cache
+    from benchbench.projection import source
+
+    monkeypatch.setenv("BENCHBENCH_CACHE", str(tmp_path))
+    spec = catalog.models.get("vit-mu4")
+    first = source.activations_m(spec, 10, 28, 1)
+    assert first == activations.meta_activations(spec, num_classes=10, image_size=28, in_chans=1) / 1e6
+    assert (tmp_path / "activations.json").is_file()
+    calls = []
+    monkeypatch.setattr(activations, "meta_activations", lambda *a, **k: calls.append(k) or 5e6)
+    monkeypatch.setattr(cache, "_FILES", {})  # as a new process: the file is read again
+    assert source.activations_m(spec, 10, 28, 1) == first and calls == []
+    assert source.activations_m(spec, 10, 32, 1) == 5.0 and len(calls) == 1  # another shape
+    monkeypatch.setattr(cache, "source_stamp", lambda spec: "edited")
+    assert source.activations_m(spec, 10, 28, 1) == 5.0 and len(calls) == 2

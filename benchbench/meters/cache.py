@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 CACHE_ENV = "BENCHBENCH_CACHE"
 
@@ -62,3 +62,26 @@ def cached_per_model(specs: Iterable, cache: Path, compute: Callable, stamp: Cal
     if changed:
         write_quietly(Path(cache), json.dumps(known, indent=0, sort_keys=True))
     return out
+
+
+_FILES: dict[Path, dict] = {}  # the JSON files `remembered` has read, by path: read once a process
+
+
+def remembered(cache: Path, key: str, compute: Callable[[], Any]) -> Any:
+    """compute(), remembered under `key` in the JSON file `cache`: the file is read once a process and written
+    (as write_quietly writes) when a value is new. A None result is returned but not remembered."""
+    cache = Path(cache)
+    known = _FILES.get(cache)
+    if known is None:
+        try:
+            known = json.loads(cache.read_text())
+        except (OSError, ValueError):
+            known = {}
+        known = _FILES[cache] = known if isinstance(known, dict) else {}
+    if key not in known:
+        value = compute()
+        if value is None:
+            return None
+        known[key] = value
+        write_quietly(cache, json.dumps(known, indent=0, sort_keys=True))
+    return known[key]

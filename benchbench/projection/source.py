@@ -4,7 +4,7 @@ number of images. An inference measurement becomes a training one by its family'
 (`method.train_from_infer`); with nothing measured in mixed precision on a known device, the counts alone
 give it (the weakest tier). A run's record becomes a Source by `record_source` (shared by `benchbench
 project RUN`, verify's projected rows and `table --project-to`); the activations a Source needs are counted
-once per model and shape (`activations_m`)."""
+once per model and shape (`activations_m`, remembered on disk)."""
 
 from __future__ import annotations
 
@@ -99,14 +99,28 @@ def record_source(record, env: dict | None, catalog) -> Source | str:
 
 
 def activations_m(spec, num_classes: int, image_size: int, in_chans: int) -> float:
-    """Millions of activations of one image's forward pass on the meta device, counted once per process for
-    each model (its id and builder: another plugin's model of that id is counted apart) and shape."""
-    key = (spec.id, spec.build, num_classes, image_size, in_chans)
-    if key not in _MACTS:
-        from benchbench.meters.activations import meta_activations
+    """Millions of activations of one image's forward pass on the meta device (seconds for a large model),
+    remembered in `<cache>/activations.json` (benchbench.meters.cache) under the model's id, its builder, the
+    code that builds it (its file and modification time: another plugin's model of that id is counted apart, an
+    edit counts again), the shape and torch's version; a builder whose file is unknown, once per process."""
+    import torch
 
-        _MACTS[key] = meta_activations(spec, num_classes=num_classes, image_size=image_size, in_chans=in_chans) / 1e6
-    return _MACTS[key]
+    from benchbench.meters.activations import meta_activations
+    from benchbench.meters.cache import cache_dir, remembered, source_stamp
+
+    def count() -> float:
+        return meta_activations(spec, num_classes=num_classes, image_size=image_size, in_chans=in_chans) / 1e6
+
+    stamp = source_stamp(spec)
+    if stamp == "unknown":
+        key = (spec.id, spec.build, num_classes, image_size, in_chans)
+        if key not in _MACTS:
+            _MACTS[key] = count()
+        return _MACTS[key]
+    fn = getattr(spec.build, "func", spec.build)
+    key = "|".join(map(str, (spec.id, getattr(fn, "__qualname__", "?"), num_classes, image_size, in_chans,
+                             torch.__version__, stamp)))
+    return remembered(cache_dir() / "activations.json", key, count)
 
 
 _MACTS: dict[tuple, float] = {}
