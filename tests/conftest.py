@@ -86,17 +86,24 @@ def no_entry_points(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("BENCHBENCH_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
 
 
-@pytest.fixture
-def zoo_cache(monkeypatch, tmp_path_factory) -> Path:
-    """BENCHBENCH_CACHE shared by the whole test run, xdist workers included, for the tests whose commands
-    count the ~110 models of the zoo (`report`'s zoo page): its entries are keyed by the code that counted
-    them, so the zoo is counted once a run, not once a test (minutes of CI). The compile-time store there
-    is shared too: such a test must not read it."""
+@pytest.fixture(scope="session")
+def shared_cache_dir(tmp_path_factory) -> Path:
+    """A folder shared by the whole test run, xdist workers included (each worker's basetemp lies in the
+    run's): for caches whose entries are keyed by the code that made them, so that what they remember is
+    computed once a run, not once a test or a worker."""
     base = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER") and base.name.startswith("popen-gw"):
-        base = base.parent  # each worker's basetemp lies in the run's
-    monkeypatch.setenv("BENCHBENCH_CACHE", str(base / "zoo-cache"))
+        base = base.parent
     return base / "zoo-cache"
+
+
+@pytest.fixture
+def zoo_cache(monkeypatch, shared_cache_dir) -> Path:
+    """BENCHBENCH_CACHE set to `shared_cache_dir`, for the tests whose commands count the ~110 models of
+    the zoo (`report`'s zoo page): the zoo is counted once a run, not once a test (minutes of CI). The
+    compile-time store there is shared too: such a test must not read it."""
+    monkeypatch.setenv("BENCHBENCH_CACHE", str(shared_cache_dir))
+    return shared_cache_dir
 
 
 @pytest.fixture
@@ -845,6 +852,7 @@ def cluster():
                               ray_address=(state / "ray.address").read_text().strip(), nap=NAP_PLUGIN)
     finally:
         subprocess.run(["bash", str(script), "stop"], env=env, timeout=120)
+        shutil.rmtree(state, ignore_errors=True)  # its MariaDB data: 180 MB a session
 # --- the results site: runs on disk, an HTML checker, a headless Chromium ---------------------------------
 
 

@@ -270,6 +270,7 @@ def two_nodes():
         yield {"SLURM_CONF": str(state / "slurm.conf"), "MASTER_ADDR": "127.0.0.1"}
     finally:
         subprocess.run(["bash", str(script), "stop"], env=env, timeout=120)
+        shutil.rmtree(state, ignore_errors=True)  # its MariaDB data: 180 MB a session
 
 
 def test_slurm_runs_a_cell_on_two_nodes_as_one_node_runs_it(run_suite, two_nodes, tmp_path, ranks):

@@ -5,7 +5,6 @@ the count torchvision publishes), and small variants run.
 One test per model id (`@pytest.mark.each_model`): the ids come from the catalog when the tests are
 collected, not when this module is imported."""
 
-import os
 
 import pytest
 import torch
@@ -134,7 +133,7 @@ def module_types(spec) -> dict:
 
 
 @pytest.fixture(scope="session")
-def architectures(catalog, tmp_path_factory) -> dict[str, str]:
+def architectures(catalog, shared_cache_dir) -> dict[str, str]:
     """{model id: the id that verifies its architecture}: models built of the same module classes (the
     depths and widths of one family: BiT-R50x1 to R152x4, ViT-Ti/16 to H/14, torchvision's 8 EfficientNets)
     run the same operators, so the counters that agree on the smallest agree on the rest; the smallest by
@@ -142,11 +141,8 @@ def architectures(catalog, tmp_path_factory) -> dict[str, str]:
     classes are remembered in the run's shared cache, keyed by the code that builds each model."""
     from benchbench.meters.cache import cached_per_model
 
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER") and base.name.startswith("popen-gw"):
-        base = base.parent  # each worker's basetemp lies in the run's
     specs = [spec for spec in catalog.models if spec.bind is None]
-    kinds = cached_per_model(specs, base / "zoo-cache" / "module-types.json", module_types)
+    kinds = cached_per_model(specs, shared_cache_dir / "module-types.json", module_types)
     smallest: dict[tuple, tuple] = {}
     for order, spec in enumerate(specs):
         key, rank = tuple(kinds[spec.id]["modules"]), (kinds[spec.id]["params"], order, spec.id)

@@ -219,8 +219,16 @@ class Blocked(BaseException):
     """Raised by the alarm: no reader's `except Exception` (or OSError, as TimeoutError is) can take it."""
 
 
+@pytest.fixture(scope="module")
+def plugins_imported():
+    """torchvision's models and pandas imported once before any alarm: the first command of a process that
+    loads the plugins' catalog imports them, seconds on a loaded machine, which is no reader's time."""
+    import pandas  # noqa: F401
+    import torchvision.models  # noqa: F401
+
+
 @pytest.fixture
-def alarm():
+def alarm(plugins_imported):
     """A case that blocks (a FIFO opened to wait for a writer, /dev/zero read to its end) fails in 5 s."""
     def expire(signum, frame):
         raise Blocked("a reader of an outside file blocked")

@@ -45,10 +45,7 @@ def cached_per_model(specs: Iterable, cache: Path, compute: Callable, stamp: Cal
     number could not be had) is returned but not remembered."""
     import torch
 
-    try:
-        known = json.loads(Path(cache).read_text())
-    except (OSError, ValueError):
-        known = {}
+    known = _read_known(Path(cache))
     out, changed = {}, False
     for spec in specs:
         key = f"{spec.id}|{spec.default_resolution}|{torch.__version__}|{stamp(spec)}"
@@ -64,6 +61,15 @@ def cached_per_model(specs: Iterable, cache: Path, compute: Callable, stamp: Cal
     return out
 
 
+def _read_known(cache: Path) -> dict:
+    """The entries the JSON file `cache` holds; none where it is missing, unreadable or not an object."""
+    try:
+        known = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
 _FILES: dict[Path, dict] = {}  # the JSON files `remembered` has read, by path: read once a process
 
 
@@ -73,11 +79,7 @@ def remembered(cache: Path, key: str, compute: Callable[[], Any]) -> Any:
     cache = Path(cache)
     known = _FILES.get(cache)
     if known is None:
-        try:
-            known = json.loads(cache.read_text())
-        except (OSError, ValueError):
-            known = {}
-        known = _FILES[cache] = known if isinstance(known, dict) else {}
+        known = _FILES[cache] = _read_known(cache)
     if key not in known:
         value = compute()
         if value is None:

@@ -72,8 +72,7 @@ def run_page(run, styles, compute_columns=None) -> RunPage:
     df = frame(run.last)
     for layout in sorted(LAYOUTS, key=lambda name: name != default):  # the suite's own layout first
         try:
-            extra = (lambda table: compute_columns(run, table, df)) if compute_columns and layout == "compute" else None
-            page.tables.append(_layout_table(df, layout, run.slug, extra))
+            page.tables.append(_layout_table(df, layout, run, compute_columns if layout == "compute" else None))
         except BenchError as exc:
             page.skipped[layout] = str(exc)
         except Exception as exc:  # noqa: BLE001 - records this code did not foresee: say so, build the rest
@@ -85,13 +84,16 @@ def run_page(run, styles, compute_columns=None) -> RunPage:
     return page
 
 
-def _layout_table(df, layout: str, slug: str, extra=None) -> LayoutTable:
+def _layout_table(df, layout: str, run, extra=None) -> LayoutTable:
+    """`layout`'s table of `run` (whose frame is `df`), with its downloads; `extra(run, table, df)`, where
+    given, returns the table with columns added."""
     from benchbench.report.tables import build_table, readable, render
 
     # Counts that are not verified are shown, marked with a dagger and a note (never hidden).
     table = build_table(df, layout, force_flops=True)
     if extra is not None:
-        table = extra(table)
+        table = extra(run, table, df)
+    slug = run.slug
     files = {ext: render(table, fmt) for fmt, ext, _ in DOWNLOADS}
     names = [(label, f"{slug}/{layout}.{ext}") for _, ext, label in DOWNLOADS]
     shown = readable(table)  # as the markdown and LaTeX downloads print it
