@@ -399,6 +399,20 @@ def test_a_profiles_inference_becomes_training_by_its_familys_ratio_with_a_wider
     assert train["measured_train_img_per_s"] == 1000.0 and infer["measured_infer_img_per_s"] == 3000.0
 
 
+def _measured_run(tmp_path, make_record, train_img_per_s: float, device: str, device_name: str):
+    """A run of one ViT-B/16 `measure` record (bf16, 7 epochs of JFT-300M) measured on `device`."""
+    import json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    record = make_record("vit-b16", dataset="imagenet", protocol="measure", precision="bf16", gmacs=17.5584,
+                         train_img_per_s=train_img_per_s, pretrain_images_seen=2.121e9, device=device)
+    line = record.to_json()
+    line["env"] = {**(line.get("env") or {}), "device_name": device_name}
+    (run / "records.jsonl").write_text(json.dumps(line) + "\n")
+    return run
+
+
 def test_a_profile_line_projects_as_the_record_of_the_same_measurement(tmp_path, make_record, capsys):
     """One training throughput, as `profile --mode train --json` prints it and as a run's record holds it:
     the same projection and interval."""
@@ -406,19 +420,64 @@ def test_a_profile_line_projects_as_the_record_of_the_same_measurement(tmp_path,
 
     from benchbench.cli import main
 
-    run = tmp_path / "run"
-    run.mkdir()
-    record = make_record("vit-b16", dataset="imagenet", protocol="measure", precision="bf16", gmacs=17.5584,
-                         train_img_per_s=1000.0, pretrain_images_seen=2.121e9, device="cuda")
-    record_json = record.to_json()
-    record_json["env"] = {**(record_json.get("env") or {}), "device_name": "NVIDIA H100 80GB HBM3"}
-    (run / "records.jsonl").write_text(json.dumps(record_json) + "\n")
+    run = _measured_run(tmp_path, make_record, 1000.0, "cuda", "NVIDIA H100 80GB HBM3")
     (tmp_path / "p.json").write_text(_profile_line("train", 1000.0, kind=None))
     assert main(["project", str(run), str(tmp_path / "p.json"), "--to", "a100-80gb", "--images", "2.121e9",
                  "--json"]) == 0
     from_run, from_profile = json.loads(capsys.readouterr().out)["rows"]
     keys = ("projected_train_img_per_s", "interval_80", "projected_device_days", "device_days_interval_80", "how")
     assert {k: from_run[k] for k in keys} == {k: from_profile[k] for k in keys}
+
+
+def test_a_gpu_the_table_does_not_know_projects_from_its_measurement_once_a_devices_file_describes_it(
+        tmp_path, capsys):
+    """A throughput measured on a GPU the datasheet table does not know falls back to the counts alone, saying
+    which device to describe and how (not "measured on a CPU"); a --devices entry whose name is that device's, as
+    torch reports it, makes it the source: with the RTX 4090's datasheet figures, the projection is the one of
+    the same measurement on an RTX 4090, figure for figure."""
+    import json
+
+    from benchbench.cli import main
+    from benchbench.projection.catalog import builtin
+
+    ada, rtx = "NVIDIA RTX 6000 Ada Generation", builtin()["rtx-4090"]
+    (tmp_path / "ada.jsonl").write_text(_profile_line("train", 900.0, device_name=ada))
+    (tmp_path / "4090.jsonl").write_text(_profile_line("train", 900.0, device_name="NVIDIA GeForce RTX 4090"))
+    tflops = "".join(f"{p}_tflops = {v / 1e12!r}\n" for p, v in rtx.tensor_flops_per_s.items())
+    (tmp_path / "devices.toml").write_text(
+        f'[devices.rtx-6000-ada]\nname = "{ada}"\nsource = "the RTX 4090\'s figures, for this test"\n{tflops}'
+        f"fp32_tflops = {rtx.fp32_flops_per_s / 1e12!r}\nmem_bw_gb_per_s = {rtx.mem_bw_bytes_per_s / 1e9!r}\n"
+        f"sms = {rtx.sms}\nmemory_gb = {rtx.memory_gib!r}\n")
+
+    def rows(*argv):
+        assert main(["project", *argv, "--to", "h100", "--images", "1e9", "--json"]) == 0
+        return json.loads(capsys.readouterr().out)["rows"]
+
+    (alone,) = rows(str(tmp_path / "ada.jsonl"))
+    assert alone["how"] == (f"from counts alone ({ada} is not in the datasheet table: describe it in a --devices file "
+                            f'with name = "{ada}" to project from its measurement): the weakest tier')
+    (described,) = rows(str(tmp_path / "ada.jsonl"), "--devices", str(tmp_path / "devices.toml"))
+    (as_4090,) = rows(str(tmp_path / "4090.jsonl"))
+    keys = ("projected_train_img_per_s", "interval_80", "projected_device_days", "device_days_interval_80")
+    assert {k: described[k] for k in keys} == {k: as_4090[k] for k in keys}
+    assert (described["how"], as_4090["how"]) == (f"projected from {ada} (bf16, eager)",
+                                                  "projected from NVIDIA GeForce RTX 4090 (bf16, eager)")
+    assert described["projected_train_img_per_s"] != alone["projected_train_img_per_s"]
+
+
+def test_a_cpu_measurement_says_so_whatever_its_precision(tmp_path, make_record, capsys):
+    """A record measured on a CPU in bf16 (paper-compute's measuring cells here) is projected from its counts,
+    saying it was measured on a CPU, even where a --devices entry bears the CPU's name."""
+    import json
+
+    from benchbench.cli import main
+
+    run = _measured_run(tmp_path, make_record, 3.0, "cpu", "AMD EPYC (2 threads)")
+    (tmp_path / "d.toml").write_text('[devices.epyc]\nname = "AMD EPYC (2 threads)"\nsource = "none"\n'
+                                     "bf16_tflops = 1\nmem_bw_gb_per_s = 100\nsms = 2\nmemory_gb = 24\n")
+    assert main(["project", str(run), "--to", "h100", "--devices", str(tmp_path / "d.toml"), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert row["how"] == "from counts alone (measured on a CPU): the weakest tier"
 
 
 @pytest.mark.parametrize("text, words", [

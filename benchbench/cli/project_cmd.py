@@ -27,7 +27,8 @@ def add_parser(sub, parent) -> None:
                    help="validate: the device SOURCE was measured on")
     p.add_argument("--devices", metavar="FILE.toml",
                    help="devices described in a TOML file ([devices.<id>]: source, bf16_tflops or fp16_tflops, "
-                        "fp32_tflops, mem_bw_gb_per_s, sms, memory_gb); docs/compute.md")
+                        "fp32_tflops, mem_bw_gb_per_s, sms, memory_gb); one whose name is a measured device's "
+                        "name as torch reports it is that measurement's source too; docs/compute.md")
     p.add_argument("--min-gmacs", type=float, default=0.5, metavar="G",
                    help="validate: the models counted in the summary have more than G GMACs (default 0.5)")
     p.add_argument("--images", type=float, metavar="N",
@@ -116,9 +117,9 @@ def project_runs(args, extra) -> int:
     rows = []
     for source in args.what:
         if Path(source).is_dir():
-            rows += project_run(source, targets, catalog)
+            rows += project_run(source, targets, catalog, extra)
         elif os.path.lexists(source):
-            rows += project_profile(source, targets, catalog, args.images)
+            rows += project_profile(source, targets, catalog, args.images, extra)
         else:
             raise BenchError(f"{source}: no such run directory or `benchbench profile` output")
     for row in rows:
@@ -157,7 +158,7 @@ def target_prices(given: list[str], targets) -> dict:
     return out
 
 
-def project_profile(path: str, targets, catalog, images: float | None) -> list[dict]:
+def project_profile(path: str, targets, catalog, images: float | None, devices: dict) -> list[dict]:
     """One row per measurement of a `profile --json` output or `profile --jsonl` file and target: its
     training img/s projected (an inference measurement's through its family's ratio) and, with `images`,
     the device-days of that many training images."""
@@ -198,12 +199,12 @@ def project_profile(path: str, targets, catalog, images: float | None) -> list[d
         source = Source(img_per_s=row["img_per_s"], mode=row["mode"], gmacs=row["gmacs"], macts_m=macts,
                         family=family_for(spec),
                         compiled=bool(row.get("compiled")), precision=row.get("precision"),
-                        device_name=row.get("device_name"))
+                        device_name=row.get("device_name"), device_type=str(row.get("device") or "").split(":")[0] or None)
         for target in targets:
             fields = {"run": path, "model": row["id"], "dataset": None, "protocol": f"profile --mode {row['mode']}",
                       "seed": None, "target": target.id, "target_name": target.name, "images": images,
                       "measured_on": source.device_name, f"measured_{row['mode']}_img_per_s": row["img_per_s"]}
-            out.append(fields | projected(source, target, images))
+            out.append(fields | projected(source, target, images, devices))
     if not measured:
         raise BenchError(f"{path}: no `benchbench profile` measurement in it (lines of kind \"profile\", or "
                          "`profile --json` output)" + (f"; its lines: {', '.join(skipped[:5])}" if skipped else ""))
@@ -220,10 +221,11 @@ def _positive(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
-def project_run(run_dir: str, targets, catalog) -> list[dict]:
+def project_run(run_dir: str, targets, catalog, devices: dict) -> list[dict]:
     """One row per ok record and target: the training img/s and device-days projected (from the
-    record's measured throughput where it was measured in mixed precision on a device of the catalog,
-    else from its counts alone), each with its 80 % interval and how it was projected."""
+    record's measured throughput where it was measured in mixed precision on a known device: the datasheet
+    table's, or one of `devices`, a --devices file's, by its name; else from its counts alone), each with its
+    80 % interval and how it was projected."""
     from benchbench.errors import BenchError
     from benchbench.projection.source import images_of, projected, record_source
     from benchbench.store.rundir import read_env, read_records
@@ -246,7 +248,7 @@ def project_run(run_dir: str, targets, catalog) -> list[dict]:
             row = {"run": str(run_dir), "model": record.model, "dataset": record.dataset, "protocol": record.protocol,
                    "seed": record.seed, "target": target.id, "target_name": target.name, "images": images,
                    "measured_on": source.device_name, "measured_train_img_per_s": source.img_per_s}
-            out.append(row | projected(source, target, images))
+            out.append(row | projected(source, target, images, devices))
     return out
 
 

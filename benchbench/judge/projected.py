@@ -16,7 +16,8 @@ def projector(catalog, runs: Mapping[str, tuple[Sequence, Mapping | None]], devi
               ) -> Projector:
     """A Projector over `runs` ({run label: (its records, its env.json)}): a cell is found by its run and
     `key`; `catalog` the plugins' models and datasets (a projection counts the model's activations); a
-    device by its catalog id or one of `devices` (a --devices file's, benchbench.projection.catalog)."""
+    device by its catalog id or one of `devices` (a --devices file's, benchbench.projection.catalog), which
+    also describe the devices the runs measured on where the datasheet table does not know them."""
     from benchbench.projection.catalog import resolve
     from benchbench.projection.source import images_of, projected, record_source
 
@@ -33,6 +34,6 @@ def projector(catalog, runs: Mapping[str, tuple[Sequence, Mapping | None]], devi
         images = images_of(record)
         if not images:
             return "it records no training images (pretrain_images_seen) to project device-days of"
-        return projected(source, resolve(device, devices), images)
+        return projected(source, resolve(device, devices), images, devices)
 
     return project

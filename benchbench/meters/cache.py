@@ -38,17 +38,24 @@ def source_stamp(spec) -> str:
     return f"{path}@{os.stat(path).st_mtime_ns}" if path and os.path.exists(path) else "unknown"
 
 
+def model_key(spec, *parts, stamp: Callable = source_stamp) -> str:
+    """The key a number about `spec` is remembered under: its id, `parts` (what else the number depends on: a
+    resolution, a builder, a shape), torch's version and the code that builds it (`stamp`), so that an edit to
+    that code, or another torch, counts it again."""
+    import torch
+
+    return "|".join(map(str, (spec.id, *parts, torch.__version__, stamp(spec))))
+
+
 def cached_per_model(specs: Iterable, cache: Path, compute: Callable, stamp: Callable = source_stamp) -> dict:
     """{id: compute(spec)} for many specs, remembered in the JSON file `cache`: building 100+ models,
     even on the meta device, takes tens of seconds. An entry is reused only while the building
     module's file (`stamp`), the resolution and torch's version are unchanged. A None result (the
     number could not be had) is returned but not remembered."""
-    import torch
-
     known = _read_known(Path(cache))
     out, changed = {}, False
     for spec in specs:
-        key = f"{spec.id}|{spec.default_resolution}|{torch.__version__}|{stamp(spec)}"
+        key = model_key(spec, spec.default_resolution, stamp=stamp)
         if key not in known:
             value = compute(spec)
             if value is None:

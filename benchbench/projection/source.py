@@ -2,14 +2,17 @@
 of the catalog: training img/s with its 80 % interval, how it was projected, and the device-days of a
 number of images. An inference measurement becomes a training one by its family's ratio
 (`method.train_from_infer`); with nothing measured in mixed precision on a known device, the counts alone
-give it (the weakest tier). A run's record becomes a Source by `record_source` (shared by `benchbench
+give it (the weakest tier). A device is known by the datasheet table (benchbench.meters.peaks) or by a
+--devices file whose entry's `name` is the device's name as torch reports it (`source_device`). A run's record becomes a Source by `record_source` (shared by `benchbench
 project RUN`, verify's projected rows and `table --project-to`); the activations a Source needs are counted
 once per model and shape (`activations_m`, remembered on disk)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Mapping
 
 from benchbench.meters.peaks import lookup
 from benchbench.projection.catalog import Device, from_peak
@@ -24,7 +27,8 @@ TRAIN_PASSES = 3  # a training step: forward + backward, counted as 3 forward pa
 class Source:
     """A throughput measured on one device (None: none measured, the counts only), as a projection needs it:
     of training steps or of inference (`mode`), one image's forward GMACs and millions of activations, the
-    model's family (benchbench.projection.method.family_of), how it ran, and the device's name."""
+    model's family (benchbench.projection.method.family_of), how it ran, and the device: its name as torch
+    reports it and its type ("cuda", "cpu"; None where not recorded)."""
 
     img_per_s: float | None
     mode: str  # "train" | "infer"
@@ -34,6 +38,7 @@ class Source:
     compiled: bool
     precision: str | None
     device_name: str | None
+    device_type: str | None
 
 
 def family_for(spec) -> str:
@@ -48,20 +53,40 @@ def _fitted() -> tuple:
     return load_constants("all"), load_train_ratios()
 
 
-def projected(source: Source, target: Device, images: float | None) -> dict:
+def source_device(name: str | None, devices: Mapping[str, Device] | None = None) -> Device | str:
+    """The figures of the device a throughput was measured on, by its name as torch reports it: a --devices
+    file's entry whose `name` (or id) is that name (the user's description wins), else the datasheet table's
+    entry; or why there are none, in words."""
+    if not name:
+        return "its device is not recorded"
+    wanted = name.strip().lower()
+    for device in (devices or {}).values():
+        if wanted in (device.name.strip().lower(), device.id.lower()):
+            return device
+    peak = lookup(name)
+    if peak is None:
+        return (f"{name} is not in the datasheet table: describe it in a --devices file with "
+                f"name = {json.dumps(name.strip())} to project from its measurement")
+    if not peak.mem_bw_bytes_per_s:
+        return f"the datasheet table has no memory bandwidth for {peak.name}"
+    return from_peak(name, peak)
+
+
+def projected(source: Source, target: Device, images: float | None,
+              devices: Mapping[str, Device] | None = None) -> dict:
     """The training img/s on `target` with its 80 % interval, how it was projected, and where `images`
     are given the device-days they take: from the measured throughput where it was measured in mixed
-    precision on a device of the catalog (an inference one turned into training by its family's ratio,
-    benchbench.projection.method.train_from_infer), else from the counts alone."""
+    precision on a known device (`source_device`, `devices` a --devices file's; an inference one turned into
+    training by its family's ratio, benchbench.projection.method.train_from_infer), else from the counts
+    alone."""
     (consts, calib), ratios = _fitted()
     passes = TRAIN_PASSES if source.mode == "train" else 1  # a training step: 3 forward passes of each
-    peak = lookup(source.device_name) if source.device_name else None
+    device = source_device(source.device_name, devices)
     out: dict = {}
-    if source.img_per_s and peak is not None and peak.mem_bw_bytes_per_s and source.precision in AMP:
+    if source.img_per_s and source.device_type != "cpu" and isinstance(device, Device) and source.precision in AMP:
         counts = Counts(source.img_per_s, passes * source.gmacs, passes * source.macts_m, source.family)
-        value, lo, hi = project_one(counts, from_peak(source.device_name, peak), target, (consts, calib),
-                                    Modes(source.compiled, source.compiled))
-        how = f"projected from {peak.name} ({source.precision}, {'compiled' if source.compiled else 'eager'})"
+        value, lo, hi = project_one(counts, device, target, (consts, calib), Modes(source.compiled, source.compiled))
+        how = f"projected from {device.name} ({source.precision}, {'compiled' if source.compiled else 'eager'})"
         if source.mode == "infer":
             out["projected_infer_img_per_s"], out["infer_interval_80"] = value, [lo, hi]
             value, lo, hi, ratio = train_from_infer(value, lo, hi, source.family, ratios)
@@ -71,13 +96,21 @@ def projected(source: Source, target: Device, images: float | None) -> dict:
         gmacs, acts = TRAIN_PASSES * source.gmacs, TRAIN_PASSES * source.macts_m
         value = float(counts_only_img_per_s([gmacs], [acts], target, consts, source.compiled)[0])
         lo, hi = (float(x[0]) for x in interval([value], [source.family], "counts", calib))
-        what = "training" if source.mode == "train" else "inference"
-        why = ("measured on a CPU" if peak is None else f"measured at {source.precision}"
-               if source.precision not in AMP else f"no {what} throughput measured")
-        how = f"from counts alone ({why}): the weakest tier"
+        how = f"from counts alone ({_why_counts_only(source, device)}): the weakest tier"
     return out | {"how": how, "projected_train_img_per_s": value, "interval_80": [lo, hi],
                   "projected_device_days": None if not images else images / value / 86400,
                   "device_days_interval_80": None if not images else [images / hi / 86400, images / lo / 86400]}
+
+
+def _why_counts_only(source: Source, device: Device | str) -> str:
+    """Why a Source's measurement is not what its projection starts from: the first reason that holds."""
+    if source.device_type == "cpu":
+        return "measured on a CPU"
+    if not source.img_per_s:
+        return f"no {'training' if source.mode == 'train' else 'inference'} throughput measured"
+    if source.precision not in AMP:
+        return f"measured at {source.precision}"
+    return str(device)
 
 
 def record_source(record, env: dict | None, catalog) -> Source | str:
@@ -95,7 +128,7 @@ def record_source(record, env: dict | None, catalog) -> Source | str:
     device_name = (record.env or {}).get("device_name") or (env or {}).get("device_name") or record.device
     return Source(img_per_s=m.get("train_img_per_s"), mode="train", gmacs=m["gmacs"], macts_m=macts,
                   family=family_for(spec), compiled=bool(m.get("exec_compile")), precision=record.precision,
-                  device_name=device_name)
+                  device_name=device_name, device_type=record.device.split(":")[0] if record.device else None)
 
 
 def activations_m(spec, num_classes: int, image_size: int, in_chans: int) -> float:
@@ -103,10 +136,8 @@ def activations_m(spec, num_classes: int, image_size: int, in_chans: int) -> flo
     remembered in `<cache>/activations.json` (benchbench.meters.cache) under the model's id, its builder, the
     code that builds it (its file and modification time: another plugin's model of that id is counted apart, an
     edit counts again), the shape and torch's version; a builder whose file is unknown, once per process."""
-    import torch
-
     from benchbench.meters.activations import meta_activations
-    from benchbench.meters.cache import cache_dir, remembered, source_stamp
+    from benchbench.meters.cache import cache_dir, model_key, remembered, source_stamp
 
     def count() -> float:
         return meta_activations(spec, num_classes=num_classes, image_size=image_size, in_chans=in_chans) / 1e6
@@ -118,8 +149,7 @@ def activations_m(spec, num_classes: int, image_size: int, in_chans: int) -> flo
             _MACTS[key] = count()
         return _MACTS[key]
     fn = getattr(spec.build, "func", spec.build)
-    key = "|".join(map(str, (spec.id, getattr(fn, "__qualname__", "?"), num_classes, image_size, in_chans,
-                             torch.__version__, stamp)))
+    key = model_key(spec, getattr(fn, "__qualname__", "?"), num_classes, image_size, in_chans, stamp=lambda _: stamp)
     return remembered(cache_dir() / "activations.json", key, count)
 
 
