@@ -39,8 +39,8 @@
 #                          estimated (on the H100, both sides compiled within 90 s)
 #   profile            40  profile vit-b16 --mode train, bf16, batch 256, compiled by the policy: the graph the
 #                          step before compiled, so from the warm cache (~5 s), 3 + 10 steps, the matmul peak
-#   projection         60  scripts/gpu_check.py projection: timm's resnet50, vit_base_patch16_224, convnext_base
-#                          and efficientnet_b0 as timm's RTX 4090 file measured them (inference, fp16 autocast,
+#   projection         60  scripts/gpu_check.py projection: timm's resnet50, vit_base_patch16_224, convnext_base,
+#                          efficientnet_b0 and resnetv2_50x1_bit as timm's RTX 4090 file measured them (inference, fp16 autocast,
 #                          eager, batch 1024; 3 + 6 steps, ~1-3 s a model on an H100 at timm's rates), against
 #                          their projection from that file onto this GPU (~15 s of start): the projection's error
 #   pytest-gpu        120  pytest -m gpu, 45 s per test (pytest-timeout, where installed): what is left, about 45 s

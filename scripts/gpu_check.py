@@ -32,7 +32,8 @@ MESSAGE_CHARS = 600
 # The projection check (issues 41 and 43): timm's benchmark models of four families, measured as timm's
 # file was (inference, fp16 autocast, eager, channels-first, batch 1024), against the projection of the
 # same models from that file's RTX 4090 onto the device at hand (benchbench.projection.validate).
-PROJECTED = ("resnet50", "vit_base_patch16_224", "convnext_base", "efficientnet_b0")
+PROJECTED = ("resnet50", "vit_base_patch16_224", "convnext_base", "efficientnet_b0",
+             "resnetv2_50x1_bit")  # BiT: projected worst onto the one H100 measured (results/projection/README.md)
 PROJECTED_FROM = ("rtx-4090", ROOT / "results/references/timm-benchmarks/benchmark-infer-amp-nchw-pt291-cu128-4090.csv")
 
 
