@@ -598,6 +598,63 @@ def test_counts_alone_put_bit_faster_than_vit_on_the_h100_we_measured_the_revers
     assert got == {"vit-b16": (-0.353, True), "bit-r50x1": (0.931, False)}
 
 
+def test_cost_projects_a_schedule_as_project_projects_a_cell_of_it(tmp_path, make_record, capsys):
+    """`cost MODEL --epochs E --project-to DEVICE,...` (issue 41: "how many H100-days?" without a run): with
+    nothing measured, the schedule's device-days from the counts alone, as a compiled run (--eager: an eager
+    one), figure for figure what `project` gives a run's cell of the same model and schedule that measured no
+    throughput, compiled or not; a priced target costs its device-days x 24 h x the price, interval too."""
+    import json
+
+    from benchbench.cli import main
+
+    keys = ("projected_train_img_per_s", "interval_80", "projected_device_days", "device_days_interval_80", "how")
+    for eager in (False, True):
+        argv = ["cost", "vit-b16", "--images", "303000000", "--epochs", "7", "--project-to", "h100,tpu-v3",
+                "--price", "h100=2.49", "--json"] + ["--eager"] * eager
+        assert main(argv) == 0
+        cost = json.loads(capsys.readouterr().out)
+        run = tmp_path / f"run-{eager}"
+        run.mkdir()
+        record = make_record("vit-b16", dataset="imagenet", protocol="measure", gmacs=cost["gmacs"], device="cuda",
+                             pretrain_images_seen=cost["images_seen"], exec_compile=not eager)
+        (run / "records.jsonl").write_text(json.dumps(record.to_json()) + "\n")
+        assert main(["project", str(run), "--to", "h100,tpu-v3", "--json"]) == 0
+        project = {r["target"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+        assert [r["target"] for r in cost["projections"]] == ["h100", "tpu-v3"]
+        for row in cost["projections"]:
+            assert {k: row[k] for k in keys} == {k: project[row["target"]][k] for k in keys}
+            assert row["projected_as"] == ("eager" if eager else "compiled")
+            assert row["projected_device_days"] == pytest.approx(2.121e9 / row["projected_train_img_per_s"] / 86400)
+        h100 = cost["projections"][0]
+        assert h100["projected_cost_usd"] == pytest.approx(h100["projected_device_days"] * 24 * 2.49)
+        assert h100["cost_interval_80_usd"] == pytest.approx([d * 24 * 2.49 for d in h100["device_days_interval_80"]])
+        assert "projected_cost_usd" not in cost["projections"][1]
+    argv = ["cost", "vit-b16", "--dataset", "jft", "--epochs", "7", "--project-to", "h100,tpu-v3", "--price",
+            "h100=2.49"]
+    assert main(argv) == 0  # the text, as docs/compute.md shows it: a line per device, said to be projections
+    out = capsys.readouterr().out
+    assert "  projected on h100 (NVIDIA H100 SXM): " in out and "as a compiled run, from counts alone" in out
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "compute.md").read_text()
+    assert f"`benchbench {' '.join(argv[:7])}\nh100,tpu-v3 --price h100=2.49`:\n\n```\n{out}```" in docs
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--project-to", "h1000"], "unknown device 'h1000'; did you mean 'h100'?"),
+    (["--project-to", "h100", "--price", "a100=2"], "--price a100=2: prices none of the targets (h100); did you "
+                                                     "mean 'h100'?; name a target of --project-to by its id"),
+    (["--devices", "d.toml"], "--devices describes devices for --project-to; add --project-to DEVICE"),
+    (["--price", "h100=2"], "--price prices the projected device-days, which need a throughput or devices to "
+                            "project onto: add --device D or --project-to DEVICE"),
+    (["--eager"], "--eager says how the training throughput is measured (add --device D to measure it) or projected"),
+])
+def test_cost_project_to_refuses_bad_input_in_one_line(capsys, argv, words):
+    from benchbench.cli import main
+
+    assert main(["cost", "vit-b16", "--images", "1000", "--epochs", "1", *argv]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1, err
+
+
 PAPER_COMPUTE = Path(__file__).resolve().parents[1] / "results" / "paper-compute" / "20261129-091741"
 
 

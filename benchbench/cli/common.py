@@ -186,10 +186,11 @@ def execution_lines(r: dict, label_width: int = 14) -> list[str]:
     return lines
 
 
-def projection_options(p: argparse.ArgumentParser, where: str) -> None:
-    """--project-to and --devices, as `table` and `report` take them (`where`: which table gains the columns)."""
+def projection_options(p: argparse.ArgumentParser, where: str, what: str = "each cell's device-days") -> None:
+    """--project-to and --devices, as `table`, `report` and `cost` take them (`where`: which table gains the
+    columns; `what`: what is projected)."""
     p.add_argument("--project-to", metavar="DEVICE[,DEVICE...]",
-                   help=f"{where}: add each cell's device-days projected onto these devices of the projection's "
+                   help=f"{where}: add {what} projected onto these devices of the projection's "
                         "catalog (h100, a100-80gb, tpu-v3, ...; `benchbench project --to list`), with their 80 %% "
                         "interval, as `benchbench project RUN --to DEVICE` projects them")
     p.add_argument("--devices", metavar="FILE.toml",

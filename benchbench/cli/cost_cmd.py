@@ -1,5 +1,6 @@
 """`benchbench cost MODEL (--images N | --dataset D) --epochs E [--num-classes K] [--resolution R] [--in-chans C]
-[--device D --precision P [--eager]] [--json]`.
+[--device D --precision P] [--eager] [--project-to DEVICE[,DEVICE...] [--devices FILE.toml]] [--price DEVICE=USD]
+[--json]`.
 
 The paper's compute columns for one schedule: pre-training exaFLOPs, and with --device the
 device-days projected from the training throughput measured there, run as benchbench.execution's
@@ -8,7 +9,10 @@ of it). How it ran is printed beside the figure, and the compile time apart from
 or device-days). The head's classes are said in the output: --num-classes, else the --dataset's
 classes, else 1000; so are its input channels, decided as `run` decides them
 (benchbench.specs.input_shape): the model's fixed channels, else --in-chans, else the --dataset's (a
-grey data set's model is a 1-channel one), else 3.
+grey data set's model is a 1-channel one), else 3. With --project-to, the schedule's device-days on
+devices it need not run on, each with its 80 % interval, as `benchbench project` projects a run's cell
+(benchbench.projection.source): from the throughput measured with --device where it was measured in
+mixed precision on a known device, else from the counts alone, as a compiled run (--eager: an eager one).
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from decimal import Decimal
 from benchbench.runtime import threads
 from benchbench.choices import PRECISION_CHOICES, PRECISION_DEFAULT, PRECISION_HELP
 from benchbench.cli.common import (catalog, check_model_size, check_precision, execution_fields, execution_for,
-                                   execution_lines, progress_line, threads_fields, threads_line)
+                                   execution_lines, progress_line, projection_devices, projection_options, threads_fields,
+                                   threads_line)
 from benchbench.cli.convert_cmd import IN_CHANS_RANGE, check_in_chans
 from benchbench.errors import BenchError
 
@@ -43,11 +48,14 @@ def add_parser(sub, parent) -> None:
                    help=f"precision of that measurement: {PRECISION_HELP} (default {PRECISION_DEFAULT})")
     p.add_argument("--eager", action="store_true",
                    help="measure eagerly: no compile, no fused optimiser, no channels-last (default: the execution "
-                        "policy's, on CUDA compiled)")
+                        "policy's, on CUDA compiled); with --project-to and no --device, project an eager run")
     p.add_argument("--batch-size", type=int, metavar="B", help="default: the largest that fits")
     p.add_argument("--price", action="append", default=[], metavar="DEVICE=USD_PER_HOUR",
                    help="the price of one device-hour (DEVICE: a part of its name, e.g. H100, or cpu or cuda; "
-                        "repeatable): prints the projected cost of the projected device-days")
+                        "or a --project-to device's id; repeatable): prints the projected cost of the projected "
+                        "device-days")
+    projection_options(p, "the output", "the schedule's device-days (from the --device measurement where it can "
+                                         "be, else from the counts alone)")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=run)
 
@@ -63,14 +71,20 @@ def cost(args) -> dict:
     if images is None:
         raise BenchError(f"dataset {data.id} does not say how many images its training split has; give --images N"
                          if data else "give --images N (images per epoch) or --dataset D (its training split's size)")
-    if args.price and not args.device:
-        raise BenchError("--price prices the projected device-days, which need a throughput: add --device D")
+    targets = projection_devices(args)  # an unknown device is refused before anything is counted
+    if args.price and not (args.device or targets):
+        raise BenchError("--price prices the projected device-days, which need a throughput or devices to project "
+                         "onto: add --device D or --project-to DEVICE")
     if args.price:  # read before anything is measured: a bad price costs nothing
+        from benchbench.cli.project_cmd import target_prices
         from benchbench.meters.prices import from_cli
 
         from_cli(args.price)
-    if args.eager and not args.device:
-        raise BenchError("--eager says how the training throughput is measured; add --device D to measure it")
+        if not args.device:  # each price is then a target's
+            target_prices(args.price, list(targets.values()), option="--project-to")
+    if args.eager and not (args.device or targets):
+        raise BenchError("--eager says how the training throughput is measured (add --device D to measure it) or "
+                         "projected (add --project-to DEVICE)")
     if images <= 0 or args.epochs <= 0:
         raise BenchError(f"--images and --epochs must be > 0, got {images} and {args.epochs}")
     check_in_chans(args.in_chans)
@@ -121,7 +135,46 @@ def cost(args) -> dict:
                    mfu_table=mfu(achieved_flops_per_s(result.img_per_s, macs.gflops, "train"), peak),
                    **execution_fields(result), **threads_fields(chosen))
         out.update(_projected_cost(args.price, out))
+    if targets:
+        source = _source(spec, out, (num_classes, resolution, in_chans), compiled=out.get("compiled", not args.eager))
+        out["projections"] = _projections(source, targets, seen, args)
     return out
+
+
+def _source(spec, out: dict, shape: tuple[int, int, int], compiled: bool):
+    """What a projection of this schedule starts from (benchbench.projection.source.Source): the training
+    throughput `out` measured, where it did, and the model's counts at `shape` (classes, px, channels)."""
+    from benchbench.projection.source import Source, activations_m, family_for
+
+    num_classes, resolution, in_chans = shape
+    return Source(img_per_s=out.get("train_img_per_s"), mode="train", gmacs=out["gmacs"],
+                  macts_m=activations_m(spec, num_classes, resolution, in_chans), family=family_for(spec),
+                  compiled=compiled, precision=out.get("precision"), device_name=out.get("device_name"),
+                  device_type=str(out.get("device") or "").split(":")[0] or None)
+
+
+def _projections(source, targets: dict, seen: float, args) -> list[dict]:
+    """A row per --project-to device: its training img/s and the schedule's device-days with their 80 %
+    intervals and how they were projected; priced where a --price names the device."""
+    from benchbench.cli.project_cmd import target_prices
+    from benchbench.projection.catalog import read_devices
+    from benchbench.projection.source import projected
+
+    if source.img_per_s is None and source.device_type is not None:  # measured, but with no throughput
+        raise BenchError("the measurement gave no training throughput to project")
+    described = read_devices(args.devices) if args.devices else {}
+    prices = target_prices(args.price, list(targets.values()), required=not args.device, option="--project-to")
+    rows = []
+    for target in targets.values():
+        row = {"target": target.id, "target_name": target.name, "projected_as": "compiled" if source.compiled
+               else "eager", **projected(source, target, seen, described)}
+        price = prices.get(target.id)
+        if price is not None and row["projected_device_days"] is not None:
+            days, (low, high) = row["projected_device_days"], row["device_days_interval_80"]
+            row.update(price=price.field(), projected_cost_usd=days * 24 * price.usd_per_hour,
+                       cost_interval_80_usd=[low * 24 * price.usd_per_hour, high * 24 * price.usd_per_hour])
+        rows.append(row)
+    return rows
 
 
 def _channels(spec, data, given: int | None) -> tuple[int, str]:
@@ -172,6 +225,19 @@ def render(out: dict) -> str:
             lines.append(f"  projected cost: - ({out['price']['unpriced']})")
         lines += execution_lines(out)
         lines.append(threads_line(out))
+    for row in out.get("projections", []):
+        low, high = row["device_days_interval_80"]
+        cost = ""
+        if "projected_cost_usd" in row:
+            c_low, c_high = row["cost_interval_80_usd"]
+            cost = (f"; {usd(row['projected_cost_usd'])} [{usd(c_low)}, {usd(c_high)}] at "
+                    f"${row['price']['usd_per_hour']:g} per device-hour")
+        lines.append(f"  projected on {row['target']} ({row['target_name']}): {row['projected_train_img_per_s']:.4g} "
+                     f"img/s -> {row['projected_device_days']:.4g} device-days, 80 % interval [{low:.4g}, {high:.4g}]"
+                     f"{cost}; as {'a compiled' if row['projected_as'] == 'compiled' else 'an eager'} run, "
+                     f"{row['how']}")
+    if out.get("projections"):
+        lines.append("  (projections, not measurements: docs/compute.md, 'Projected onto another device')")
     return "\n".join(lines) + "\n"
 
 
