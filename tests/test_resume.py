@@ -185,12 +185,15 @@ DEFAULT = {("first cell", signal.SIGTERM), ("second cell", signal.SIGKILL)}  # S
 @pytest.mark.parametrize("moment,signum", [
     pytest.param(m, s, id=f"{m}-{s.name}", marks=() if (m, s) in DEFAULT else pytest.mark.slow)
     for m in MOMENTS for s in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)])
-def test_a_signal_at_any_moment_loses_nothing_and_resume_completes(run_suite, gated, gate, moment, signum):
+def test_a_signal_at_any_moment_loses_nothing_and_resume_completes(run_suite, gated, gate, moment, signum,
+                                                                   tmp_path_factory):
     """Ctrl-C and `kill` exit 130 with no traceback, `kill -9` dies; either way every record written
-    before is intact, nothing lands outside the results root, and the same command completes the run."""
+    before is intact, nothing lands outside the results root, no cell's trace file is left in the
+    temporary folder, and the same command completes the run."""
     gated.suite(run_suite, 3, gate)
     before = sorted(p.relative_to(run_suite.dir) for p in run_suite.dir.rglob("*") if "r" not in p.parts[:1])
-    proc = run_suite.start(env=gate.env(**MOMENTS[moment]["env"]))
+    temp = tmp_path_factory.mktemp("tmpdir")
+    proc = run_suite.start(env={**gate.env(**MOMENTS[moment]["env"]), "TMPDIR": str(temp)})
     _reach(moment, gate, gated, proc)
     proc.send_signal(signum)
     if moment == "write":
@@ -211,6 +214,7 @@ def test_a_signal_at_any_moment_loses_nothing_and_resume_completes(run_suite, ga
         assert [json.loads(line)["seed"] for line in text.splitlines()] == list(range(expected))
     after = sorted(p.relative_to(run_suite.dir) for p in run_suite.dir.rglob("*") if "r" not in p.parts[:1])
     assert [p for p in after if p not in before and p.parts[0] not in ("r", "gate")] == []
+    assert sorted(p.name for p in temp.glob("benchbench-cell-*")) == []  # a SIGKILL skips the driver's `finally`
 
     gate.open()
     assert run_suite.run() == 0  # the same command resumes (or starts) the run

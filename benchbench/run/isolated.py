@@ -22,7 +22,8 @@ then SIGTERM to the cell's process itself; its group is killed after every cell.
 killed outright (a signal, os._exit) can end nothing: then only its group is killed, and a process
 that left the group is not (docs/running.md says what is and is not reaped). Python's fault handler
 writes the traceback of a crash, or of a cell stopped at its limit, to a file this process puts in
-the record. A cell whose process ends without a record gets a failed record here, with what it had
+the record: a file without a name (both processes hold it open), so nothing is left behind however
+either of them ends. A cell whose process ends without a record gets a failed record here, with what it had
 measured.
 """
 
@@ -99,7 +100,7 @@ class Setup:
     """What a cell's process takes from this one besides its job."""
 
     job_id: str
-    trace_path: str
+    trace: Any  # the fault handler's file: an _Fd of an unnamed file in this process, an int in the cell's
     environ: Mapping[str, str]
     cwd: str
     stdout: Any  # _Fd in this process, an int in the cell's
@@ -233,7 +234,7 @@ def _die_with_driver(conn) -> None:
 
 def _enter(conn, setup: Setup) -> None:
     """The cell's process as the driver's: a process group of its own, the reaper of all it starts, its
-    environment, folder, stdout and stderr, and a fault handler writing to `setup.trace_path`."""
+    environment, folder, stdout and stderr, and a fault handler writing to `setup.trace`."""
     os.setpgid(0, 0)
     _become_subreaper()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # ended by it (after the fault handler's traceback, below)
@@ -245,7 +246,7 @@ def _enter(conn, setup: Setup) -> None:
     os.environ.clear()
     os.environ.update(setup.environ)
     os.chdir(setup.cwd)
-    trace = open(setup.trace_path, "w")  # noqa: SIM115 - open until the process ends
+    trace = os.fdopen(setup.trace, "w")  # noqa: SIM115 - open until the process ends
     faulthandler.enable(trace, all_threads=True)
     faulthandler.register(signal.SIGTERM, trace, all_threads=True, chain=True)
 
@@ -500,16 +501,17 @@ def run_apart(job, *, catalog: Catalog, mac_counts: dict | None = None,
     the cell is not recorded, as with a cell in this process."""
     ctx = _context()
     job_id = f"local-{uuid.uuid4().hex[:12]}"
-    fd, trace_path = tempfile.mkstemp(prefix="benchbench-cell-", suffix=".trace")
-    os.close(fd)
-    setup = Setup(job_id, trace_path, dict(os.environ), os.getcwd(), _Fd(1), _Fd(2), dict(mac_counts or {}))
+    # no name on disk (O_TMPFILE, or unlinked at once): a driver killed outright leaves no file behind
+    trace_file = tempfile.TemporaryFile(prefix="benchbench-cell-", suffix=".trace")
+    setup = Setup(job_id, _Fd(trace_file.fileno()), dict(os.environ), os.getcwd(), _Fd(1), _Fd(2),
+                  dict(mac_counts or {}))
     # The limit is this process's: the cell's own runs without one (no alarm inside it).
     apart = replace(job, cell=replace(job.cell, time_limit_s=None))
     oom_before = _oom_kills()
     try:
         process, receive = _start(ctx, apart, setup, f"benchbench cell {job.cell.key[:12]}")
     except BaseException:
-        _read_and_remove(trace_path)
+        trace_file.close()
         raise
     cell = _Handle(process, _pidfd(process))
     try:
@@ -527,7 +529,7 @@ def run_apart(job, *, catalog: Catalog, mac_counts: dict | None = None,
         receive.close()
         if cell.pidfd is not None:
             os.close(cell.pidfd)
-        trace = _read_and_remove(trace_path)
+        trace = _read_trace(trace_file)
     return _outcome(job, job_id, heard, (process.exitcode, oom_before, trace), fault)
 
 
@@ -548,11 +550,14 @@ def _outcome(job, job_id: str, heard: _Heard, end: tuple[int | None, int | None,
     return fault(job, {**heard.measured, "job_id": job_id, "wall_seconds": seconds}, error, trace)
 
 
-def _read_and_remove(path: str) -> str:
+def _read_trace(file) -> str:
+    """What the cell's fault handler wrote to `file` (the cell's process writes through its own descriptor
+    of it, at the offset they share: read from the start), the file closed."""
     try:
-        text = Path(path).read_text(errors="replace").strip()
-        os.unlink(path)
+        fd = file.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace").strip()
     except OSError:
         return ""
-    return text
+    finally:
+        file.close()
 
