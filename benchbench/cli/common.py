@@ -212,3 +212,24 @@ def projection_devices(args: argparse.Namespace) -> dict:
         raise BenchError("--project-to names no device: write --project-to h100[,tpu-v3] (--to list in `benchbench "
                          "project` lists them)")
     return {d.id: d for d in devices}
+
+
+def target_prices(given: list[str], targets, required: bool = True, option: str = "--to") -> dict:
+    """{target id: Price} of the --price options: each names a target by its id or a part of its name
+    (the first matching price wins for a target); one that names none of them is a BenchError where
+    `required` (else it is another device's: `cost` prices the measured device too)."""
+    from benchbench.errors import BenchError, did_you_mean
+    from benchbench.meters.prices import from_cli
+
+    out = {}
+    for price in from_cli(given):
+        wanted = price.device.lower()
+        hits = [t for t in targets if wanted == t.id.lower() or wanted in t.name.lower()]
+        if not hits and required:
+            hint = did_you_mean(price.device, [t.id for t in targets])
+            raise BenchError(f"--price {price.device}={price.usd_per_hour:g}: prices none of the targets "
+                             f"({', '.join(t.id for t in targets)})" + (f"; did you mean {hint!r}?" if hint else "")
+                             + f"; name a target of {option} by its id")
+        for target in hits:
+            out.setdefault(target.id, price)
+    return out

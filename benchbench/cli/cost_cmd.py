@@ -23,8 +23,8 @@ from decimal import Decimal
 from benchbench.runtime import threads
 from benchbench.choices import PRECISION_CHOICES, PRECISION_DEFAULT, PRECISION_HELP
 from benchbench.cli.common import (catalog, check_model_size, check_precision, execution_fields, execution_for,
-                                   execution_lines, progress_line, projection_devices, projection_options, threads_fields,
-                                   threads_line)
+                                   execution_lines, progress_line, projection_devices, projection_options, target_prices,
+                                   threads_fields, threads_line)
 from benchbench.cli.convert_cmd import IN_CHANS_RANGE, check_in_chans
 from benchbench.errors import BenchError
 
@@ -76,7 +76,6 @@ def cost(args) -> dict:
         raise BenchError("--price prices the projected device-days, which need a throughput or devices to project "
                          "onto: add --device D or --project-to DEVICE")
     if args.price:  # read before anything is measured: a bad price costs nothing
-        from benchbench.cli.project_cmd import target_prices
         from benchbench.meters.prices import from_cli
 
         from_cli(args.price)
@@ -156,7 +155,6 @@ def _source(spec, out: dict, shape: tuple[int, int, int], compiled: bool):
 def _projections(source, targets: dict, seen: float, args) -> list[dict]:
     """A row per --project-to device: its training img/s and the schedule's device-days with their 80 %
     intervals and how they were projected; priced where a --price names the device."""
-    from benchbench.cli.project_cmd import target_prices
     from benchbench.projection.catalog import read_devices
     from benchbench.projection.source import projected
 

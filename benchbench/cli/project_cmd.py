@@ -107,7 +107,7 @@ def render_validation(out: dict) -> str:
 
 
 def project_runs(args, extra) -> int:
-    from benchbench.cli.common import catalog as load_catalog
+    from benchbench.cli.common import catalog as load_catalog, target_prices
     from benchbench.errors import BenchError
     from benchbench.projection.catalog import resolve
 
@@ -136,27 +136,6 @@ def project_runs(args, extra) -> int:
     else:
         sys.stdout.write(render_rows(rows))
     return 0
-
-
-def target_prices(given: list[str], targets, required: bool = True, option: str = "--to") -> dict:
-    """{target id: Price} of the --price options: each names a target by its id or a part of its name
-    (the first matching price wins for a target); one that names none of them is a BenchError where
-    `required` (else it is another device's: `cost` prices the measured device too)."""
-    from benchbench.errors import BenchError, did_you_mean
-    from benchbench.meters.prices import from_cli
-
-    out = {}
-    for price in from_cli(given):
-        wanted = price.device.lower()
-        hits = [t for t in targets if wanted == t.id.lower() or wanted in t.name.lower()]
-        if not hits and required:
-            hint = did_you_mean(price.device, [t.id for t in targets])
-            raise BenchError(f"--price {price.device}={price.usd_per_hour:g}: prices none of the targets "
-                             f"({', '.join(t.id for t in targets)})" + (f"; did you mean {hint!r}?" if hint else "")
-                             + f"; name a target of {option} by its id")
-        for target in hits:
-            out.setdefault(target.id, price)
-    return out
 
 
 def project_profile(path: str, targets, catalog, images: float | None, devices: dict) -> list[dict]:
