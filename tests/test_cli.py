@@ -244,7 +244,8 @@ def test_cost_flops_side_and_projection(capsys):
     assert "  execution     compiled (default), for-each optimizer" in compiled
     assert "  compile       41.2 s (the untimed warm-up: compilation and its steps; not in img/s)" in compiled
     assert main(["cost", "vit-mu4", "--images", "600", "--epochs", "1", "--eager"]) == 2
-    assert "--eager says how the training throughput is measured; add --device D" in capsys.readouterr().err
+    assert "--eager says how the training throughput is measured (add --device D to measure it) or projected (add " \
+           "--project-to DEVICE)" in capsys.readouterr().err
     assert main(["cost", "vit-mu4", "--images", "0", "--epochs", "1"]) == 2
     assert "must be > 0" in capsys.readouterr().err
     assert main(["cost", "vit-mu4", "--epochs", "1"]) == 2
