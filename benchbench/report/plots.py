@@ -87,7 +87,7 @@ def thin_tick_labels(axis) -> None:
     it, first to last; the ticks themselves stay. Call once the figure's layout is final (after
     tight_layout): the sizes are measured by the figure's renderer as it now stands."""
     fig = axis.figure
-    fig.canvas.draw()
+    fig.draw_without_rendering()  # lays the figure out (texts sized by its renderer), paints nothing
     renderer = fig.canvas.get_renderer()
     last = None
     for tick in axis.get_major_ticks():
@@ -104,7 +104,7 @@ def thin_tick_labels(axis) -> None:
 def _label_points(ax, points: list[tuple[float, float, str]]) -> None:
     """Each point's label beside it, on the side with room: left of points in the right half of
     the axes, below points in the top fifth; clipped to nothing (the axes leave room by margins)."""
-    ax.figure.canvas.draw()  # limits final, so axes fractions are right
+    ax.figure.draw_without_rendering()  # limits final, so axes fractions are right
     to_axes = ax.transAxes.inverted()
     for x, y, text in points:
         fx, fy = to_axes.transform(ax.transData.transform((x, y)))
