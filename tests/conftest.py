@@ -490,26 +490,27 @@ def head_contract():
     return _check_head_contract
 
 
+def _make_record(model, dataset="fashion-mnist", protocol="scratch", seed=0, top1=None, *, status="ok", family="vit",
+                 settings=None, key=None, accuracies=None, flops_status="ok", device="cpu", dataset_name=None,
+                 precision=None, **metrics):
+    from benchbench.store.record import Record
+
+    m = {"params": 1_000_000, "macs": 5e8, "gmacs": 0.5, **metrics}
+    if top1 is not None:
+        m["top1"] = top1
+    return Record(
+        key=key or f"{model}|{dataset}|{protocol}|{seed}|{sorted((settings or {}).items())}", status=status,
+        model=model, dataset=dataset, protocol=protocol, seed=seed, settings=settings or {}, metrics=m,
+        accuracies={"top1": ""} if accuracies is None else accuracies, model_name=model.upper(),
+        model_family=family, dataset_name=dataset_name or dataset.title(), device=device,
+        flops_status=flops_status, error=None if status == "ok" else "RuntimeError: boom", precision=precision)
+
+
 @pytest.fixture
 def make_record():
     """Records as the runner writes them (benchbench.store.record.Record), with defaults for what a test does
     not look at: make_record(model, dataset, protocol, seed, top1, status=..., precision=..., **metrics)."""
-    from benchbench.store.record import Record
-
-    def make(model, dataset="fashion-mnist", protocol="scratch", seed=0, top1=None, *, status="ok", family="vit",
-             settings=None, key=None, accuracies=None, flops_status="ok", device="cpu", dataset_name=None,
-             precision=None, **metrics) -> Record:
-        m = {"params": 1_000_000, "macs": 5e8, "gmacs": 0.5, **metrics}
-        if top1 is not None:
-            m["top1"] = top1
-        return Record(
-            key=key or f"{model}|{dataset}|{protocol}|{seed}|{sorted((settings or {}).items())}", status=status,
-            model=model, dataset=dataset, protocol=protocol, seed=seed, settings=settings or {}, metrics=m,
-            accuracies={"top1": ""} if accuracies is None else accuracies, model_name=model.upper(),
-            model_family=family, dataset_name=dataset_name or dataset.title(), device=device,
-            flops_status=flops_status, error=None if status == "ok" else "RuntimeError: boom", precision=precision)
-
-    return make
+    return _make_record
 
 
 # --- a protocol's context outside a suite run -----------------------------------------------------------
@@ -873,9 +874,9 @@ def _write_run(run_dir: Path, records, env: dict | None = None, lines_after: tup
     return run_dir
 
 
-@pytest.fixture
-def report_runs(tmp_path, make_record):
-    """Runs of every kind `benchbench report` must read, under tmp_path/results, and an empty folder
+def report_runs_in(tmp_path: Path) -> SimpleNamespace:
+    """Runs of every kind `benchbench report` must read, under tmp_path/results (the `report_runs` fixture;
+    test_report.py builds one site of them a module), and an empty folder
     tmp_path/nothing. Returns a namespace: root, nothing, and each run directory by name:
     `base` (3 models x 2 seeds, all ok), `regressed` (the same cells; vit-a's top-1 10 points lower
     in both seeds: beyond the two seeds' noise), `failed` (every cell failed), `torn` (a line that is no JSON, and a torn last line),
@@ -891,12 +892,12 @@ def report_runs(tmp_path, make_record):
             ("vit-c", 1): 0.74}
 
     def cells(drop: float = 0.0):
-        return [make_record(model, seed=seed, top1=acc - (drop if model == "vit-a" else 0.0),
+        return [_make_record(model, seed=seed, top1=acc - (drop if model == "vit-a" else 0.0),
                             family="bit" if model.startswith("bit") else "vit", train_exaflops=1e-6 * (i + 1),
                             train_examples=600, train_img_per_s=100.0 + i)
                 for i, ((model, seed), acc) in enumerate(top1.items())]
 
-    failed = [dataclasses.replace(make_record(m, status="failed"), traceback=f"Traceback (most recent call last):\n"
+    failed = [dataclasses.replace(_make_record(m, status="failed"), traceback=f"Traceback (most recent call last):\n"
                                   f"  File \"x.py\", line 1, in <module>\nRuntimeError: boom {m}")
               for m in ("vit-a", "bit-b")]
     return SimpleNamespace(
@@ -911,7 +912,12 @@ def report_runs(tmp_path, make_record):
 
 
 @pytest.fixture
-def report_models(catalog):
+def report_runs(tmp_path):
+    """report_runs_in(tmp_path): runs of every kind `benchbench report` must read."""
+    return report_runs_in(tmp_path)
+
+
+def report_models_of(catalog):
     """A small model registry for the zoo page: two 28 px models of the built-ins."""
     from benchbench.registry import Registry
 
@@ -919,6 +925,24 @@ def report_models(catalog):
     for model_id in ("vit-mu4", "bit-r20x1-small"):
         registry.add(catalog.models.get(model_id), catalog.models.plugin_of[model_id])
     return registry
+
+
+@pytest.fixture
+def report_models(catalog):
+    """report_models_of(catalog): a registry of two 28 px built-ins for the zoo page."""
+    return report_models_of(catalog)
+
+
+@pytest.fixture(scope="module")
+def report_site(tmp_path_factory, catalog):
+    """One site of `report_runs_in`'s runs and the empty folder, built once a test module for the tests that
+    only read it (a build takes seconds): SimpleNamespace(site=the site's folder, runs=report_runs_in's)."""
+    from benchbench.site.build import build_site
+
+    runs = report_runs_in(tmp_path_factory.mktemp("report"))
+    site = runs.root.parent / "site"
+    build_site([runs.root, runs.nothing], site, models=report_models_of(catalog))
+    return SimpleNamespace(site=site, runs=runs)
 
 
 class _SiteChecker(HTMLParser):

@@ -12,6 +12,7 @@ from benchbench.cli import main
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.expected(seconds=14)  # default step, 2 cores: started first, so that none runs alone at its end
 def test_run_writes_records_env_and_prints_the_table(run_suite, tiny_suite, capsys):
     rc = run_suite.run(suite=tiny_suite)
     captured = capsys.readouterr()
@@ -114,7 +115,8 @@ def test_list_json_has_the_promised_fields(capsys, zoo_cache):
     assert main(["list", "protocols"]) == 0 and "scratch" in capsys.readouterr().out
 
 
-def test_plugin_flag_adds_a_model(tmp_path, capsys):
+def test_plugin_flag_adds_a_model(tmp_path, capsys, zoo_cache):
+    """(The run's shared zoo cache, as test_list_json_has_the_promised_fields: only the file's model is counted.)"""
     plugin = tmp_path / "my_plugin.py"
     plugin.write_text(textwrap.dedent("""
         from benchbench import hookimpl
@@ -131,7 +133,7 @@ def test_plugin_flag_adds_a_model(tmp_path, capsys):
     assert mine and mine[0]["plugin"] == f"file:{plugin}"
 
 
-def test_readme_plugin_example_works(tmp_path, capsys):
+def test_readme_plugin_example_works(tmp_path, capsys, zoo_cache):
     readme = (REPO / "README.md").read_text()
     code = readme.split("```python\n# my_models.py\n", 1)[1].split("```", 1)[0]
     (tmp_path / "my_models.py").write_text(code)
@@ -140,7 +142,8 @@ def test_readme_plugin_example_works(tmp_path, capsys):
     assert row["default_resolution"] == 28
 
 
-def test_broken_plugin_warns_and_strict_fails(tmp_path, capsys):
+def test_broken_plugin_warns_and_strict_fails(tmp_path, capsys, zoo_cache):
+    """(The run's shared zoo cache, as test_list_json_has_the_promised_fields.)"""
     plugin = tmp_path / "bad.py"
     plugin.write_text("raise ImportError('needs a GPU library')\n")
     assert main(["list", "models", "--plugin", str(plugin)]) == 0

@@ -1,6 +1,7 @@
 """A contract over every registered model: its parameter count at its default resolution and 1000
-classes equals its family's formula (the `formulas` fixture, tests/conftest.py; for torchvision models
-the count torchvision publishes), and small variants run.
+classes equals its family's formula (the `formulas` fixture, tests/conftest.py), and small variants run.
+torchvision's models, whose formula is the count torchvision publishes, are checked against it and
+against torchvision's own builder in tests/test_torchvision_zoo.py (one build each, not two here too).
 
 One test per model id (`@pytest.mark.each_model`): the ids come from the catalog when the tests are
 collected, not when this module is imported."""
@@ -8,48 +9,8 @@ collected, not when this module is imported."""
 
 import pytest
 import torch
-import torchvision
 
 from benchbench.meters.params import count_params, params_at_default
-
-# InceptionAux(768, 1000): 1x1 conv 768->128 + BN, 5x5 conv 128->768 + BN, Linear 768->1000. torchvision
-# publishes inception_v3's count with this auxiliary head; tv/inception_v3 is built without it.
-INCEPTION_AUX = (768 * 128 + 2 * 128) + (128 * 768 * 25 + 2 * 768) + (768 * 1000 + 1000)
-AUX_HEADS = {"inception_v3": INCEPTION_AUX}
-
-
-def torchvision_published(name: str, resolution: int) -> int | None:
-    """The parameter count torchvision publishes for builder `name` at `resolution`: `num_params` in the
-    metadata of its ImageNet weights at that crop size (read offline, nothing is downloaded). None if
-    the builder has no weights."""
-    try:
-        weights = list(torchvision.models.get_model_weights(name))
-    except (ValueError, KeyError):
-        return None
-    if not weights:
-        return None
-    at = [w for w in weights if w.transforms.keywords.get("crop_size", 224) == resolution] or weights
-    counts = {w.meta["num_params"] for w in at}
-    assert len(counts) == 1, f"{name}: torchvision publishes {sorted(counts)} at {resolution} px"
-    return counts.pop()
-
-
-def torchvision_own_count(name: str) -> int:
-    """The second path, for a builder without weights metadata: torchvision's builder called directly
-    (not benchbench's wrapper), with the auxiliary heads off as tv/<name> has them, its parameters
-    summed here. Built on the CPU (RegNet's width arithmetic cannot run on the meta device), so slow for
-    big models; no builder needs it today (test_the_second_path_agrees_with_published_counts keeps it
-    honest)."""
-    kwargs = {"aux_logits": False, "init_weights": True} if name in ("googlenet", "inception_v3") else {}
-    model = torchvision.models.get_model(name, weights=None, **kwargs)
-    return sum(p.numel() for p in model.parameters())
-
-
-def torchvision_count(name: str, resolution: int) -> int:
-    published = torchvision_published(name, resolution)
-    if published is None:
-        return torchvision_own_count(name)
-    return published - AUX_HEADS.get(name, 0)
 
 
 def formula(formulas, model, spec) -> int:
@@ -64,31 +25,15 @@ def formula(formulas, model, spec) -> int:
         params, channels = formulas.backbone_params(bb.units, bb.width, root_k=3 if bb.small_root else 7)
         return (formulas.vit_params(w.hidden, w.depth, w.mlp, model.patch_size, model.image_size)
                 - 3 * model.patch_size ** 2 * w.hidden + channels * w.hidden + params)
-    if family == "torchvision":
-        assert spec.id == f"tv/{model.builder_name}"
-        return torchvision_count(model.builder_name, spec.default_resolution)
     raise AssertionError(f"family {family!r} has no parameter formula in tests/test_contract.py; add one")
 
 
-@pytest.mark.each_model
+@pytest.mark.each_model(where=lambda spec: spec.family != "torchvision")
 def test_params_match_family_formula(catalog, formulas, model_id):
     spec = catalog.models.get(model_id)
     with torch.device("meta"):
         model = spec.build(num_classes=1000, image_size=spec.default_resolution, in_chans=3)
     assert count_params(model) == formula(formulas, model, spec) == params_at_default(spec)
-
-
-@pytest.mark.parametrize("name", ["resnet18", "googlenet", "squeezenet1_0", "mobilenet_v3_small"])
-def test_the_second_path_agrees_with_published_counts(name):
-    assert torchvision_own_count(name) == torchvision_published(name, 224)
-
-
-def test_published_counts_are_torchvisions_documentation():
-    # The figures torchvision's documentation tables print (and the papers: ResNet-50 25.6M, ViT-B/16 86.6M).
-    assert torchvision_published("resnet50", 224) == 25_557_032
-    assert torchvision_published("vit_b_16", 224) == 86_567_656
-    assert torchvision_published("vit_b_16", 384) == 86_859_496  # a bigger position-embedding table
-    assert torchvision_published("inception_v3", 299) == 27_161_264
 
 
 @pytest.mark.each_model(where=lambda spec: spec.default_resolution <= 64)

@@ -107,6 +107,7 @@ def _stopped_in_a_database_wait(run_suite, gated, gate, db: Path, signum: int) -
     return stopped - sent, "".join(line for _, line in lines)
 
 
+@pytest.mark.expected(seconds=10)  # default step, 2 cores: started first, so that none runs alone at its end
 @pytest.mark.parametrize("signum", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow),
                                     pytest.param(signal.SIGKILL, marks=pytest.mark.slow)],
                          ids=lambda s: s.name)

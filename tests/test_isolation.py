@@ -163,6 +163,7 @@ def test_a_cell_that_kills_the_server_forking_the_cells_fails_no_other_cell(run_
     assert looked, "the driver never asked waitpid about the killed server: this test no longer meets the moment"
 
 
+@pytest.mark.expected(seconds=9)  # default step, 2 cores: started first, so that none runs alone at its end
 def test_a_cell_past_its_time_limit_is_ended_with_all_it_started(run_suite, tmp_path, sleepers):
     """Its process and all it started, detached or not (issue 44, item 9): a child, one in a session of
     its own, and a double-forked orphan."""

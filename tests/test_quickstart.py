@@ -33,6 +33,7 @@ def test_quickstart_reaches_published_small_cnn_accuracy(run_suite):
     _same_as_published(records, quick=False, skip=False)  # the accuracy checks above hold on any machine
 
 
+@pytest.mark.expected(seconds=18)  # default step, 2 cores: started first, so that none runs alone at its end
 def test_quickstart_quick_on_real_data(run_suite):
     """`run quickstart --quick` as README writes it (the installed data, the default device): its table,
     its counts, and its top-1 against every published record of it made in this machine's environment

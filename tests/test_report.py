@@ -16,12 +16,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def site(report_runs, report_models, tmp_path):
-    from benchbench.site.build import build_site
-
-    out = tmp_path / "site"
-    build_site([report_runs.root, report_runs.nothing], out, models=report_models)
-    return out
+def site(report_site):
+    """The site of conftest's report runs, built once for this module: tests here only read it."""
+    return report_site.site
 
 
 def _rows(html: str, table_id: str) -> list[list[str]]:
@@ -42,7 +39,8 @@ def test_every_page_is_valid_html_and_every_link_resolves(site, check_site):
         "http://www.w3.org/", ""))
 
 
-def test_index_counts_cells_done_and_failed_and_problems(site, report_runs):
+def test_index_counts_cells_done_and_failed_and_problems(site, report_site):
+    report_runs = report_site.runs
     html = (site / "index.html").read_text()
     rows = {r[0]: r for r in _rows(html, "table-runs")}
     # Run, Suite, Date, Device, Git commit, Cells done, Cells failed, Problems: as constructed.
@@ -77,10 +75,11 @@ def test_a_folder_without_runs_gives_an_index_that_says_so(tmp_path, report_mode
     assert "0 runs found" in html and "no run here" in html and "No runs to show" in html
 
 
-def test_run_page_tables_are_the_tables_and_downloads(site, report_runs):
+def test_run_page_tables_are_the_tables_and_downloads(site, report_site):
     from benchbench.store import results
     from benchbench.report.tables import build_table, render
 
+    report_runs = report_site.runs
     html = (site / "run-tiny-20260101-000000.html").read_text()
     table = build_table(results.load(report_runs.base), "models")
     assert _rows(html, "table-models") == table.rows
@@ -103,10 +102,11 @@ def test_run_page_tables_are_the_tables_and_downloads(site, report_runs):
     assert 'data-sort="81.0">81.00 <span class="spread">± 1.41</span><' in html  # a mean ± std sorts by its mean
 
 
-def test_comparison_highlights_exactly_the_regressions(site, report_runs):
+def test_comparison_highlights_exactly_the_regressions(site, report_site):
     from benchbench.store import results
     from benchbench.judge.compare import compare
 
+    report_runs = report_site.runs
     html = (site / "compare-tiny-20260101-000000--vs--tiny-20260102-000000.html").read_text()
     flagged = re.findall(r'<tr class="flagged">(.*?)</tr>', html, re.S)
     rows = compare(results.load(report_runs.base), results.load(report_runs.regressed), 5.0)
@@ -151,6 +151,7 @@ def test_zoo_page_lists_every_model_with_a_family_filter(site, report_models):
                      r'<option>vit</option>', html)
 
 
+@pytest.mark.expected(seconds=8)  # default step, 2 cores: started first, so that none runs alone at its end
 def test_the_build_is_deterministic_and_replaces_the_old_site(report_runs, report_models, tmp_path):
     from benchbench.site.build import build_site
 

@@ -55,6 +55,7 @@ def test_sigkill_mid_suite_then_resume_has_every_cell_exactly_once(run_suite, ga
     assert len(run_suite.run_dirs()) == 2
 
 
+@pytest.mark.expected(seconds=9)  # default step, 2 cores: started first, so that none runs alone at its end
 def test_ctrl_c_stops_with_a_consistent_store(run_suite, gated, gate):
     gated.suite(run_suite, 6, gate)
     proc = run_suite.start()
@@ -182,6 +183,7 @@ def _reach(moment: str, gate, gated, proc) -> None:
 DEFAULT = {("first cell", signal.SIGTERM), ("second cell", signal.SIGKILL)}  # SIGINT: test_ctrl_c_stops_...
 
 
+@pytest.mark.expected(seconds=9)  # default step, 2 cores: started first, so that none runs alone at its end
 @pytest.mark.parametrize("moment,signum", [
     pytest.param(m, s, id=f"{m}-{s.name}", marks=() if (m, s) in DEFAULT else pytest.mark.slow)
     for m in MOMENTS for s in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)])
