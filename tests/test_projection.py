@@ -429,6 +429,21 @@ def test_a_profile_line_projects_as_the_record_of_the_same_measurement(tmp_path,
     assert {k: from_run[k] for k in keys} == {k: from_profile[k] for k in keys}
 
 
+ADA = "NVIDIA RTX 6000 Ada Generation"  # a GPU the datasheet table does not know
+
+
+def _describe_ada(path) -> None:
+    """A --devices file describing ADA (as torch names it) with the RTX 4090's datasheet figures."""
+    from benchbench.projection.catalog import builtin
+
+    rtx = builtin()["rtx-4090"]
+    tflops = "".join(f"{p}_tflops = {v / 1e12!r}\n" for p, v in rtx.tensor_flops_per_s.items())
+    path.write_text(
+        f'[devices.rtx-6000-ada]\nname = "{ADA}"\nsource = "the RTX 4090\'s figures, for this test"\n{tflops}'
+        f"fp32_tflops = {rtx.fp32_flops_per_s / 1e12!r}\nmem_bw_gb_per_s = {rtx.mem_bw_bytes_per_s / 1e9!r}\n"
+        f"sms = {rtx.sms}\nmemory_gb = {rtx.memory_gib!r}\n")
+
+
 def test_a_gpu_the_table_does_not_know_projects_from_its_measurement_once_a_devices_file_describes_it(
         tmp_path, capsys):
     """A throughput measured on a GPU the datasheet table does not know falls back to the counts alone, saying
@@ -438,16 +453,11 @@ def test_a_gpu_the_table_does_not_know_projects_from_its_measurement_once_a_devi
     import json
 
     from benchbench.cli import main
-    from benchbench.projection.catalog import builtin
 
-    ada, rtx = "NVIDIA RTX 6000 Ada Generation", builtin()["rtx-4090"]
-    (tmp_path / "ada.jsonl").write_text(_profile_line("train", 900.0, device_name=ada))
+    (tmp_path / "ada.jsonl").write_text(_profile_line("train", 900.0, device_name=ADA))
     (tmp_path / "4090.jsonl").write_text(_profile_line("train", 900.0, device_name="NVIDIA GeForce RTX 4090"))
-    tflops = "".join(f"{p}_tflops = {v / 1e12!r}\n" for p, v in rtx.tensor_flops_per_s.items())
-    (tmp_path / "devices.toml").write_text(
-        f'[devices.rtx-6000-ada]\nname = "{ada}"\nsource = "the RTX 4090\'s figures, for this test"\n{tflops}'
-        f"fp32_tflops = {rtx.fp32_flops_per_s / 1e12!r}\nmem_bw_gb_per_s = {rtx.mem_bw_bytes_per_s / 1e9!r}\n"
-        f"sms = {rtx.sms}\nmemory_gb = {rtx.memory_gib!r}\n")
+    _describe_ada(tmp_path / "devices.toml")
+    ada = ADA
 
     def rows(*argv):
         assert main(["project", *argv, "--to", "h100", "--images", "1e9", "--json"]) == 0
@@ -463,6 +473,31 @@ def test_a_gpu_the_table_does_not_know_projects_from_its_measurement_once_a_devi
     assert (described["how"], as_4090["how"]) == (f"projected from {ada} (bf16, eager)",
                                                   "projected from NVIDIA GeForce RTX 4090 (bf16, eager)")
     assert described["projected_train_img_per_s"] != alone["projected_train_img_per_s"]
+
+
+def test_table_finds_the_measured_device_in_the_devices_file_though_it_is_no_target(tmp_path, make_record, capsys):
+    """`table --project-to h100 --devices FILE` where FILE describes the device a record was measured on, not a
+    target: the record's measurement is the source, as `project RUN --to h100 --devices FILE` has it (the site's
+    projected column is the table's: test_the_sites_compute_table_is_tables_with_the_same_devices)."""
+    import json
+
+    from benchbench.cli import main
+
+    run = _measured_run(tmp_path, make_record, 900.0, "cuda", ADA)
+    _describe_ada(tmp_path / "devices.toml")
+    devices = ["--devices", str(tmp_path / "devices.toml")]
+    assert main(["project", str(run), "--to", "h100", *devices, "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert row["how"] == f"projected from {ADA} (bf16, eager)"
+    argv = ["table", str(run), "--layout", "compute", "--format", "json", "--project-to", "h100"]
+    assert main([*argv, *devices]) == 0
+    (table,) = json.loads(capsys.readouterr().out)
+    low, high = row["device_days_interval_80"]
+    assert (table["projected_device_days@h100"], table["projected_device_days_low80@h100"],
+            table["projected_device_days_high80@h100"]) == pytest.approx((row["projected_device_days"], low, high),
+                                                                         rel=1e-9)  # the table's 12 digits
+    assert main(argv) == 0  # without the file: the counts alone, another figure
+    assert json.loads(capsys.readouterr().out)[0]["projected_device_days@h100"] != row["projected_device_days"]
 
 
 def test_a_cpu_measurement_says_so_whatever_its_precision(tmp_path, make_record, capsys):
@@ -725,14 +760,14 @@ def test_the_sites_compute_table_is_tables_with_the_same_devices(tmp_path, capsy
     column. (A small zoo: the zoo page's ~110 counts are not what this checks; `table` is given the same catalog,
     whose models' activation counts the site's projections have made: 15 s, not 45.)"""
     from benchbench.cli import main, table_cmd
-    from benchbench.projection.catalog import resolve
+    from benchbench.projection.catalog import Targets, resolve
     from benchbench.registry import Registry
     from benchbench.site.build import build_site
 
     models = Registry("model")
     models.add(catalog.models.get("vit-mu4"), catalog.models.plugin_of["vit-mu4"])
-    devices = {d: resolve(d) for d in ("tpu-v3", "h100")}
-    build_site([PAPER_COMPUTE], tmp_path / "site", models=models, catalog=catalog, project_to=devices)
+    targets = Targets(devices={d: resolve(d) for d in ("tpu-v3", "h100")}, described={})
+    build_site([PAPER_COMPUTE], tmp_path / "site", models=models, catalog=catalog, project_to=targets)
     build_site([PAPER_COMPUTE], tmp_path / "plain", models=models, catalog=catalog)
     (downloads,) = (tmp_path / "site" / "downloads").iterdir()
     monkeypatch.setattr(table_cmd, "catalog", lambda args: catalog)

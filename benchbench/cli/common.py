@@ -197,21 +197,21 @@ def projection_options(p: argparse.ArgumentParser, where: str, what: str = "each
                    help="--project-to: devices described in a TOML file, as `benchbench project --devices` reads")
 
 
-def projection_devices(args: argparse.Namespace) -> dict:
-    """{device id: benchbench.projection.catalog.Device} of --project-to (with --devices' file), in the order
-    named; {} without --project-to; a BenchError for an unknown device or --devices alone."""
-    from benchbench.projection.catalog import read_devices, resolve
+def projection_devices(args: argparse.Namespace):
+    """The benchbench.projection.catalog.Targets of --project-to (in the order named) and --devices' file (read
+    once); None without --project-to; a BenchError for an unknown device or --devices alone."""
+    from benchbench.projection.catalog import Targets, read_devices, resolve
 
     if args.devices and not args.project_to:
         raise BenchError("--devices describes devices for --project-to; add --project-to DEVICE")
     if not args.project_to:
-        return {}
+        return None
     extra = read_devices(args.devices) if args.devices else {}
     devices = [resolve(name, extra) for name in args.project_to.split(",") if name.strip()]
     if not devices:
         raise BenchError("--project-to names no device: write --project-to h100[,tpu-v3] (--to list in `benchbench "
                          "project` lists them)")
-    return {d.id: d for d in devices}
+    return Targets(devices={d.id: d for d in devices}, described=extra)
 
 
 def target_prices(given: list[str], targets, required: bool = True, option: str = "--to") -> dict:

@@ -80,7 +80,7 @@ def cost(args) -> dict:
 
         from_cli(args.price)
         if not args.device:  # each price is then a target's
-            target_prices(args.price, list(targets.values()), option="--project-to")
+            target_prices(args.price, list(targets.devices.values()), option="--project-to")
     if args.eager and not (args.device or targets):
         raise BenchError("--eager says how the training throughput is measured (add --device D to measure it) or "
                          "projected (add --project-to DEVICE)")
@@ -143,34 +143,33 @@ def cost(args) -> dict:
 def _source(spec, out: dict, shape: tuple[int, int, int], compiled: bool):
     """What a projection of this schedule starts from (benchbench.projection.source.Source): the training
     throughput `out` measured, where it did, and the model's counts at `shape` (classes, px, channels)."""
-    from benchbench.projection.source import Source, activations_m, family_for
+    from benchbench.projection.source import Source, activations_m, device_type, family_for
 
     num_classes, resolution, in_chans = shape
     return Source(img_per_s=out.get("train_img_per_s"), mode="train", gmacs=out["gmacs"],
                   macts_m=activations_m(spec, num_classes, resolution, in_chans), family=family_for(spec),
                   compiled=compiled, precision=out.get("precision"), device_name=out.get("device_name"),
-                  device_type=str(out.get("device") or "").split(":")[0] or None)
+                  device_type=device_type(out.get("device")))
 
 
-def _projections(source, targets: dict, seen: float, args) -> list[dict]:
-    """A row per --project-to device: its training img/s and the schedule's device-days with their 80 %
-    intervals and how they were projected; priced where a --price names the device."""
-    from benchbench.projection.catalog import read_devices
+def _projections(source, targets, seen: float, args) -> list[dict]:
+    """A row per --project-to device (`targets`: benchbench.projection.catalog.Targets): its training img/s and
+    the schedule's device-days with their 80 % intervals and how they were projected; priced where a --price
+    names the device."""
+    from benchbench.meters.prices import projection_cost
     from benchbench.projection.source import projected
 
     if source.img_per_s is None and source.device_type is not None:  # measured, but with no throughput
         raise BenchError("the measurement gave no training throughput to project")
-    described = read_devices(args.devices) if args.devices else {}
-    prices = target_prices(args.price, list(targets.values()), required=not args.device, option="--project-to")
+    prices = target_prices(args.price, list(targets.devices.values()), required=not args.device,
+                           option="--project-to")
     rows = []
-    for target in targets.values():
+    for target in targets.devices.values():
         row = {"target": target.id, "target_name": target.name, "projected_as": "compiled" if source.compiled
-               else "eager", **projected(source, target, seen, described)}
+               else "eager", **projected(source, target, seen, targets.described)}
         price = prices.get(target.id)
         if price is not None and row["projected_device_days"] is not None:
-            days, (low, high) = row["projected_device_days"], row["device_days_interval_80"]
-            row.update(price=price.field(), projected_cost_usd=days * 24 * price.usd_per_hour,
-                       cost_interval_80_usd=[low * 24 * price.usd_per_hour, high * 24 * price.usd_per_hour])
+            row.update(projection_cost(row, price))
         rows.append(row)
     return rows
 

@@ -109,6 +109,7 @@ def render_validation(out: dict) -> str:
 def project_runs(args, extra) -> int:
     from benchbench.cli.common import catalog as load_catalog, target_prices
     from benchbench.errors import BenchError
+    from benchbench.meters.prices import projection_cost
     from benchbench.projection.catalog import resolve
 
     targets = [resolve(name, extra) for name in args.to.split(",") if name.strip()]
@@ -125,10 +126,7 @@ def project_runs(args, extra) -> int:
     for row in rows:
         price = prices.get(row["target"])
         if price is not None:
-            row["price"] = price.field()
-            days, span = row["projected_device_days"], row["device_days_interval_80"]
-            row["projected_cost_usd"] = None if days is None else days * 24 * price.usd_per_hour
-            row["cost_interval_80_usd"] = None if span is None else [d * 24 * price.usd_per_hour for d in span]
+            row.update(projection_cost(row, price))
     if not rows:
         raise BenchError("no ok record with its counts in " + ", ".join(args.what))
     if args.json:
@@ -144,7 +142,7 @@ def project_profile(path: str, targets, catalog, images: float | None, devices: 
     the device-days of that many training images."""
     from benchbench import outside
     from benchbench.errors import BenchError
-    from benchbench.projection.source import Source, activations_m, family_for, projected
+    from benchbench.projection.source import Source, activations_m, device_type, family_for, projected
 
     text = outside.read_text(Path(path), max_bytes=PROFILE_BYTES)
     out, measured, skipped = [], 0, []
@@ -179,7 +177,7 @@ def project_profile(path: str, targets, catalog, images: float | None, devices: 
         source = Source(img_per_s=row["img_per_s"], mode=row["mode"], gmacs=row["gmacs"], macts_m=macts,
                         family=family_for(spec),
                         compiled=bool(row.get("compiled")), precision=row.get("precision"),
-                        device_name=row.get("device_name"), device_type=str(row.get("device") or "").split(":")[0] or None)
+                        device_name=row.get("device_name"), device_type=device_type(row.get("device")))
         for target in targets:
             fields = {"run": path, "model": row["id"], "dataset": None, "protocol": f"profile --mode {row['mode']}",
                       "seed": None, "target": target.id, "target_name": target.name, "images": images,

@@ -30,11 +30,11 @@ def add_parser(sub, parent) -> None:
 def run(args) -> int:
     from benchbench.site.build import build_site
 
-    devices = projection_devices(args)  # a bad device: refused before anything is read or written
+    targets = projection_devices(args)  # a bad device: refused before anything is read or written
     plugins = catalog(args)
     site = build_site([Path(p) for p in args.paths], Path(args.output), models=plugins.models,
                       pairs=[(Path(a), Path(b)) for a, b in args.compare], threshold=args.threshold,
-                      roots_shown=list(args.paths), catalog=plugins, project_to=devices)
+                      roots_shown=list(args.paths), catalog=plugins, project_to=targets)
     for note in site.notes:
         print(f"warning: {note}", file=sys.stderr)
     for r in site.runs:

@@ -67,18 +67,19 @@ def run(args) -> int:
         table = with_gmacs_fvcore(table)
     if args.gmacs_xla:
         table = with_gmacs_xla(table)
-    devices = projection_devices(args)
-    if devices:
-        table = projected_columns(table, df, args, devices)
+    targets = projection_devices(args)
+    if targets:
+        table = projected_columns(table, df, args, targets)
     sys.stdout.write(render(table, args.format))
     return 0
 
 
-def projected_columns(table, df, args, devices: dict):
-    """The compute table with a column per device of --project-to: each ok cell's device-days projected there."""
+def projected_columns(table, df, args, targets):
+    """The compute table with a column per device of --project-to (benchbench.projection.catalog.Targets): each ok
+    cell's device-days projected there."""
     from benchbench.judge.projected import projector
     from benchbench.report.tables import projected_onto
     from benchbench.store.rundir import read_records
 
     runs = {"run": (read_records(Path(args.run_dir)).records, read_env(Path(args.run_dir)))}
-    return projected_onto(table, df, projector(catalog(args), runs, devices), "run", list(devices))
+    return projected_onto(table, df, projector(catalog(args), runs, targets.described), "run", list(targets.devices))

@@ -148,6 +148,16 @@ def projected_cost_usd(device_days: float, usd_per_hour: float) -> float:
     return device_days * 24 * usd_per_hour
 
 
+def projection_cost(row: dict, price: Price) -> dict:
+    """A projection's cost at `price` (`row`'s projected_device_days and device_days_interval_80, either None
+    where nothing was projected): {price, projected_cost_usd, cost_interval_80_usd}."""
+    days, span = row.get("projected_device_days"), row.get("device_days_interval_80")
+    return {"price": price.field(),
+            "projected_cost_usd": None if days is None else projected_cost_usd(days, price.usd_per_hour),
+            "cost_interval_80_usd": None if span is None else [projected_cost_usd(d, price.usd_per_hour)
+                                                              for d in span]}
+
+
 def priced(record, prices: Iterable[Price], device_name: str):
     """`record` (benchbench.store.record.Record) with its `cost_usd` and `price`, where prices were given: the
     cost at the matching price, or the reason there is none (no price for its device, no wall time)."""

@@ -78,6 +78,16 @@ def from_peak(device_id: str, peak: Peak) -> Device:
                   peak.memory_gib, peak.source)
 
 
+@dataclass(frozen=True)
+class Targets:
+    """What a command projects onto: `devices`, the --project-to devices in the order named (by id), and
+    `described`, every device a --devices file describes (by id; {} without one): a measurement's device is
+    looked up among these as well as in the datasheet table, whether or not it is a target."""
+
+    devices: Mapping[str, Device]
+    described: Mapping[str, Device]
+
+
 def builtin() -> dict[str, Device]:
     out = {}
     for device_id, name in CATALOG.items():

@@ -113,6 +113,11 @@ def _why_counts_only(source: Source, device: Device | str) -> str:
     return str(device)
 
 
+def device_type(device: str | None) -> str | None:
+    """The kind of a device as torch writes it ("cuda" of "cuda:1"); None for none."""
+    return str(device).split(":")[0] or None if device else None
+
+
 def record_source(record, env: dict | None, catalog) -> Source | str:
     """The Source of a run's record (a benchbench.store Record; `env` its run's env.json, `catalog` the
     plugins' models and datasets, for the activations and the family): its measured training img/s, or
@@ -128,7 +133,7 @@ def record_source(record, env: dict | None, catalog) -> Source | str:
     device_name = (record.env or {}).get("device_name") or (env or {}).get("device_name") or record.device
     return Source(img_per_s=m.get("train_img_per_s"), mode="train", gmacs=m["gmacs"], macts_m=macts,
                   family=family_for(spec), compiled=bool(m.get("exec_compile")), precision=record.precision,
-                  device_name=device_name, device_type=record.device.split(":")[0] if record.device else None)
+                  device_name=device_name, device_type=device_type(record.device))
 
 
 def activations_m(spec, num_classes: int, image_size: int, in_chans: int) -> float:

@@ -19,7 +19,7 @@ import shutil
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING
 
 from benchbench.store.atomic import output_errors
 from benchbench.errors import BenchError
@@ -27,6 +27,10 @@ from benchbench.site.cells import breakable, html_table, number, show
 from benchbench.site.comparison import Comparison, default_pairs
 from benchbench.site.runs import Run, find_run_dirs, read_run
 from benchbench.store.rundir import ENV, RECORDS, SITE_MARKER
+
+if TYPE_CHECKING:
+    from benchbench.projection.catalog import Targets
+
 
 ASSETS = ("site.css", "site.js", "favicon.svg")
 
@@ -53,13 +57,13 @@ def environment():
 
 def build_site(paths: list[Path], out: Path, *, models, pairs: list[tuple[Path, Path]] = (),
                threshold: float = 5.0, roots_shown: list[str] | None = None, catalog=None,
-               project_to: Mapping | None = None) -> Site:
+               project_to: Targets | None = None) -> Site:
     """Render the runs under `paths` (and the runs of `pairs`), their comparisons, the reference tables of
     the paths' `references/` folders checked against the runs, and the model zoo of `models` (a registry)
     into `out`. Without `pairs`, each run is compared with the run before it
     that shares a cell with it. `catalog` (the plugins' models and datasets) projects the cells of reference
-    rows that name a device; None leaves those rows unmatched. `project_to` ({device id: Device}, needs
-    `catalog`): each run's compute table gains a column of its cells' device-days projected on each device."""
+    rows that name a device; None leaves those rows unmatched. `project_to` (benchbench.projection.catalog.Targets,
+    needs `catalog`): each run's compute table gains a column of its cells' device-days projected on each device."""
     out = Path(out)
     _check_out(out, [Path(p) for p in paths] + [Path(p) for pair in pairs for p in pair])
     site = Site(out)
@@ -86,9 +90,9 @@ MARKER_HEAD = ("Written by `benchbench report`; the next build replaces the file
                "while this folder holds anything else:")
 
 
-def _compute_columns(runs: list[Run], catalog, project_to: Mapping | None):
-    """(run, compute table, its frame) -> the table with a column per device of `project_to`: its ok cells'
-    device-days projected there (benchbench.judge.projected); None without devices to project to."""
+def _compute_columns(runs: list[Run], catalog, project_to: Targets | None):
+    """(run, compute table, its frame) -> the table with a column per device of `project_to` (Targets): its ok
+    cells' device-days projected there (benchbench.judge.projected); None without devices to project to."""
     if not project_to:
         return None
     if catalog is None:
@@ -96,8 +100,8 @@ def _compute_columns(runs: list[Run], catalog, project_to: Mapping | None):
     from benchbench.judge.projected import projector
     from benchbench.report.tables import projected_onto
 
-    project = projector(catalog, {run.slug: (run.last, run.env) for run in runs}, project_to)
-    return lambda run, table, df: projected_onto(table, df, project, run.slug, list(project_to))
+    project = projector(catalog, {run.slug: (run.last, run.env) for run in runs}, project_to.described)
+    return lambda run, table, df: projected_onto(table, df, project, run.slug, list(project_to.devices))
 
 
 def _render(tmp: Path, site: Site, models, roots: list[str], compute_columns=None) -> list[str]:
