@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +42,10 @@ Z80 = 1.2816  # two-sided 80 % normal quantile (for converting std to half-width
 FAMILY_PATTERNS: list[tuple[str, str]] = [
     # Vision transformers: plain ViT and its direct descendants with the same block structure.
     ("vision-transformer", r"^(vit_|deit|beit|eva|flexivit)"),
-    # ResNet family: ResNet/ResNeXt/SE/ECA/wide variants and ResNetV2 (incl. BiT).
+    # BiT: ResNet-v2 with GroupNorm and weight-standardised convolutions (timm's resnetv2_<depth>x<width>_bit*).
+    # Neither normalisation folds into the convolutions as BatchNorm does, so its non-tensor work is its own.
+    ("bit", r"^resnetv2_\d+x\d+_bit"),
+    # ResNet family: ResNet/ResNeXt/SE/ECA/wide variants and the other ResNetV2s.
     ("resnet", r"^(resnet(?!st)|resnext|seresne|ecaresnet|wide_resnet|legacy_seresne)"),
     ("convnext", r"^convnext"),
     ("efficientnet", r"^(tf_)?efficientnet"),
@@ -100,7 +103,7 @@ class Calibration:
 
 
 def family_of(model: str) -> str:
-    """Model family from timm model-name prefix: vision-transformer, resnet, convnext, efficientnet, other."""
+    """Model family from timm model-name prefix: vision-transformer, bit, resnet, convnext, efficientnet, other."""
     for fam, pat in FAMILY_PATTERNS:
         if re.match(pat, model):
             return fam
@@ -232,6 +235,12 @@ KIND_FALLBACK = {"device+software": ["device", "software"], "device+compile": ["
                  "compile": ["device+compile"], "identity": ["software"]}
 
 
+def same_device(src: Device, tgt: Device) -> bool:
+    """Whether two entries are one device: its name and every figure, whatever short id each goes by (a
+    measurement's device is found by the name torch reports, a target by the id a user wrote)."""
+    return replace(src, id=tgt.id) == tgt
+
+
 def projection_kind(same_device: bool, src_compiled: bool, tgt_compiled: bool,
                     software_changes: bool) -> str:
     """identity | software | device | device+software | compile | device+compile."""
@@ -313,7 +322,7 @@ def project_one(model: Counts, src: Device, tgt: Device, fitted: tuple[Constants
     constants, calibration = fitted
     args = (np.array([model.img_per_s], float), np.array([model.gmacs], float), np.array([model.macts_m], float))
     pred = project_img_per_s(*args, src, tgt, constants, modes.src_compiled, modes.tgt_compiled)
-    kind = projection_kind(src is tgt, modes.src_compiled, modes.tgt_compiled, modes.software_changes)
+    kind = projection_kind(same_device(src, tgt), modes.src_compiled, modes.tgt_compiled, modes.software_changes)
     phys = physics_half_width(*args, src, tgt, constants, calibration, modes)
     lo, hi = interval(pred, [model.family], kind, calibration, phys, modes.software_changes)
     return float(pred[0]), float(lo[0]), float(hi[0])
