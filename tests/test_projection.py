@@ -346,6 +346,22 @@ def test_bit_is_a_family_of_its_own_with_wider_intervals_than_the_batchnorm_resn
     assert ratios == {"counts": 1.86, "device": 4.38, "device+software": 3.99}
 
 
+def test_a_measurement_projected_onto_its_own_device_is_an_identity():
+    """The device a measurement names (found by torch's name) and the target `h100` are two entries of one
+    device: the projection keeps the throughput and takes the identity's interval, not a device change's."""
+    from benchbench.projection.catalog import resolve
+    from benchbench.projection.method import Counts, interval, load_constants, project_one, same_device
+    from benchbench.projection.source import source_device
+
+    measured, target = source_device("NVIDIA H100 80GB HBM3"), resolve("h100")
+    assert measured.id != target.id and same_device(measured, target)
+    assert not same_device(resolve("a100-80gb"), target)
+    fitted = load_constants("all")
+    value, lo, hi = project_one(Counts(2000.0, 3 * 4.23, 3 * 11.11, "bit"), measured, target, fitted)
+    assert value == pytest.approx(2000.0, rel=1e-12)
+    assert (lo, hi) == tuple(float(x[0]) for x in interval([value], ["bit"], "identity", fitted[1]))
+
+
 def test_the_train_ratios_are_timms_rtx3090_tables_read_directly():
     """constants.json's `train_from_infer` is scripts/fit_projection.py's reading of the shipped pt112 pair,
     each family's median of inference img/s over training img/s, here recomputed from the CSVs with the
