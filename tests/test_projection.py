@@ -646,6 +646,25 @@ def test_the_h100_we_measured_checks_the_projection_from_timms_tables_and_it_mis
         assert got == expected, name
 
 
+def test_a_target_outside_the_fit_says_what_the_h100_check_measured():
+    """A device none of whose tables was in the fit gets a note (in `project`'s and `cost`'s rows, `table`'s and
+    the site's notes) with the H100 check's misses: from the consumer GPUs' tables (H100_CHECKS, 14-67 %) and
+    from counts alone (35 and 93 %, the test below); a TPU's is unmeasured; a device of the fit has none."""
+    import re
+
+    from benchbench.projection.catalog import resolve
+    from benchbench.projection.source import fit_note
+
+    misses = [abs(e) * 100 for _, checks in H100_CHECKS.values() for e, _ in checks.values()]
+    note = fit_note(resolve("a100-80gb"))
+    low, high, c_low, c_high = map(int, re.search(r"missed by (\d+)-(\d+) %, the counts alone by (\d+)-(\d+) %",
+                                                  note).groups())
+    assert (low, high) == (int(min(misses)), round(max(misses)))
+    assert (c_low, c_high) == (35, 93)  # test_counts_alone_put_bit_faster_...: -0.353 and +0.931
+    assert "unmeasured" in fit_note(resolve("tpu-v3"))
+    assert [fit_note(resolve(d)) for d in ("rtx-3090", "rtx-4090", "rtx-5090")] == [None] * 3
+
+
 def test_counts_alone_put_bit_faster_than_vit_on_the_h100_we_measured_the_reverse_of(catalog):
     """The weakest tier on the same H100: each model's training step from its counts alone (as paper-compute's
     CPU-measured cells are projected, eager) against results/h100's measured bf16 training: ViT-B/16 35 % slow

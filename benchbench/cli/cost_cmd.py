@@ -235,6 +235,7 @@ def render(out: dict) -> str:
                      f"{row['how']}")
     if out.get("projections"):
         lines.append("  (projections, not measurements: docs/compute.md, 'Projected onto another device')")
+        lines += [f"  note: {row['target']}: {row['target_note']}" for row in out["projections"] if row.get("target_note")]
     return "\n".join(lines) + "\n"
 
 

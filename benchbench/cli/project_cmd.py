@@ -249,4 +249,5 @@ def render_rows(rows: list[dict]) -> str:
             cost, span = r.get("projected_cost_usd"), r.get("cost_interval_80_usd")
             line[-1:-1] = ["-" if cost is None else usd(cost),
                            "-" if span is None else f"[{usd(span[0])}, {usd(span[1])}]"]
-    return tabulate(table, headers=headers, tablefmt="github") + "\n"
+    notes = dict.fromkeys(f"note: {r['target']}: {r['target_note']}" for r in rows if r.get("target_note"))
+    return tabulate(table, headers=headers, tablefmt="github") + "\n" + "".join(f"{n}\n" for n in notes)

@@ -287,8 +287,10 @@ def with_projection(table: Table, cells: list[dict], projections: dict[str, list
             data[f"{name}@{device}"] = list(column)
         said = (next(iter(hows)) + " (every row)" if len(hows) == 1 else
                 "; ".join(f"{how}: {', '.join(dict.fromkeys(models))}" for how, models in hows.items()))
+        caveat = next((f" Note: {one['target_note']}." for one in done if isinstance(one, dict) and one.get("target_note")),
+                      "")
         notes.append(f"Projected on {device}: a projection, not a measurement (`benchbench project RUN --to {device}`, "
-                     f"docs/compute.md), the 80 % interval from its validated error; {said}.")
+                     f"docs/compute.md), the 80 % interval from its validated error; {said}.{caveat}")
     return replace(table, data=data, headers=headers, rows=rows, notes=notes)
 
 
