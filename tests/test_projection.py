@@ -339,10 +339,10 @@ def test_bit_is_a_family_of_its_own_with_wider_intervals_than_the_batchnorm_resn
 
     assert [family_of(m) for m in ("resnetv2_50x1_bit", "resnetv2_152x4_bit", "resnetv2_50x1_bitm",
                                    "resnetv2_50x1_bit_distilled", "resnetv2_50", "resnetv2_50d_gn", "resnet50")] == [
-        "bit", "bit", "bit", "bit", "resnet", "resnet", "resnet"]
-    assert {family_for(catalog.models.get(m)) for m in ("bit-r50x1", "bit-r152x4", "bit-r20x1-small")} == {"bit"}
+        "resnetv2-bit"] * 4 + ["resnet"] * 3
+    assert {family_for(catalog.models.get(m)) for m in ("bit-r50x1", "bit-r152x4", "bit-r20x1-small")} == {"resnetv2-bit"}
     q80 = json.loads(CONSTANTS_FILE.read_text())["all"]["calibration"]["abs_q80"]
-    ratios = {kind: round(q80[kind]["bit"] / q80[kind]["resnet"], 2) for kind in ("counts", "device", "device+software")}
+    ratios = {kind: round(q80[kind]["resnetv2-bit"] / q80[kind]["resnet"], 2) for kind in ("counts", "device", "device+software")}
     assert ratios == {"counts": 1.86, "device": 4.38, "device+software": 3.99}
 
 
@@ -357,9 +357,9 @@ def test_a_measurement_projected_onto_its_own_device_is_an_identity():
     assert measured.id != target.id and same_device(measured, target)
     assert not same_device(resolve("a100-80gb"), target)
     fitted = load_constants("all")
-    value, lo, hi = project_one(Counts(2000.0, 3 * 4.23, 3 * 11.11, "bit"), measured, target, fitted)
+    value, lo, hi = project_one(Counts(2000.0, 3 * 4.23, 3 * 11.11, "resnetv2-bit"), measured, target, fitted)
     assert value == pytest.approx(2000.0, rel=1e-12)
-    assert (lo, hi) == tuple(float(x[0]) for x in interval([value], ["bit"], "identity", fitted[1]))
+    assert (lo, hi) == tuple(float(x[0]) for x in interval([value], ["resnetv2-bit"], "identity", fitted[1]))
 
 
 def test_the_train_ratios_are_timms_rtx3090_tables_read_directly():
@@ -390,9 +390,9 @@ def test_the_train_ratios_are_timms_rtx3090_tables_read_directly():
             ratios.setdefault(family, []).append(infer[key] / train[key])
     assert {f: (round(fitted[f]["median"], 6), fitted[f]["n"]) for f in fitted} == {
         f: (round(statistics.median(r), 6), len(r)) for f, r in ratios.items()}
-    assert [round(fitted[f]["median"], 1) for f in ("vision-transformer", "resnet", "efficientnet", "bit")] == [
+    assert [round(fitted[f]["median"], 1) for f in ("vision-transformer", "resnet", "efficientnet", "resnetv2-bit")] == [
         2.9, 3.4, 4.4, 3.0]
-    assert fitted["bit"]["n"] == 9
+    assert fitted["resnetv2-bit"]["n"] == 9
     assert round(fitted["all"]["median"], 2) == 3.36
 
 

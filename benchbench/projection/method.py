@@ -44,7 +44,7 @@ FAMILY_PATTERNS: list[tuple[str, str]] = [
     ("vision-transformer", r"^(vit_|deit|beit|eva|flexivit)"),
     # BiT: ResNet-v2 with GroupNorm and weight-standardised convolutions (timm's resnetv2_<depth>x<width>_bit*).
     # Neither normalisation folds into the convolutions as BatchNorm does, so its non-tensor work is its own.
-    ("bit", r"^resnetv2_\d+x\d+_bit"),
+    ("resnetv2-bit", r"^resnetv2_\d+x\d+_bit"),
     # ResNet family: ResNet/ResNeXt/SE/ECA/wide variants and the other ResNetV2s.
     ("resnet", r"^(resnet(?!st)|resnext|seresne|ecaresnet|wide_resnet|legacy_seresne)"),
     ("convnext", r"^convnext"),
@@ -103,7 +103,7 @@ class Calibration:
 
 
 def family_of(model: str) -> str:
-    """Model family from timm model-name prefix: vision-transformer, bit, resnet, convnext, efficientnet, other."""
+    """Model family from timm model-name prefix: vision-transformer, resnetv2-bit, resnet, convnext, efficientnet, other."""
     for fam, pat in FAMILY_PATTERNS:
         if re.match(pat, model):
             return fam

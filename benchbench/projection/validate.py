@@ -19,7 +19,7 @@ from benchbench.projection.method import (Constants, Modes, counts_only_img_per_
 from benchbench.projection.tables import Table, joined
 
 MIN_GMACS = 0.5
-FAMILIES = ("vision-transformer", "resnet", "bit", "convnext", "efficientnet", "other")
+FAMILIES = ("vision-transformer", "resnet", "resnetv2-bit", "convnext", "efficientnet", "other")
 ROOFLINE = Constants(eta_tensor=1.0, alpha_bw=1.0, compile_keep=1.0, nontensor_rule="power")
 
 

@@ -163,7 +163,7 @@ SMALL_BASE_WIDTH, SMALL_GROUPS, SMALL_RESOLUTION = 16, 8, 28
 # 1976 img/s, 4.9 % of the 989.5 TFLOP/s datasheet peak; compiled 4612 img/s, a step 0.57 shorter.
 STYLE = dict(npz_layout=LAYOUT, state_dict_layouts=(bit_timm.LAYOUT, bit_timm.TRANSFORMERS_LAYOUT), marker="s",
              color="tab:orange", eager_mfu=0.049, compile_gain=1 - 1976 / 4612,
-             projection_family="bit")
+             projection_family="resnetv2-bit")
 
 
 @hookimpl
