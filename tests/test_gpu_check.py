@@ -241,7 +241,10 @@ def _bare_python(tmp_path: Path) -> Path:
 @pytest.mark.expected(seconds=204)  # CI, 2 cores (.ci/run starts the longest first)
 def test_cpu_mode_runs_every_step_and_writes_its_files(tmp_path, real_fashion_mnist):
     """The whole check on the CPU, from a Python without benchbench (the GPU image's case): its setup
-    step installs the project (offline, editable, no build isolation) before every other step."""
+    step installs the project (offline, editable, no build isolation) before every other step. Slow (about
+    90 s on 2 idle cores, 3 min in CI's loaded slow step) on purpose: it rehearses GPU-CHECKS.md's one device
+    call end to end, every step as the GPU machine runs it, so that a broken step is found here and not in
+    the few GPU minutes a session gets."""
     prepared, out, python = _prepared(tmp_path, real_fashion_mnist), tmp_path / "out", _bare_python(tmp_path)
     proc = subprocess.run(["bash", str(SCRIPT), "--device", "cpu", "--out", str(out), "--from", str(prepared),
                            "--python", str(python)], capture_output=True, text=True, timeout=1800, cwd=ROOT)

@@ -205,7 +205,9 @@ def test_report_command_imports_nothing_heavy_at_module_level():
 @pytest.mark.expected(seconds=238)  # CI, 2 cores (.ci/run starts the longest first)
 def test_published_site_is_what_the_command_writes_today(tmp_path, run_suite, zoo_cache):
     """results/site is `benchbench report results -o results/site --project-to h100,tpu-v3` of today's code and results (a new
-    published run, or a change to the pages, means: run that command again and commit the site)."""
+    published run, or a change to the pages, means: run that command again and commit the site). Slow (about
+    2 min in CI's slow step): what it guards, the published site byte for byte, needs the whole build, the
+    zoo's ~110 models counted afresh on the meta device (this test run's cache starts empty)."""
     published = REPO / "results" / "site"
     proc = run_suite.cli("report", "results", "-o", tmp_path / "site", "--project-to", "h100,tpu-v3",
                          timeout=1800)  # counts ~110 models afresh
