@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -344,10 +345,16 @@ def load_constants(key: str = "all", path: Path = CONSTANTS_FILE) -> tuple[Const
 def fold_without(device_id: str, path: Path = CONSTANTS_FILE) -> str:
     """The fold of the shipped constants fitted without `device_id`'s tables: `without_<id>` where the
     shipped tables hold that device, else `all` (which never saw it)."""
+    return f"without_{device_id}" if device_id in fitted_devices(path) else "all"
+
+
+@lru_cache(maxsize=None)
+def fitted_devices(path: Path = CONSTANTS_FILE) -> frozenset[str]:
+    """The ids of the devices whose tables the constants in `path` were fitted on: each has a fold fitted
+    without it (`without_<id>`). Read once per file and process."""
     import json
 
-    key = f"without_{device_id}"
-    return key if key in json.loads(path.read_text()) else "all"
+    return frozenset(k.removeprefix("without_") for k in json.loads(path.read_text()) if k.startswith("without_"))
 
 
 # ---------------------------------------------------------------- training from inference

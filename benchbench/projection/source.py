@@ -16,7 +16,7 @@ from typing import Mapping
 
 from benchbench.meters.peaks import lookup
 from benchbench.projection.catalog import Device, from_peak
-from benchbench.projection.method import (CONSTANTS_FILE, Counts, Modes, counts_only_img_per_s, family_of, interval,
+from benchbench.projection.method import (Counts, Modes, counts_only_img_per_s, family_of, fitted_devices, interval,
                                           load_constants, load_train_ratios, project_one, train_from_infer)
 
 AMP = ("bf16", "fp16")  # the precisions timm's tables measured: a measurement in another is not projected
@@ -102,17 +102,11 @@ def projected(source: Source, target: Device, images: float | None,
                   "device_days_interval_80": None if not images else [images / hi / 86400, images / lo / 86400]}
 
 
-@lru_cache(maxsize=1)
-def _fitted_devices() -> frozenset[str]:
-    """The ids of the devices whose tables the shipped constants were fitted on: those with a fold without them."""
-    return frozenset(k.removeprefix("without_") for k in json.loads(CONSTANTS_FILE.read_text()) if k.startswith("without_"))
-
-
 def fit_note(target: Device) -> str | None:
     """What a projection onto `target` is worth, as measured, where no table of it was in the fit (timm's
     tables are of consumer GPUs: RTX 3090, 4090, 5090); None for a device of the fit. The figures are
     results/projection/README.md's check on an H100 (tests/test_projection.py pins them)."""
-    if target.id in _fitted_devices():
+    if target.id in fitted_devices():
         return None
     if "tpu" in f"{target.id} {target.name}".lower():
         return f"no TPU was in the fit or checked: the error of a projection onto {target.name} is unmeasured"
