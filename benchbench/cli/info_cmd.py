@@ -1,6 +1,6 @@
 """`benchbench info MODEL [--resolution R] [--num-classes K] [--json]`: params and FLOPs of one model, MACs in
 three conventions (the paper's matmul-like work; timm's: fvcore's, norms and pooling too; XLA's:
-convolutions without their taps over padding)."""
+convolutions without their taps over padding), and the bytes a forward pass moves per operator class."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ def add_parser(sub, parent) -> None:
 
 
 def run(args) -> int:
+    from benchbench.meters.bytes_moved import count_bytes
     from benchbench.meters.flops import build_for_counting, count_macs, with_inference_form
     from benchbench.meters.params import count_params
 
@@ -34,6 +35,7 @@ def run(args) -> int:
         raise BenchError(f"{spec.id}: {exc}") from None
     count = with_inference_form(count_macs(model, resolution, args.in_chans, meta_model=meta), spec, model, resolution,
                                 args.in_chans)
+    moved = count_bytes(meta, resolution, args.in_chans)  # on the meta model: shapes only, no memory
     info = {
         "id": spec.id, "name": spec.name, "family": spec.family, "resolution": resolution,
         "num_classes": args.num_classes, "params": count_params(model),
@@ -47,6 +49,8 @@ def run(args) -> int:
         "macs_xla": count.macs_xla, "gmacs_xla": count.gmacs_xla, "macs_xla_padding": count.padding_macs,
         # the inference form (branches and norms fused: timm's reparameterize_model), where the model has one
         **{k: v for k, v in count.metrics().items() if k.endswith("_reparameterized")},
+        # bytes read and written per operator class, eager and unfused, at the dtypes as built (docs/compute.md)
+        "bytes_moved_by_class": moved.by_class, "bytes_moved": moved.total, "weight_bytes": moved.weight_bytes,
     }
     if args.json:
         print(json.dumps(info, indent=2))
@@ -55,6 +59,10 @@ def run(args) -> int:
     print(f"  params       {info['params']:,}  ({info['params'] / 1e6:.2f}M)")
     print(f"  forward      {count.gmacs:.4g} GMACs = {count.gflops:.4g} GFLOPs per image")
     print(f"  by operator  " + ", ".join(f"{op} {n / 1e9:.4g}" for op, n in count.by_operator.items()) + " GMACs")
+    dtype = next((str(p.dtype) for p in meta.parameters() if p.is_floating_point()), "float32")
+    print(f"  bytes moved  {moved.total / 1e6:.4g} MB per image, eager and unfused ({dtype.removeprefix('torch.')}): "
+          + ", ".join(f"{c} {n / 1e6:.4g}" for c, n in moved.by_class.items())
+          + f" MB; weights {moved.weight_bytes / 1e6:.4g} MB")
     print(f"  fvcore       {count.gmacs_fvcore:.4g} GMACs in timm's convention (norms, pooling, upsampling too: "
           + (", ".join(f"{op} {n / 1e9:.4g}" for op, n in count.fvcore_terms.items()) or "none here") + ")")
     saved = f"{count.padding_macs / 1e9:.4g} GMACs of taps over padding left out" if count.padding_macs else "no padding"
