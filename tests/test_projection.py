@@ -873,3 +873,70 @@ def test_activations_are_counted_once_and_again_when_the_code_changes(catalog, t
     assert source.activations_m(spec, 10, 32, 1) == 5.0 and len(calls) == 1  # another shape
     monkeypatch.setattr(cache, "source_stamp", lambda spec: "edited")
     assert source.activations_m(spec, 10, 28, 1) == 5.0 and len(calls) == 2
+
+
+def test_a_device_described_by_its_measured_figures_projects_as_its_figures_say_and_says_they_are_measured(
+        tmp_path, capsys):
+    """A --devices entry `benchbench device --describe` wrote (its source begins "measured by benchbench
+    device") is a source like any other: with the RTX 4090's figures the projection is the RTX 4090's, figure
+    for figure, and its `how` says the figures are measured, not a datasheet's."""
+    import json
+    from dataclasses import replace
+
+    from benchbench.cli import main
+    from benchbench.projection.catalog import MEASURED, builtin, device_toml
+
+    measured = replace(builtin()["rtx-4090"], id="rtx-6000-ada", name=ADA, source=f"{MEASURED} on 2026-11-30")
+    (tmp_path / "devices.toml").write_text(device_toml(measured))
+    (tmp_path / "ada.jsonl").write_text(_profile_line("train", 900.0, device_name=ADA))
+    (tmp_path / "4090.jsonl").write_text(_profile_line("train", 900.0, device_name="NVIDIA GeForce RTX 4090"))
+    rows = []
+    for argv in ([str(tmp_path / "ada.jsonl"), "--devices", str(tmp_path / "devices.toml")],
+                 [str(tmp_path / "4090.jsonl")]):
+        assert main(["project", *argv, "--to", "h100", "--images", "1e9", "--json"]) == 0
+        rows += json.loads(capsys.readouterr().out)["rows"]
+    described, as_4090 = rows
+    keys = ("projected_train_img_per_s", "projected_device_days")  # the entry keeps 6 digits of each figure
+    assert [described[k] for k in keys] == pytest.approx([as_4090[k] for k in keys], rel=1e-5)
+    assert [*described["interval_80"], *described["device_days_interval_80"]] == pytest.approx(
+        [*as_4090["interval_80"], *as_4090["device_days_interval_80"]], rel=1e-5)
+    assert described["how"] == (f"projected from {ADA} (bf16, eager); {ADA}'s figures as benchbench device "
+                                "measured them, not a datasheet's")
+
+
+def test_project_json_names_the_runs_and_the_profile_outputs_apart(tmp_path, make_record, capsys):
+    """`project RUN PROFILE.jsonl --json`: `runs` lists the run directories, `profiles` the `profile` outputs."""
+    import json
+
+    from benchbench.cli import main
+
+    run = _measured_run(tmp_path, make_record, 900.0, "cuda", "NVIDIA GeForce RTX 4090")
+    (tmp_path / "4090.jsonl").write_text(_profile_line("train", 900.0, device_name="NVIDIA GeForce RTX 4090"))
+    assert main(["project", str(run), str(tmp_path / "4090.jsonl"), "--to", "h100", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["runs"], out["profiles"], out["targets"], len(out["rows"])) == (
+        [str(run)], [str(tmp_path / "4090.jsonl")], ["h100"], 2)
+
+
+def test_the_published_check_of_measured_figures_is_todays(monkeypatch):
+    """results/projection/h100-measured-figures.md is what scripts/h100_measured_figures.py prints today, and
+    its finding holds: the H100 described by its measured bf16 matmul projects both models further from timm's
+    RTX 4090 measurements than its datasheet figures do (results/projection/README.md)."""
+    import contextlib
+    import io
+    import re
+    import runpy
+
+    repo = Path(__file__).resolve().parent.parent
+    published = (repo / "results" / "projection" / "h100-measured-figures.md").read_text()
+    monkeypatch.chdir(repo)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        runpy.run_path(str(repo / "scripts" / "h100_measured_figures.py"), run_name="__main__")
+    assert published.partition("\n\n")[2] == out.getvalue()
+    errors = {}
+    for line in out.getvalue().splitlines()[2:]:
+        model, kind = line.split(" | ")[:2]
+        errors[(model.strip("| "), kind.split()[0])] = [float(x) for x in re.findall(r"([+-]\d+\.\d) %", line)]
+    for model in ("vit-b16", "bit-r50x1"):
+        assert all(m > d > 0 for m, d in zip(errors[(model, "measured")], errors[(model, "datasheet")]))

@@ -214,6 +214,11 @@ def projection_devices(args: argparse.Namespace):
     return Targets(devices={d.id: d for d in devices}, described=extra)
 
 
+def target_notes(rows) -> list[str]:
+    """The `note: <target>: ...` lines of projected rows (benchbench.projection.source.fit_note), once each."""
+    return list(dict.fromkeys(f"note: {r['target']}: {r['target_note']}" for r in rows if r.get("target_note")))
+
+
 def target_prices(given: list[str], targets, required: bool = True, option: str = "--to") -> dict:
     """{target id: Price} of the --price options: each names a target by its id or a part of its name
     (the first matching price wins for a target); one that names none of them is a BenchError where

@@ -205,6 +205,8 @@ def _projected_cost(given: list[str], out: dict) -> dict:
 
 
 def render(out: dict) -> str:
+    from benchbench.cli.common import target_notes
+
     channels = f"{out['in_chans']} input channel{'' if out['in_chans'] == 1 else 's'} ({out['in_chans_from']})"
     lines = [f"{out['name']} at {out['resolution']} px, {channels}, a head of {out['num_classes']:,} classes "
              f"({out['num_classes_from']}): {out['gmacs']:.4g} GMACs forward ({out['flops_status']})",
@@ -235,7 +237,7 @@ def render(out: dict) -> str:
                      f"{row['how']}")
     if out.get("projections"):
         lines.append("  (projections, not measurements: docs/compute.md, 'Projected onto another device')")
-        lines += [f"  note: {row['target']}: {row['target_note']}" for row in out["projections"] if row.get("target_note")]
+        lines += [f"  {note}" for note in target_notes(out["projections"])]
     return "\n".join(lines) + "\n"
 
 

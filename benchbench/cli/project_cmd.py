@@ -130,7 +130,9 @@ def project_runs(args, extra) -> int:
     if not rows:
         raise BenchError("no ok record with its counts in " + ", ".join(args.what))
     if args.json:
-        print(json.dumps({"runs": args.what, "targets": [t.id for t in targets], "rows": rows}, indent=2))
+        runs = [source for source in args.what if Path(source).is_dir()]  # the rest: `profile` outputs
+        print(json.dumps({"runs": runs, "profiles": [source for source in args.what if source not in runs],
+                          "targets": [t.id for t in targets], "rows": rows}, indent=2))
     else:
         sys.stdout.write(render_rows(rows))
     return 0
@@ -233,6 +235,8 @@ def project_run(run_dir: str, targets, catalog, devices: dict) -> list[dict]:
 def render_rows(rows: list[dict]) -> str:
     from tabulate import tabulate
 
+    from benchbench.cli.common import target_notes
+
     table = [[r["model"], r["protocol"], r["target"], f"{r['projected_train_img_per_s']:.4g}",
               f"[{r['interval_80'][0]:.4g}, {r['interval_80'][1]:.4g}]",
               "-" if r["projected_device_days"] is None else f"{r['projected_device_days']:.4g}",
@@ -249,5 +253,4 @@ def render_rows(rows: list[dict]) -> str:
             cost, span = r.get("projected_cost_usd"), r.get("cost_interval_80_usd")
             line[-1:-1] = ["-" if cost is None else usd(cost),
                            "-" if span is None else f"[{usd(span[0])}, {usd(span[1])}]"]
-    notes = dict.fromkeys(f"note: {r['target']}: {r['target_note']}" for r in rows if r.get("target_note"))
-    return tabulate(table, headers=headers, tablefmt="github") + "\n" + "".join(f"{n}\n" for n in notes)
+    return tabulate(table, headers=headers, tablefmt="github") + "\n" + "".join(f"{n}\n" for n in target_notes(rows))

@@ -22,6 +22,7 @@ from typing import Mapping
 import torch
 
 from benchbench.errors import BenchError
+from benchbench.meters.bandwidth import best_seconds
 from benchbench.precision import Precision
 
 T = 1e12
@@ -216,21 +217,6 @@ def measured_matmul_flops(device: torch.device | str, precision: Precision, n: i
     name = precision.name
     n = n or _default_n(device, torch.bfloat16 if name == "fp8" else _MATMUL_DTYPES[name])
     product = matmul(device, name, n)
-    stream = torch.cuda.current_stream(device) if device.type == "cuda" else None
-    best = float("inf")
     with precision.matmul_mode():
-        for i in range(warmup + repeats):
-            if device.type == "cuda":
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record(stream)
-                product()
-                end.record(stream)
-                end.synchronize()
-                seconds = start.elapsed_time(end) / 1e3
-            else:
-                t = time.perf_counter()
-                product()
-                seconds = time.perf_counter() - t
-            if i >= warmup:
-                best = min(best, seconds)
+        best = best_seconds(product, device, warmup, repeats)
     return 2 * n**3 / best

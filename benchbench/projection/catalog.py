@@ -8,6 +8,7 @@ accumulate, the non-tensor FP32 FLOP/s, memory bandwidth, SMs (cores) and memory
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,43 @@ def from_peak(device_id: str, peak: Peak) -> Device:
     tensor = {k: v for k, v in peak.flops_per_s.items() if k in TENSOR_PRECISIONS}
     return Device(device_id, peak.name, tensor, peak.flops_per_s.get("fp32"), peak.mem_bw_bytes_per_s, peak.sms,
                   peak.memory_gib, peak.source)
+
+
+MEASURED = "measured by benchbench device"  # how a --devices entry of measured figures begins its source
+
+
+def measured_device(device_id: str, name: str, rates: Mapping[str, float], bytes_per_s: float,
+                    units_memory: tuple[int, float]) -> Device:
+    """A device described by what `benchbench device --describe` measured on it: matmul FLOP/s by precision
+    (fp16, bf16, fp32: fp32's with TF32 off is the non-tensor rate), the copy's bytes/s, its SMs (a CPU:
+    threads) and memory in GB. Measured figures fall short of a datasheet's (the H100 of results/h100: a bf16
+    matmul at 786 of 989.5 TFLOP/s), and the projection's efficiencies are fitted on datasheet figures: the
+    source says which they are, and so does a projection from it."""
+    import datetime
+
+    import torch
+
+    tensor = {p: rates[p] for p in ("fp16", "bf16") if p in rates}
+    if not tensor:
+        raise BenchError(f"device {name}: no fp16 or bf16 matmul could be measured, and a projection needs one")
+    day = datetime.date.today().isoformat()
+    sms, memory_gb = units_memory
+    return Device(device_id, name, tensor, rates.get("fp32"), bytes_per_s, sms, memory_gb,
+                  f"{MEASURED} on {day} (torch {torch.__version__}): the best of 10 matmuls and of 10 copies; "
+                  "not a datasheet's figures")
+
+
+def device_toml(device: Device) -> str:
+    """A device as one [devices.<id>] table of a --devices file (`read_devices` reads it back)."""
+    figures = {f"{p}_tflops": v / 1e12 for p, v in device.tensor_flops_per_s.items()}
+    if device.fp32_flops_per_s:
+        figures["fp32_tflops"] = device.fp32_flops_per_s / 1e12
+    figures |= {"mem_bw_gb_per_s": device.mem_bw_bytes_per_s / 1e9, "sms": device.sms, "memory_gb": device.memory_gib}
+    lines = [f"[devices.{json.dumps(device.id)}]", f"name = {json.dumps(device.name)}",
+             f"source = {json.dumps(device.source)}"]
+    lines += [f"{key} = {value if isinstance(value, int) else float(f'{value:.6g}')!r}"
+              for key, value in figures.items() if value is not None]
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Mapping
 
 from benchbench.meters.peaks import lookup
-from benchbench.projection.catalog import Device, from_peak
+from benchbench.projection.catalog import MEASURED, Device, from_peak
 from benchbench.projection.method import (Counts, Modes, counts_only_img_per_s, family_of, fitted_devices, interval,
                                           load_constants, load_train_ratios, project_one, train_from_infer)
 
@@ -92,6 +92,8 @@ def projected(source: Source, target: Device, images: float | None,
             value, lo, hi, ratio = train_from_infer(value, lo, hi, source.family, ratios)
             how += (f" inference; training = inference / {ratio:.3g}, the {source.family} median of timm's "
                     "RTX 3090 pt112 tables")
+        if device.source.startswith(MEASURED):
+            how += f"; {device.name}'s figures as benchbench device measured them, not a datasheet's"
     else:
         gmacs, acts = TRAIN_PASSES * source.gmacs, TRAIN_PASSES * source.macts_m
         value = float(counts_only_img_per_s([gmacs], [acts], target, consts, source.compiled)[0])
