@@ -83,3 +83,21 @@ def test_a_catalog_device_written_as_an_entry_reads_back_as_its_datasheet_figure
     assert back.tensor_flops_per_s == pytest.approx(device.tensor_flops_per_s, rel=1e-6)
     assert back.mem_bw_bytes_per_s == pytest.approx(device.mem_bw_bytes_per_s, rel=1e-6)
     assert back.fp32_flops_per_s == (device.fp32_flops_per_s and pytest.approx(device.fp32_flops_per_s, rel=1e-6))
+
+
+def test_describe_warns_where_the_table_knows_the_device_and_refuses_bad_ids(capsys, monkeypatch):
+    """A device the datasheet table knows gets a comment first: the entry would replace the table's figures for
+    its measurements (results/projection/README.md's H100 check); an id `--to` could not name, or --json, is
+    refused in one line."""
+    import benchbench.runtime.envinfo as envinfo
+
+    monkeypatch.setattr(envinfo, "device_name", lambda device: "NVIDIA H100 80GB HBM3")
+    assert main(["device", "--device", "cpu", "--describe", "h100-here", "--matmul-n", "64", "--copy-mib", "8"]) == 0
+    comment, *entry = capsys.readouterr().out.splitlines()
+    assert comment.startswith("# The datasheet table knows this device (NVIDIA H100 SXM)") and "1.0-3.8 points" in comment
+    assert entry[:2] == ['[devices."h100-here"]', 'name = "NVIDIA H100 80GB HBM3"']
+    for argv, words in ((["--describe", "My GPU"], "--describe 'My GPU': an id is lower-case letters"),
+                        (["--describe", "x", "--json"], "--describe prints a --devices entry (TOML), not JSON")):
+        assert main(["device", "--device", "cpu", *argv]) == 2
+        err = capsys.readouterr().err
+        assert words in err and len(err.splitlines()) == 1

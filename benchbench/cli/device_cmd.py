@@ -23,8 +23,9 @@ def add_parser(sub, parent) -> None:
                    help="MiB of the buffer the copy is timed on (default: 1024 on CUDA, or an eighth of its memory; "
                         "256 on the CPU)")
     p.add_argument("--describe", metavar="ID",
-                   help="print the device's measured figures (fp16/bf16/fp32 matmuls, the copy) as a [devices.ID] "
-                        "entry of a --devices file, for `project`, `cost` and `table --project-to`")
+                   help="print the device's measured figures (fp16, bf16 and fp32 matmuls whatever --precision says, the "
+                        "copy) as a [devices.ID] entry of a --devices file, for `project`, `cost` and "
+                        "`table --project-to`")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=run)
 
@@ -41,6 +42,7 @@ def run(args) -> int:
                          "measures the cache, not the memory")
     device = pick_device(args.device)
     if args.describe is not None:
+        _check_describe(args)
         return _describe(args, device)
     resolved = check_precision(args, device)
     threads.apply()
@@ -80,13 +82,26 @@ def run(args) -> int:
     return 0
 
 
+def _check_describe(args) -> None:
+    """--describe's id is one --to can name, and --describe prints TOML only."""
+    import re
+
+    from benchbench.errors import BenchError
+
+    if not re.fullmatch(r"[a-z0-9][a-z0-9.-]*", args.describe):
+        raise BenchError(f"--describe {args.describe!r}: an id is lower-case letters, digits, '-' and '.', starting with "
+                         "a letter or digit (e.g. rtx-4080), the name `project --to` and `cost --project-to` take")
+    if args.json:
+        raise BenchError("--describe prints a --devices entry (TOML), not JSON: drop --json")
+
+
 def _describe(args, device) -> int:
     """The device's measured figures as a --devices entry: fp16 (GPUs), bf16 and fp32 matmuls, the copy, its
     SMs (a CPU: threads) and memory."""
     from benchbench import precision
     from benchbench.errors import BenchError
     from benchbench.meters.bandwidth import MIB, measured_copy_bytes_per_s
-    from benchbench.meters.peaks import measured_matmul_flops
+    from benchbench.meters.peaks import lookup, measured_matmul_flops
     from benchbench.projection.catalog import device_toml, measured_device
     from benchbench.runtime.envinfo import device_name
 
@@ -101,6 +116,11 @@ def _describe(args, device) -> int:
     copy_bytes = args.copy_mib * MIB if args.copy_mib else None
     described = measured_device(args.describe, device_name(device), rates, measured_copy_bytes_per_s(device, copy_bytes),
                                 _units_and_memory(device))
+    known = lookup(described.name)
+    if known is not None:  # the user's entry wins over the table's (benchbench.projection.source.source_device)
+        print(f"# The datasheet table knows this device ({known.name}): with this entry in --devices, projections from "
+              "its measurements take these measured figures instead, which on the H100 moved them 1.0-3.8 points "
+              "further from timm's measurements (results/projection/README.md).")
     print(device_toml(described))
     return 0
 
