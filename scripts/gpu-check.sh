@@ -24,7 +24,7 @@
 # that from inductor's warm cache); GPU_CHECK_CAP_<STEP> (e.g. GPU_CHECK_CAP_SBS_EAGER=5) overrides one:
 #   setup              60  the wheels to a folder on PYTHONPATH (setuptools and wheel to one for the build
 #                          alone); the project, editable, unless this Python has it; every plugin must load (~20 s)
-#   env                30  `benchbench device --json` (CUDA start, the bf16 matmul peak on 8192^3) and the
+#   env                30  `benchbench device --json` (CUDA start, the bf16 matmul peak on 8192^3, a 1 GiB copy) and the
 #                          environment, to env.json (written by the follow-up, also when the peak was cut) (~10 s)
 #   quickstart         80  run quickstart --quick --fresh with `compile = true` on its first model alone
 #                          (bit-r20x1-small: 62 tensors, cold compile 51 s, measured) + ~15 s of start, 20
