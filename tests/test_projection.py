@@ -208,6 +208,10 @@ def test_validate_on_two_tables_against_its_baselines_computed_apart(capsys):
     assert out["baselines"]["best_single_ratio"]["median_abs_error"] == pytest.approx(best.median(), abs=0.01)
     assert set(out["by_family"]) >= {"vision-transformer", "resnet", "convnext", "efficientnet"}
     assert 0 < out["median_abs_error"] < out["p90_abs_error"] < 100 and 0 <= out["coverage_80"] <= 100
+    # The best single ratio is the median ratio: its signed errors, median(r) / r_i - 1, have a median of 0
+    signed = out["baselines"]["best_single_ratio"]["median_signed_error"]
+    assert signed == pytest.approx((ratio.median() / ratio - 1).median() * 100, abs=0.01) and abs(signed) < 0.05
+    assert abs(out["median_signed_error"]) <= out["median_abs_error"]
 
 
 def test_the_projection_of_a_compute_bound_model_follows_the_tensor_peaks():

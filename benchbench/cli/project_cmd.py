@@ -88,11 +88,12 @@ def render_validation(out: dict) -> str:
     lines = [f"{pair['source']} -> {pair['target']}",
              f"  projected {pair['from']} -> {pair['to']} ({pair['kind']}), constants of fold {out['fitted']['fold']} "
              f"(the target's tables left out of the fit)",
-             f"  {'':<22} {'models':>6} {'median':>8} {'p90':>8} {'80% interval holds':>19}"]
+             f"  {'':<22} {'models':>6} {'median':>8} {'p90':>8} {'80% interval holds':>19} {'signed':>8}"]
 
     def row(name, s):
         cov = f"{s['coverage_80']:.1f} %" if "coverage_80" in s else "-"
-        return f"  {name:<22} {s['models']:>6} {s['median_abs_error']:>7.1f}% {s['p90_abs_error']:>7.1f}% {cov:>19}"
+        return (f"  {name:<22} {s['models']:>6} {s['median_abs_error']:>7.1f}% {s['p90_abs_error']:>7.1f}% {cov:>19} "
+                f"{s['median_signed_error']:>+7.1f}%")
 
     lines.append(row(f"method (> {pair['min_gmacs']:g} GMACs)", out))
     lines.append(row("method (all models)", out["all_models"]))
