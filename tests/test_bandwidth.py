@@ -48,6 +48,9 @@ def test_device_prints_the_measured_copy_beside_the_matmul(capsys):
     assert main(["device", "--device", "cpu", "--copy-mib", "0"]) == 2
     err = capsys.readouterr().err
     assert "--copy-mib 0: give at least 1 (MiB)" in err and "Traceback" not in err and len(err.splitlines()) == 1
+    assert main(["device", "--device", "cpu", "--copy-mib", str(1 << 27)]) == 2  # 2 x 128 TiB: never fits
+    err = capsys.readouterr().err
+    assert f"two buffers of {1 << 27} MiB do not fit on cpu; give a smaller --copy-mib" in err and len(err.splitlines()) == 1
 
 
 def test_describe_writes_an_entry_the_devices_reader_reads_back(capsys, tmp_path):

@@ -31,7 +31,6 @@ def add_parser(sub, parent) -> None:
 
 
 def run(args) -> int:
-    from benchbench.meters.bandwidth import MIB, measured_copy_bytes_per_s
     from benchbench.meters.peaks import lookup, measured_matmul_flops
     from benchbench.runtime.envinfo import device_name, pick_device
 
@@ -50,8 +49,7 @@ def run(args) -> int:
     entry = lookup(name) if device.type == "cuda" else None
     table = entry.flops_per_s.get(precision) if entry else None
     measured = measured_matmul_flops(device, resolved, n=args.matmul_n)
-    copy_bytes = args.copy_mib * MIB if args.copy_mib else None
-    bandwidth = measured_copy_bytes_per_s(device, copy_bytes)
+    bandwidth = _copy(args, device)
     table_bw = entry.mem_bw_bytes_per_s if entry else None
     row = {
         "device": str(device), "device_name": name, "precision": precision,
@@ -100,7 +98,6 @@ def _describe(args, device) -> int:
     SMs (a CPU: threads) and memory."""
     from benchbench import precision
     from benchbench.errors import BenchError
-    from benchbench.meters.bandwidth import MIB, measured_copy_bytes_per_s
     from benchbench.meters.peaks import lookup, measured_matmul_flops
     from benchbench.projection.catalog import device_toml, measured_device
     from benchbench.runtime.envinfo import device_name
@@ -113,8 +110,7 @@ def _describe(args, device) -> int:
         except BenchError:  # fp16 on a CPU, bf16 on a GPU without it: no rate of that precision
             continue
         rates[name] = measured_matmul_flops(device, resolved, n=args.matmul_n)
-    copy_bytes = args.copy_mib * MIB if args.copy_mib else None
-    described = measured_device(args.describe, device_name(device), rates, measured_copy_bytes_per_s(device, copy_bytes),
+    described = measured_device(args.describe, device_name(device), rates, _copy(args, device),
                                 _units_and_memory(device))
     known = lookup(described.name)
     if known is not None:  # the user's entry wins over the table's (benchbench.projection.source.source_device)
@@ -123,6 +119,24 @@ def _describe(args, device) -> int:
               "further from timm's measurements (results/projection/README.md).")
     print(device_toml(described))
     return 0
+
+
+def _copy(args, device) -> float:
+    """The copy's bytes/s on `device` (--copy-mib's buffer, else the default), or a BenchError where the two
+    buffers do not fit."""
+    import torch
+
+    from benchbench.errors import BenchError
+    from benchbench.meters.bandwidth import MIB, default_copy_bytes, measured_copy_bytes_per_s
+
+    nbytes = args.copy_mib * MIB if args.copy_mib else default_copy_bytes(device)
+    try:
+        return measured_copy_bytes_per_s(device, nbytes)
+    except (torch.OutOfMemoryError, RuntimeError) as exc:
+        if "memory" not in str(exc).lower() and not isinstance(exc, torch.OutOfMemoryError):
+            raise
+        raise BenchError(f"--copy-mib {nbytes // MIB}: two buffers of {nbytes // MIB} MiB do not fit on {device}; "
+                         "give a smaller --copy-mib") from None
 
 
 def _units_and_memory(device) -> tuple[int, float]:
