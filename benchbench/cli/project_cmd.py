@@ -116,12 +116,14 @@ def project_runs(args, extra) -> int:
     targets = [resolve(name, extra) for name in args.to.split(",") if name.strip()]
     prices = target_prices(args.price, targets)  # before any model is counted: a typo costs nothing
     catalog = load_catalog(args)  # to count each model's activations on the meta device
-    rows = []
+    rows, runs, profiles = [], [], []
     for source in args.what:
         if Path(source).is_dir():
             rows += project_run(source, targets, catalog, extra)
+            runs.append(source)
         elif os.path.lexists(source):
             rows += project_profile(source, targets, catalog, args.images, extra)
+            profiles.append(source)
         else:
             raise BenchError(f"{source}: no such run directory or `benchbench profile` output")
     for row in rows:
@@ -131,8 +133,7 @@ def project_runs(args, extra) -> int:
     if not rows:
         raise BenchError("no ok record with its counts in " + ", ".join(args.what))
     if args.json:
-        runs = [source for source in args.what if Path(source).is_dir()]  # the rest: `profile` outputs
-        print(json.dumps({"runs": runs, "profiles": [source for source in args.what if source not in runs],
+        print(json.dumps({"runs": runs, "profiles": profiles,
                           "targets": [t.id for t in targets], "rows": rows}, indent=2))
     else:
         sys.stdout.write(render_rows(rows))

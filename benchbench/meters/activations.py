@@ -37,14 +37,20 @@ class _Counting(TorchDispatchMode):
         return out
 
 
+def forward_under(mode: TorchDispatchMode, model: torch.nn.Module, image_size: int, in_chans: int) -> None:
+    """One forward pass of one `image_size` image through `model` in eval mode, without gradients, under a
+    counting dispatch `mode`: on the meta device where its parameters are, else on theirs."""
+    device = next((p.device for p in model.parameters()), torch.device("meta"))
+    x = torch.zeros(1, in_chans, image_size, image_size, device=device)
+    with torch.no_grad(), mode:
+        model.eval()(x)
+
+
 def count_activations(model: torch.nn.Module, image_size: int, in_chans: int = 3) -> int:
     """Activations written by one forward pass of one `image_size` image through `model` (on the meta
     device where its parameters are, else on theirs), in elements."""
-    device = next((p.device for p in model.parameters()), torch.device("meta"))
-    x = torch.zeros(1, in_chans, image_size, image_size, device=device)
     mode = _Counting()
-    with torch.no_grad(), mode:
-        model.eval()(x)
+    forward_under(mode, model, image_size, in_chans)
     return mode.elements
 
 

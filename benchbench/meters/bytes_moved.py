@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from benchbench.meters.activations import forward_under
+
 CLASSES = ("matmul", "convolution", "attention", "normalisation", "element-wise")
 aten = torch.ops.aten
 MATMUL = {aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.linear}
@@ -94,11 +96,7 @@ def count_bytes(model: torch.nn.Module, image_size: int, in_chans: int = 3,
                 dtype_bytes: int | None = None) -> BytesMoved:
     """Bytes one forward pass of one `image_size` image through `model` reads and writes (on the meta device
     where its parameters are, else on theirs), per operator class, and the bytes of its weights."""
-    device = next((p.device for p in model.parameters()), torch.device("meta"))
-    x = torch.zeros(1, in_chans, image_size, image_size, device=device)
     mode = _Counting(dtype_bytes)
-    with torch.no_grad(), mode:
-        model.eval()(x)
+    forward_under(mode, model, image_size, in_chans)
     weights = mode.size([*model.parameters(), *model.buffers()])
     return BytesMoved(by_class={c: n for c, n in mode.bytes.items() if n}, weight_bytes=weights)
-
